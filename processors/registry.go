@@ -1,0 +1,71 @@
+package processors
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Factory makes a new, unconfigured processor.
+type Factory func() Processor
+
+// Info describes a registered code for `eas-server processors`.
+type Info struct {
+	Code        string
+	Description string
+	Factory     Factory
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Info{}
+)
+
+// Register makes a processor available under code. It is meant to be called
+// from init and panics on an empty code, a nil factory or a duplicate.
+func Register(code, description string, f Factory) {
+	if code == "" {
+		panic("processors: Register with empty code")
+	}
+	if f == nil {
+		panic("processors: Register " + code + " with nil factory")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[code]; dup {
+		panic("processors: Register called twice for " + code)
+	}
+	registry[code] = Info{Code: code, Description: description, Factory: f}
+}
+
+// New makes a processor for code.
+func New(code string) (Processor, error) {
+	mu.RLock()
+	info, ok := registry[code]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown processor %q (known: %s)", code, strings.Join(Codes(), ", "))
+	}
+	return info.Factory(), nil
+}
+
+// Codes lists the registered codes, sorted.
+func Codes() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	codes := make([]string, 0, len(registry))
+	for c := range registry {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	return codes
+}
+
+// Lookup returns the registration of code.
+func Lookup(code string) (Info, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	info, ok := registry[code]
+	return info, ok
+}
