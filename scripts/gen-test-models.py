@@ -1,0 +1,388 @@
+#!/usr/bin/python3
+"""gen-test-models.py writes the small ONNX test models of processors/onnx and
+their numpy-computed reference outputs.
+
+Run with Debian's interpreter, which sees python3-onnx (scripts/install-test-deps.sh):
+
+    /usr/bin/python3 scripts/gen-test-models.py            # test models + example model
+    /usr/bin/python3 scripts/gen-test-models.py --bench-mlp /tmp/mlp2048.onnx
+
+Every model is built with onnx.helper from seeded random weights, so a rerun
+writes the same bytes. For each model <name>.onnx a <name>.json holds test
+cases: inputs and expected outputs in KServe v2 JSON form (name, datatype,
+shape, flat row-major data), computed here with numpy in the model's own
+precision. The Go tests run the model through ONNX Runtime and compare.
+
+--bench-mlp PATH writes the benchmark MLP of issue 4 (three 2048x2048 fp32
+layers, about 50 MB, input "input" [N,2048]) to PATH; it is never committed.
+"""
+
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+IR_VERSION = 7  # ONNX 1.8+; every ONNX Runtime since 1.6 reads it
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTDATA = os.path.join(REPO, "processors", "onnx", "testdata")
+EXAMPLES = os.path.join(REPO, "examples")
+
+KSERVE = {
+    np.dtype(np.float32): "FP32",
+    np.dtype(np.float64): "FP64",
+    np.dtype(np.int64): "INT64",
+    np.dtype(np.int32): "INT32",
+    np.dtype(np.bool_): "BOOL",
+}
+
+
+def make_model(name, nodes, inputs, outputs, inits):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="eas-server gen-test-models.py",
+    )
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+def init(name, arr):
+    return numpy_helper.from_array(arr, name)
+
+
+def tensor_json(name, arr):
+    arr = np.asarray(arr)
+    data = arr.reshape(-1).tolist()
+    return {
+        "name": name,
+        "datatype": KSERVE[arr.dtype],
+        "shape": list(arr.shape),
+        "data": data,
+    }
+
+
+def case(name, inputs, outputs):
+    return {
+        "name": name,
+        "inputs": [tensor_json(k, v) for k, v in inputs],
+        "outputs": [tensor_json(k, v) for k, v in outputs],
+    }
+
+
+def save(model, cases, out_dir, name):
+    os.makedirs(out_dir, exist_ok=True)
+    onnx.save(model, os.path.join(out_dir, name + ".onnx"))
+    if cases is not None:
+        with open(os.path.join(out_dir, name + ".json"), "w") as f:
+            json.dump({"model": name + ".onnx", "cases": cases}, f, indent=1)
+            f.write("\n")
+
+
+def relu(x):
+    return np.maximum(x, 0).astype(x.dtype)
+
+
+# --- mlp: input [N,16] fp32 -> 32 (relu) -> output [N,8] -------------------
+
+
+def mlp_weights(rng, sizes):
+    ws = []
+    for i in range(len(sizes) - 1):
+        w = (rng.standard_normal((sizes[i], sizes[i + 1])) / np.sqrt(sizes[i])).astype(np.float32)
+        b = (rng.standard_normal(sizes[i + 1]) * 0.1).astype(np.float32)
+        ws.append((w, b))
+    return ws
+
+
+def mlp_model(name, sizes, ws):
+    nodes, inits = [], []
+    prev = "input"
+    for i, (w, b) in enumerate(ws):
+        inits += [init(f"w{i}", w), init(f"b{i}", b)]
+        last = i == len(ws) - 1
+        out = "output" if last else f"h{i}"
+        gemm_out = out if last else f"g{i}"
+        nodes.append(helper.make_node("Gemm", [prev, f"w{i}", f"b{i}"], [gemm_out], name=f"gemm{i}"))
+        if not last:
+            nodes.append(helper.make_node("Relu", [gemm_out], [out], name=f"relu{i}"))
+        prev = out
+    return make_model(
+        name,
+        nodes,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", sizes[0]])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", sizes[-1]])],
+        inits,
+    )
+
+
+def mlp_ref(ws, x):
+    h = x
+    for i, (w, b) in enumerate(ws):
+        h = (h @ w + b).astype(np.float32)
+        if i != len(ws) - 1:
+            h = relu(h)
+    return h
+
+
+def gen_mlp(rng):
+    sizes = [16, 32, 8]
+    ws = mlp_weights(rng, sizes)
+    model = mlp_model("mlp", sizes, ws)
+    cases = []
+    for n in (1, 3, 5):
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        cases.append(case(f"batch{n}", [("input", x)], [("output", mlp_ref(ws, x))]))
+    return model, cases
+
+
+# --- multi_io: a [N,4] fp32, b [N,4] fp32, w [N,1] fp64 -> sum, prod, total -----
+
+
+def gen_multi_io(rng):
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["sum"]),
+        helper.make_node("Mul", ["a", "b"], ["prod"]),
+        helper.make_node("Cast", ["sum"], ["sum64"], to=TensorProto.DOUBLE),
+        helper.make_node("Mul", ["sum64", "w"], ["weighted"]),
+        helper.make_node("ReduceSum", ["weighted", "axes"], ["total"], keepdims=1),
+    ]
+    model = make_model(
+        "multi_io",
+        nodes,
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 4]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 4]),
+            helper.make_tensor_value_info("w", TensorProto.DOUBLE, ["batch", 1]),
+        ],
+        [
+            helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["batch", 4]),
+            helper.make_tensor_value_info("prod", TensorProto.FLOAT, ["batch", 4]),
+            helper.make_tensor_value_info("total", TensorProto.DOUBLE, ["batch", 1]),
+        ],
+        [init("axes", np.array([1], dtype=np.int64))],
+    )
+    cases = []
+    for n in (1, 2, 4):
+        a = rng.standard_normal((n, 4)).astype(np.float32)
+        b = rng.standard_normal((n, 4)).astype(np.float32)
+        w = rng.standard_normal((n, 1))
+        s = (a + b).astype(np.float32)
+        total = (s.astype(np.float64) * w).sum(axis=1, keepdims=True)
+        cases.append(
+            case(
+                f"batch{n}",
+                [("a", a), ("b", b), ("w", w)],
+                [("sum", s), ("prod", (a * b).astype(np.float32)), ("total", total)],
+            )
+        )
+    return model, cases
+
+
+# --- seq: tokens [N,T,6] fp32 -> hidden [N,T,5] (per token), pooled [N,5] -----
+
+
+def gen_seq(rng):
+    d, e = 6, 5
+    w = (rng.standard_normal((d, e)) / np.sqrt(d)).astype(np.float32)
+    b = (rng.standard_normal(e) * 0.1).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["tokens", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["hidden"]),
+        helper.make_node("ReduceMean", ["hidden"], ["pooled"], axes=[1], keepdims=0),
+    ]
+    model = make_model(
+        "seq",
+        nodes,
+        [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["batch", "time", d])],
+        [
+            helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "time", e]),
+            helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", e]),
+        ],
+        [init("w", w), init("b", b)],
+    )
+    cases = []
+    for n, t in ((1, 3), (2, 7), (3, 1)):
+        x = rng.standard_normal((n, t, d)).astype(np.float32)
+        h = np.tanh((x @ w + b).astype(np.float32)).astype(np.float32)
+        cases.append(
+            case(f"n{n}_t{t}", [("tokens", x)], [("hidden", h), ("pooled", h.mean(axis=1, dtype=np.float32))])
+        )
+    return model, cases
+
+
+# --- int_bool: ids [N,K] int64, mask [N,K] bool -> emb, kept, count -----------
+
+
+def gen_int_bool(rng):
+    vocab, dim = 10, 3
+    table = rng.standard_normal((vocab, dim)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+        helper.make_node("Where", ["mask", "ids", "minus_one"], ["kept"]),
+        helper.make_node("Cast", ["mask"], ["mask64"], to=TensorProto.INT64),
+        helper.make_node("ReduceSum", ["mask64", "axes"], ["count"], keepdims=0),
+        helper.make_node("Not", ["mask"], ["inverted"]),
+    ]
+    model = make_model(
+        "int_bool",
+        nodes,
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "len"]),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, ["batch", "len"]),
+        ],
+        [
+            helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["batch", "len", dim]),
+            helper.make_tensor_value_info("kept", TensorProto.INT64, ["batch", "len"]),
+            helper.make_tensor_value_info("count", TensorProto.INT64, ["batch"]),
+            helper.make_tensor_value_info("inverted", TensorProto.BOOL, ["batch", "len"]),
+        ],
+        [
+            init("table", table),
+            init("minus_one", np.array(-1, dtype=np.int64)),
+            init("axes", np.array([1], dtype=np.int64)),
+        ],
+    )
+    cases = []
+    for n, k in ((1, 4), (2, 4), (3, 2)):
+        ids = rng.integers(0, vocab, size=(n, k)).astype(np.int64)
+        mask = rng.random((n, k)) < 0.5
+        cases.append(
+            case(
+                f"n{n}_k{k}",
+                [("ids", ids), ("mask", mask)],
+                [
+                    ("emb", table[ids]),
+                    ("kept", np.where(mask, ids, -1).astype(np.int64)),
+                    ("count", mask.astype(np.int64).sum(axis=1)),
+                    ("inverted", ~mask),
+                ],
+            )
+        )
+    return model, cases
+
+
+# --- conv: image [N,1,8,8] -> conv3x3x4 + relu -> maxpool2 -> gemm -> softmax --
+
+
+def conv2d(x, w, b):
+    n, c, h, wd = x.shape
+    f, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, f, h, wd), dtype=np.float32)
+    for i in range(h):
+        for j in range(wd):
+            patch = xp[:, :, i : i + kh, j : j + kw]  # n,c,kh,kw
+            out[:, :, i, j] = np.einsum("nckl,fckl->nf", patch, w)
+    return (out + b.reshape(1, f, 1, 1)).astype(np.float32)
+
+
+def gen_conv(rng):
+    f = 4
+    cw = (rng.standard_normal((f, 1, 3, 3)) / 3).astype(np.float32)
+    cb = (rng.standard_normal(f) * 0.1).astype(np.float32)
+    gw = (rng.standard_normal((f * 16, 10)) / 8).astype(np.float32)
+    gb = (rng.standard_normal(10) * 0.1).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["image", "cw", "cb"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["flat"], axis=1),
+        helper.make_node("Gemm", ["flat", "gw", "gb"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=1),
+    ]
+    model = make_model(
+        "conv",
+        nodes,
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 1, 8, 8])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])],
+        [init("cw", cw), init("cb", cb), init("gw", gw), init("gb", gb)],
+    )
+    cases = []
+    for n in (1, 2):
+        x = rng.standard_normal((n, 1, 8, 8)).astype(np.float32)
+        r = relu(conv2d(x, cw, cb))
+        p = r.reshape(n, f, 4, 2, 4, 2).max(axis=(3, 5))
+        logits = (p.reshape(n, -1) @ gw + gb).astype(np.float32)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+        cases.append(case(f"batch{n}", [("image", x)], [("probs", probs)]))
+    return model, cases
+
+
+# --- the EAS Torch request body for examples/requests ------------------------
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field(num, wire, payload):
+    key = varint(num << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def torch_request(x):
+    """Encodes pytorch.eas.PredictRequest{inputs: [ArrayProto(DT_FLOAT, shape, float_val)]}."""
+    dims = b"".join(varint(d) for d in x.shape)
+    shape = field(1, 2, dims)  # ArrayShape.dim, packed
+    floats = struct.pack("<%df" % x.size, *x.reshape(-1).tolist())
+    array = field(1, 0, varint(1)) + field(2, 2, shape) + field(3, 2, floats)  # DT_FLOAT=1
+    return field(1, 2, array)
+
+
+def write_bench_mlp(path):
+    rng = np.random.default_rng(2048)
+    sizes = [2048, 2048, 2048, 2048]
+    model = mlp_model("bench_mlp", sizes, mlp_weights(rng, sizes))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    onnx.save(model, path)
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench-mlp", metavar="PATH", help="write only the 3x2048x2048 benchmark MLP to PATH")
+    ap.add_argument("--out", default=TESTDATA, help="test model directory (default %(default)s)")
+    args = ap.parse_args()
+    if args.bench_mlp:
+        write_bench_mlp(args.bench_mlp)
+        return
+
+    gens = [("mlp", gen_mlp), ("multi_io", gen_multi_io), ("seq", gen_seq), ("int_bool", gen_int_bool), ("conv", gen_conv)]
+    for i, (name, gen) in enumerate(gens):
+        model, cases = gen(np.random.default_rng(1000 + i))
+        save(model, cases, args.out, name)
+        print(f"wrote {os.path.join(args.out, name)}.onnx/.json")
+        if name == "mlp":
+            # The example service serves the same tiny MLP; its request body
+            # is the first test case as an EAS Torch PredictRequest.
+            save(model, None, os.path.join(EXAMPLES, "models"), "mlp")
+            x = np.array(cases[0]["inputs"][0]["data"], dtype=np.float32).reshape(cases[0]["inputs"][0]["shape"])
+            os.makedirs(os.path.join(EXAMPLES, "requests"), exist_ok=True)
+            with open(os.path.join(EXAMPLES, "requests", "pytorch_mlp.pb"), "wb") as f:
+                f.write(torch_request(x))
+            print("wrote examples/models/mlp.onnx, examples/requests/pytorch_mlp.pb")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
