@@ -1,0 +1,479 @@
+// Package scheduler admits, queues, batches and runs the requests of one
+// service version. It knows payloads and a run function, not HTTP.
+//
+// Semantics (see docs/architecture.md, "Scheduler semantics"):
+//   - Admission: a full instance answers ErrQueueFull at once; over the rate
+//     limit, ErrRateLimited. An instance is full when every worker is busy with
+//     a full batch and MaxQueueSize requests wait (with batching off a "full
+//     batch" is one request, so the bound is Workers+QueueSize).
+//   - Deadline: Timeout (rpc.keepalive) counts from arrival; past it the call
+//     returns ErrDeadline wherever the request is, and a queued request is
+//     dropped. A caller whose context is cancelled gets ErrCanceled and its
+//     queued request is dropped too.
+//   - Workers: at most Workers runs at once.
+//   - Batching: a batch leaves as soon as a worker is free and it is full, or
+//     its oldest request has waited MaxBatchTimeout since arrival, or no other
+//     run is in progress (idle dispatch: waiting cannot help, so no latency is
+//     added at low load). Only payloads with equal batch keys share a batch;
+//     others wait for their own.
+//   - A panic in the run function fails only the requests of that batch.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sentinel errors returned by Do. Callers map them to HTTP status codes.
+var (
+	ErrQueueFull   = errors.New("the service queue is full")         // 450
+	ErrRateLimited = errors.New("the service rate limit is reached") // 429
+	ErrDeadline    = errors.New("the request exceeded its deadline") // 408
+	ErrCanceled    = errors.New("the client closed the request")     // 499
+	ErrStopped     = errors.New("the service is stopping")           // 503
+)
+
+// PanicError is returned to every request of a batch whose run panicked.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("processor panic: %v", e.Value) }
+
+// RunFunc runs one batch and returns one result per payload, in order.
+type RunFunc func(ctx context.Context, batch []any) ([]any, error)
+
+// KeyFunc returns a payload's batch key; payloads with equal keys may share a
+// batch. ok=false means the payload always runs alone.
+type KeyFunc func(payload any) (key string, ok bool)
+
+// Observer receives measurements; any field may be nil. Calls happen on the
+// scheduler's goroutines and must be cheap.
+type Observer struct {
+	Batch     func(size int, compute time.Duration)
+	QueueWait func(wait time.Duration)
+}
+
+// Config sets the limits of one scheduler. Zero values take the defaults of
+// eas-protocol.md (5 workers, queue 64, keepalive 5 s, batch 16, 50 ms).
+type Config struct {
+	Workers         int           // concurrent runs (rpc.worker_threads)
+	QueueSize       int           // waiting requests beyond the running ones (rpc.max_queue_size)
+	Timeout         time.Duration // per-request deadline from arrival (rpc.keepalive); <0 = none
+	RateLimit       float64       // admitted requests per second; 0 = unlimited (rpc.rate_limit)
+	Batching        bool          // rpc.batching
+	MaxBatchSize    int           // rpc.max_batch_size
+	MaxBatchTimeout time.Duration // rpc.max_batch_timeout
+}
+
+func (c *Config) normalise() {
+	if c.Workers <= 0 {
+		c.Workers = 5
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 64
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.MaxBatchSize <= 0 {
+		c.MaxBatchSize = 16
+	}
+	if !c.Batching {
+		c.MaxBatchSize = 1
+	}
+	if c.MaxBatchTimeout < 0 {
+		c.MaxBatchTimeout = 0
+	}
+}
+
+// call is one admitted request. Fields after the first block are guarded by
+// the scheduler's mutex.
+type call struct {
+	ctx       context.Context
+	payload   any
+	key       string
+	batchable bool
+	arrived   time.Time
+	done      chan result // buffered 1; written once
+
+	queued bool // still in the queue
+}
+
+type result struct {
+	value any
+	err   error
+}
+
+// Scheduler is safe for concurrent use. The zero value is not usable; use New.
+type Scheduler struct {
+	cfg      Config
+	run      RunFunc
+	key      KeyFunc
+	obs      Observer
+	log      *slog.Logger
+	capacity int64
+	limiter  *limiter
+
+	inflight atomic.Int64 // admitted and not yet answered by a run or a drop
+	stopping atomic.Bool
+
+	mu     sync.Mutex
+	queue  []*call
+	arrive chan struct{} // cap 1: "the queue changed"
+	free   chan struct{} // worker tokens: cap Workers
+	quit   chan struct{} // closed by Stop once the queue is drained
+	exited chan struct{} // closed when the dispatcher returns
+	runs   sync.WaitGroup
+}
+
+// New starts a scheduler's dispatcher. key may be nil (nothing batches).
+func New(cfg Config, run RunFunc, key KeyFunc, obs Observer, log *slog.Logger) *Scheduler {
+	cfg.normalise()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Scheduler{
+		cfg:      cfg,
+		run:      run,
+		key:      key,
+		obs:      obs,
+		log:      log,
+		capacity: int64(cfg.Workers*cfg.MaxBatchSize + cfg.QueueSize),
+		arrive:   make(chan struct{}, 1),
+		free:     make(chan struct{}, cfg.Workers),
+		quit:     make(chan struct{}),
+		exited:   make(chan struct{}),
+	}
+	if cfg.RateLimit > 0 {
+		s.limiter = newLimiter(cfg.RateLimit)
+	}
+	for range cfg.Workers {
+		s.free <- struct{}{}
+	}
+	go s.dispatch()
+	return s
+}
+
+// Config returns the normalised configuration.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// QueueDepth is the number of requests waiting for a worker.
+func (s *Scheduler) QueueDepth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// Do admits payload, waits for its run and returns its result. The error is
+// one of the sentinels above, a *PanicError, or the run function's error.
+func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
+	if s.stopping.Load() {
+		return nil, ErrStopped
+	}
+	if s.limiter != nil && !s.limiter.allow() {
+		return nil, ErrRateLimited
+	}
+	if s.inflight.Add(1) > s.capacity {
+		s.inflight.Add(-1)
+		return nil, ErrQueueFull
+	}
+	arrived := time.Now()
+	var cancel context.CancelFunc
+	if s.cfg.Timeout > 0 {
+		ctx, cancel = context.WithDeadline(ctx, arrived.Add(s.cfg.Timeout))
+		defer cancel()
+	}
+	c := &call{ctx: ctx, payload: payload, arrived: arrived, done: make(chan result, 1)}
+	if s.cfg.Batching && s.key != nil {
+		c.key, c.batchable = s.key(payload)
+	}
+
+	s.mu.Lock()
+	c.queued = true
+	s.queue = append(s.queue, c)
+	s.mu.Unlock()
+	s.signal()
+
+	select {
+	case r := <-c.done:
+		return r.value, r.err
+	case <-ctx.Done():
+		s.mu.Lock()
+		if c.queued {
+			s.removeLocked(c)
+			s.inflight.Add(-1)
+		}
+		s.mu.Unlock()
+		return nil, ctxError(ctx)
+	}
+}
+
+// ctxError maps a finished context to ErrDeadline or ErrCanceled.
+func ctxError(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ErrDeadline
+	}
+	return ErrCanceled
+}
+
+func (s *Scheduler) signal() {
+	select {
+	case s.arrive <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Scheduler) removeLocked(c *call) {
+	for i, q := range s.queue {
+		if q == c {
+			copy(s.queue[i:], s.queue[i+1:])
+			s.queue[len(s.queue)-1] = nil
+			s.queue = s.queue[:len(s.queue)-1]
+			c.queued = false
+			return
+		}
+	}
+}
+
+// othersBusy is the number of runs in progress, not counting the worker
+// token the dispatcher holds while it forms a batch.
+func (s *Scheduler) othersBusy() int { return s.cfg.Workers - len(s.free) - 1 }
+
+// dispatch forms batches and starts runs until Stop.
+func (s *Scheduler) dispatch() {
+	defer close(s.exited)
+	for {
+		select {
+		case <-s.free:
+		case <-s.quit:
+			return
+		}
+		batch := s.nextBatch()
+		if batch == nil {
+			return
+		}
+		s.runs.Add(1)
+		go s.execute(batch)
+	}
+}
+
+// nextBatch blocks until a batch may leave; nil means the scheduler quit.
+func (s *Scheduler) nextBatch() []*call {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			batch, wait := s.formLocked()
+			if batch != nil {
+				s.mu.Unlock()
+				return batch
+			}
+			s.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-s.arrive:
+			case <-timer.C:
+			case <-s.quit:
+				return nil
+			}
+			continue
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.arrive:
+		case <-s.quit:
+			return nil
+		}
+	}
+}
+
+// formLocked takes a batch off the queue when one may leave now; otherwise
+// it returns how long to wait before the oldest request's batch timeout.
+func (s *Scheduler) formLocked() ([]*call, time.Duration) {
+	head := s.queue[0]
+	if !head.batchable || s.cfg.MaxBatchSize == 1 {
+		s.takeLocked(0)
+		return []*call{head}, 0
+	}
+	n := 0
+	for _, c := range s.queue {
+		if c.batchable && c.key == head.key {
+			n++
+			if n == s.cfg.MaxBatchSize {
+				break
+			}
+		}
+	}
+	if n < s.cfg.MaxBatchSize && s.othersBusy() > 0 {
+		// Other runs are in progress, so more requests are likely to come:
+		// wait for the batch to fill, up to the oldest request's timeout.
+		if wait := time.Until(head.arrived.Add(s.cfg.MaxBatchTimeout)); wait > 0 {
+			return nil, wait
+		}
+	}
+	batch := make([]*call, 0, n)
+	kept := s.queue[:0]
+	for _, c := range s.queue {
+		if len(batch) < n && c.batchable && c.key == head.key {
+			c.queued = false
+			batch = append(batch, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+	return batch, 0
+}
+
+func (s *Scheduler) takeLocked(i int) {
+	c := s.queue[i]
+	c.queued = false
+	copy(s.queue[i:], s.queue[i+1:])
+	s.queue[len(s.queue)-1] = nil
+	s.queue = s.queue[:len(s.queue)-1]
+}
+
+// execute runs one batch on a worker token and answers its calls.
+func (s *Scheduler) execute(batch []*call) {
+	defer s.runs.Done()
+	defer func() {
+		s.free <- struct{}{}
+		s.signal() // a partial batch waiting on busy workers may now leave
+	}()
+	defer s.inflight.Add(-int64(len(batch)))
+
+	// Drop requests that expired or were cancelled between take and run.
+	live := batch[:0]
+	for _, c := range batch {
+		if c.ctx.Err() != nil {
+			c.done <- result{err: ctxError(c.ctx)}
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	start := time.Now()
+	if s.obs.QueueWait != nil {
+		for _, c := range live {
+			s.obs.QueueWait(start.Sub(c.arrived))
+		}
+	}
+	payloads := make([]any, len(live))
+	for i, c := range live {
+		payloads[i] = c.payload
+	}
+	ctx := live[0].ctx
+	if len(live) > 1 {
+		// A batch outlives any one member: run until the last deadline.
+		var cancel context.CancelFunc
+		ctx, cancel = batchContext(live)
+		defer cancel()
+	}
+	out, err := s.safeRun(ctx, payloads)
+	if s.obs.Batch != nil {
+		s.obs.Batch(len(live), time.Since(start))
+	}
+	if err == nil && len(out) != len(live) {
+		err = fmt.Errorf("processor returned %d results for a batch of %d", len(out), len(live))
+	}
+	for i, c := range live {
+		if err != nil {
+			c.done <- result{err: err}
+		} else {
+			c.done <- result{value: out[i]}
+		}
+	}
+}
+
+func (s *Scheduler) safeRun(ctx context.Context, payloads []any) (out []any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			s.log.Error("processor panic recovered", "panic", fmt.Sprint(v), "batch_size", len(payloads), "stack", string(pe.Stack))
+			out, err = nil, pe
+		}
+	}()
+	return s.run(ctx, payloads)
+}
+
+// batchContext is cancelled once every member's context is done, and carries
+// the latest member deadline.
+func batchContext(calls []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
+
+// Stop refuses new requests, lets queued and running ones finish, and
+// returns when all are answered. When ctx ends first, the requests still
+// queued get ErrStopped and Stop returns ctx's error after the running ones.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	s.stopping.Store(true)
+	var err error
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.mu.Lock()
+			for _, c := range s.queue {
+				c.queued = false
+				c.done <- result{err: ErrStopped}
+				s.inflight.Add(-1)
+			}
+			s.queue = nil
+			s.mu.Unlock()
+			break wait
+		case <-tick.C:
+		}
+	}
+	close(s.quit)
+	<-s.exited
+	s.runs.Wait()
+	// Requests that raced past the stopping check are answered too.
+	s.mu.Lock()
+	for _, c := range s.queue {
+		c.queued = false
+		c.done <- result{err: ErrStopped}
+		s.inflight.Add(-1)
+	}
+	s.queue = nil
+	s.mu.Unlock()
+	return err
+}
