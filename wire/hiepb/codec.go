@@ -11,7 +11,6 @@ package hiepb
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -173,4 +172,4 @@ func DecodeResponse(body []byte) ([]tensor.Tensor, error) {
 }
 
 // Supported lists the data_type numbers this codec accepts.
-func Supported() string { return strings.Clone(supported) }
+func Supported() string { return supported }
