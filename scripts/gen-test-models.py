@@ -319,6 +319,41 @@ def gen_conv(rng):
     return model, cases
 
 
+# --- batch_sum: x [N,3] -> doubled [N,3], total [1,1] (sums over the batch) ----
+
+
+def gen_batch_sum(rng):
+    """A model whose output does not follow the batch: merged runs of several
+    requests would mix their rows, so the server must run them one by one."""
+    nodes = [
+        helper.make_node("Add", ["x", "x"], ["doubled"]),
+        helper.make_node("ReduceSum", ["x"], ["sum11"], keepdims=1),
+        # Reshape to a shape computed from the input's (always [1,1]) so
+        # shape inference cannot pin the first dim: only a run can show that
+        # "total" does not follow the batch, as with many real exports.
+        helper.make_node("Shape", ["x"], ["xshape"]),
+        helper.make_node("Gather", ["xshape", "idx1"], ["width"], axis=0),
+        helper.make_node("Div", ["width", "width"], ["one"]),
+        helper.make_node("Concat", ["one", "one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["sum11", "target"], ["total"]),
+    ]
+    model = make_model(
+        "batch_sum",
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [
+            helper.make_tensor_value_info("doubled", TensorProto.FLOAT, ["batch", 3]),
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, ["k", "l"]),
+        ],
+        [init("idx1", np.array([1], dtype=np.int64))],
+    )
+    cases = []
+    for n in (1, 2):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        cases.append(case(f"batch{n}", [("x", x)], [("doubled", x + x), ("total", x.sum(dtype=np.float32).reshape(1, 1))]))
+    return model, cases
+
+
 # --- the EAS Torch request body for examples/requests ------------------------
 
 
@@ -368,7 +403,7 @@ def main():
         write_bench_mlp(args.bench_mlp)
         return
 
-    gens = [("mlp", gen_mlp), ("multi_io", gen_multi_io), ("seq", gen_seq), ("int_bool", gen_int_bool), ("conv", gen_conv)]
+    gens = [("mlp", gen_mlp), ("multi_io", gen_multi_io), ("seq", gen_seq), ("int_bool", gen_int_bool), ("conv", gen_conv), ("batch_sum", gen_batch_sum)]
     for i, (name, gen) in enumerate(gens):
         model, cases = gen(np.random.default_rng(1000 + i))
         save(model, cases, args.out, name)

@@ -1,0 +1,534 @@
+// Package onnx serves ONNX models through ONNX Runtime for the pytorch_* and
+// onnx_* processor codes.
+//
+// EAS's PyTorch processor runs TorchScript through libtorch, which cannot be
+// had here; PyTorch users export to ONNX instead (torch.onnx.export) and keep
+// their clients: the pytorch_* codes speak the EAS Torch protobuf
+// (pytorch.eas.PredictRequest) and the onnx_* codes the HIE DataProto, both
+// over the same ONNX Runtime session. KServe v2 routes reach the model through
+// processors.TensorModel.
+//
+// The ONNX Runtime shared library is loaded lazily, on the first ONNX model
+// load, from SetLibraryPath, $ONNXRUNTIME_LIB or the project-local copy that
+// scripts/fetch-onnxruntime.sh installs; when it is missing only ONNX services
+// fail to deploy.
+//
+// model_config (optional, a JSON object or a string holding one) tunes the
+// session: {"intra_op_threads": 4, "inter_op_threads": 1,
+// "allow_spinning": true, "graph_optimization": "all", "device_id": 0}.
+// intra_op_threads defaults to metadata.cpu, else the machine's cores.
+package onnx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// protocol is the /api/predict wire format a code speaks.
+type protocol int
+
+const (
+	protoTorch protocol = iota // pytorch.eas.PredictRequest / PredictResponse
+	protoHIE                   // hie.processor.DataProto
+)
+
+// codeInfo describes one registered processor code.
+type codeInfo struct {
+	proto protocol
+	gpu   bool
+	cpu   string // the CPU code to suggest for a GPU code
+}
+
+var codes = map[string]codeInfo{
+	"onnx_cpu":   {proto: protoHIE},
+	"onnx_cu100": {proto: protoHIE, gpu: true, cpu: "onnx_cpu"},
+}
+
+func init() {
+	for _, v := range []string{"1.6", "1.7", "1.9", "1.10"} {
+		codes["pytorch_cpu_"+v] = codeInfo{proto: protoTorch}
+		codes["pytorch_gpu_"+v] = codeInfo{proto: protoTorch, gpu: true, cpu: "pytorch_cpu_" + v}
+	}
+	for code, ci := range codes {
+		desc := "ONNX model on ONNX Runtime " + LibraryVersion
+		switch {
+		case ci.proto == protoTorch && ci.gpu:
+			desc = "PyTorch model exported to ONNX, CUDA execution provider, EAS Torch protobuf"
+		case ci.proto == protoTorch:
+			desc = "PyTorch model exported to ONNX (torch.onnx.export), CPU, EAS Torch protobuf"
+		case ci.gpu:
+			desc += ", CUDA execution provider, HIE DataProto"
+		default:
+			desc += ", CPU, HIE DataProto"
+		}
+		processors.Register(code, desc, func() processors.Processor { return New(code) })
+	}
+}
+
+// Config is the processor's model_config. Every field is optional.
+type Config struct {
+	// IntraOpThreads is the thread count ONNX Runtime uses inside one
+	// operator; it overrides metadata.cpu.
+	IntraOpThreads int `json:"intra_op_threads"`
+	// InterOpThreads is the thread count for running independent operators
+	// in parallel; 0 keeps ONNX Runtime's default.
+	InterOpThreads int `json:"inter_op_threads"`
+	// AllowSpinning lets idle intra-op threads spin for the next run (lower
+	// latency, CPU burnt while idle). Default true, ONNX Runtime's default.
+	AllowSpinning *bool `json:"allow_spinning"`
+	// GraphOptimization is one of all (default), extended, basic, disable.
+	GraphOptimization string `json:"graph_optimization"`
+	// DeviceID is the CUDA device for GPU codes.
+	DeviceID int `json:"device_id"`
+}
+
+// ioInfo is one model input or output as the session reports it.
+type ioInfo struct {
+	Name  string
+	DType tensor.DType
+	Shape []int64 // -1 for a dynamic dimension
+	ort   ort.TensorElementDataType
+}
+
+// Model is an ONNX model behind one ONNX Runtime session. It is created by
+// the registry, configured and loaded once by the service loader, then used
+// concurrently: Run, Decode, Encode and BatchKey are safe from any goroutine.
+type Model struct {
+	code string
+	info codeInfo
+	spec processors.Spec
+	cfg  Config
+
+	threads   int
+	file      string // the .onnx file in use
+	provider  string // "CPUExecutionProvider" or "CUDAExecutionProvider"
+	session   *ort.DynamicAdvancedSession
+	inputs    []ioInfo
+	outputs   []ioInfo
+	inIndex   map[string]int
+	outIndex  map[string]int
+	batchable bool        // every input and output has a dynamic first dim
+	noBatch   atomic.Bool // a run showed an output that does not follow the batch
+}
+
+// New returns an unconfigured model for one of the registered codes.
+func New(code string) *Model {
+	return &Model{code: code, info: codes[code]}
+}
+
+// Platform names the runtime for KServe model metadata.
+func (m *Model) Platform() string { return "onnxruntime_onnx" }
+
+// torchScriptHelp says how to get from a TorchScript file to what we serve.
+const torchScriptHelp = `TorchScript cannot be served here (no libtorch); export the model to ONNX and deploy the .onnx file with the same processor: ` +
+	`torch.onnx.export(model, example_inputs, "model.onnx", input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})`
+
+func isTorchScriptName(p string) bool {
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".pt", ".pth", ".torchscript", ".ptl":
+		return true
+	}
+	return false
+}
+
+// Configure checks spec and model_config without any I/O.
+func (m *Model) Configure(spec processors.Spec) error {
+	if _, ok := codes[spec.Code]; ok {
+		m.code, m.info = spec.Code, codes[spec.Code]
+	}
+	m.spec = spec
+	if spec.ModelPath == "" {
+		return fmt.Errorf("model_path: required for processor %q; point it at an .onnx file or a directory holding one", m.code)
+	}
+	if isTorchScriptName(spec.ModelPath) {
+		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(spec.ModelPath), torchScriptHelp)
+	}
+	if spec.ModelEntry != "" {
+		if !filepath.IsLocal(spec.ModelEntry) {
+			return fmt.Errorf("model_entry: %q must be a relative path inside model_path without ..", spec.ModelEntry)
+		}
+		if isTorchScriptName(spec.ModelEntry) {
+			return fmt.Errorf("model_entry: %s looks like a TorchScript file; %s", spec.ModelEntry, torchScriptHelp)
+		}
+	}
+	cfg, err := parseConfig(spec.ModelConfig)
+	if err != nil {
+		return err
+	}
+	m.cfg = cfg
+	switch {
+	case cfg.IntraOpThreads > 0:
+		m.threads = cfg.IntraOpThreads
+	case spec.CPU > 0:
+		m.threads = spec.CPU
+	default:
+		m.threads = runtime.NumCPU()
+	}
+	return nil
+}
+
+// parseConfig reads model_config strictly: unknown keys are errors, so a typo
+// does not silently keep a default.
+func parseConfig(raw json.RawMessage) (Config, error) {
+	var cfg Config
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return cfg, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return cfg, fmt.Errorf("model_config: %w", err)
+		}
+		raw = []byte(strings.TrimSpace(s))
+		if len(raw) == 0 {
+			return cfg, nil
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("model_config: %w; the onnx processor accepts an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id", err)
+	}
+	if dec.More() {
+		return cfg, errors.New("model_config: trailing data after the JSON object")
+	}
+	if cfg.IntraOpThreads < 0 || cfg.IntraOpThreads > 1024 {
+		return cfg, fmt.Errorf("model_config.intra_op_threads: must be between 0 and 1024, got %d", cfg.IntraOpThreads)
+	}
+	if cfg.InterOpThreads < 0 || cfg.InterOpThreads > 1024 {
+		return cfg, fmt.Errorf("model_config.inter_op_threads: must be between 0 and 1024, got %d", cfg.InterOpThreads)
+	}
+	if _, ok := optLevels[cfg.GraphOptimization]; !ok {
+		return cfg, fmt.Errorf("model_config.graph_optimization: must be one of all, extended, basic, disable, got %q", cfg.GraphOptimization)
+	}
+	if cfg.DeviceID < 0 {
+		return cfg, fmt.Errorf("model_config.device_id: must be >= 0, got %d", cfg.DeviceID)
+	}
+	return cfg, nil
+}
+
+var optLevels = map[string]ort.GraphOptimizationLevel{
+	"":         ort.GraphOptimizationLevelEnableAll,
+	"all":      ort.GraphOptimizationLevelEnableAll,
+	"extended": ort.GraphOptimizationLevelEnableExtended,
+	"basic":    ort.GraphOptimizationLevelEnableBasic,
+	"disable":  ort.GraphOptimizationLevelDisableAll,
+}
+
+// Load resolves the .onnx file, initialises ONNX Runtime if needed and
+// creates the one session every Run shares.
+func (m *Model) Load(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	file, err := findModelFile(m.spec.ModelPath, m.spec.ModelEntry)
+	if err != nil {
+		return err
+	}
+	if err := checkNotTorchScript(file); err != nil {
+		return err
+	}
+	if err := ensureEnvironment(); err != nil {
+		return err
+	}
+	m.file = file
+
+	// Read the signature through a cheap session (no optimisation, one
+	// thread): the binding has no accessor on a DynamicAdvancedSession.
+	infoOpts, err := ort.NewSessionOptions()
+	if err != nil {
+		return fmt.Errorf("onnx session options: %w", err)
+	}
+	_ = infoOpts.SetGraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll)
+	_ = infoOpts.SetIntraOpNumThreads(1)
+	ins, outs, err := ort.GetInputOutputInfoWithOptions(file, infoOpts)
+	infoOpts.Destroy()
+	if err != nil {
+		return fmt.Errorf("load %s: %w; is it a valid ONNX model (opset <= 23)?", filepath.Base(file), err)
+	}
+	if m.inputs, err = convertInfo("input", ins); err != nil {
+		return err
+	}
+	if m.outputs, err = convertInfo("output", outs); err != nil {
+		return err
+	}
+	m.inIndex, m.outIndex = indexOf(m.inputs), indexOf(m.outputs)
+	m.batchable = len(m.inputs) > 0
+	for _, io := range append(slices.Clone(m.inputs), m.outputs...) {
+		if len(io.Shape) == 0 || io.Shape[0] >= 0 {
+			m.batchable = false
+		}
+	}
+
+	opts, err := m.sessionOptions()
+	if err != nil {
+		return err
+	}
+	defer opts.Destroy()
+	names := func(ios []ioInfo) []string {
+		s := make([]string, len(ios))
+		for i, io := range ios {
+			s[i] = io.Name
+		}
+		return s
+	}
+	sess, err := ort.NewDynamicAdvancedSession(file, names(m.inputs), names(m.outputs), opts)
+	if err != nil {
+		if m.info.gpu {
+			return m.gpuError(err)
+		}
+		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
+	}
+	m.session = sess
+	if m.spec.Logger != nil {
+		m.spec.Logger.Info("onnx model loaded", "file", file, "provider", m.provider,
+			"intra_op_threads", m.threads, "inputs", len(m.inputs), "outputs", len(m.outputs), "batchable", m.batchable)
+	}
+	return nil
+}
+
+// sessionOptions builds the options of the serving session.
+func (m *Model) sessionOptions() (*ort.SessionOptions, error) {
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("onnx session options: %w", err)
+	}
+	fail := func(what string, err error) (*ort.SessionOptions, error) {
+		opts.Destroy()
+		return nil, fmt.Errorf("onnx session options: %s: %w", what, err)
+	}
+	if err := opts.SetIntraOpNumThreads(m.threads); err != nil {
+		return fail("intra_op_threads", err)
+	}
+	if m.cfg.InterOpThreads > 0 {
+		if err := opts.SetInterOpNumThreads(m.cfg.InterOpThreads); err != nil {
+			return fail("inter_op_threads", err)
+		}
+	}
+	if err := opts.SetGraphOptimizationLevel(optLevels[m.cfg.GraphOptimization]); err != nil {
+		return fail("graph_optimization", err)
+	}
+	if m.cfg.AllowSpinning != nil && !*m.cfg.AllowSpinning {
+		if err := opts.AddSessionConfigEntry("session.intra_op.allow_spinning", "0"); err != nil {
+			return fail("allow_spinning", err)
+		}
+	}
+	m.provider = "CPUExecutionProvider"
+	if m.info.gpu {
+		// No silent CPU fallback: a GPU code either gets CUDA or fails here.
+		cuda, err := ort.NewCUDAProviderOptions()
+		if err != nil {
+			opts.Destroy()
+			return nil, m.gpuError(err)
+		}
+		defer cuda.Destroy()
+		if err := cuda.Update(map[string]string{"device_id": strconv.Itoa(m.cfg.DeviceID)}); err != nil {
+			opts.Destroy()
+			return nil, m.gpuError(err)
+		}
+		if err := opts.AppendExecutionProviderCUDA(cuda); err != nil {
+			opts.Destroy()
+			return nil, m.gpuError(err)
+		}
+		m.provider = "CUDAExecutionProvider"
+	}
+	return opts, nil
+}
+
+// gpuError explains why a GPU code cannot run here.
+func (m *Model) gpuError(err error) error {
+	return fmt.Errorf("processor %q needs the CUDA execution provider, which ONNX Runtime cannot use here: %v; "+
+		"the library from scripts/fetch-onnxruntime.sh is the CPU-only build: on a host with an NVIDIA GPU install an ONNX Runtime %s GPU build and set %s to it, or deploy with processor %q",
+		m.code, err, LibraryVersion, EnvLibraryPath, m.info.cpu)
+}
+
+func indexOf(ios []ioInfo) map[string]int {
+	idx := make(map[string]int, len(ios))
+	for i, io := range ios {
+		idx[io.Name] = i
+	}
+	return idx
+}
+
+// dtypes maps ONNX Runtime element types to ours. FP16 and BF16 are absent
+// on purpose: onnxruntime_go v1.27.0 copies only one byte per element when it
+// hands back an output of those types, so such models are refused at load
+// rather than answered wrongly.
+var dtypes = map[ort.TensorElementDataType]tensor.DType{
+	ort.TensorElementDataTypeFloat:  tensor.Float32,
+	ort.TensorElementDataTypeDouble: tensor.Float64,
+	ort.TensorElementDataTypeInt8:   tensor.Int8,
+	ort.TensorElementDataTypeInt16:  tensor.Int16,
+	ort.TensorElementDataTypeInt32:  tensor.Int32,
+	ort.TensorElementDataTypeInt64:  tensor.Int64,
+	ort.TensorElementDataTypeUint8:  tensor.Uint8,
+	ort.TensorElementDataTypeUint16: tensor.Uint16,
+	ort.TensorElementDataTypeUint32: tensor.Uint32,
+	ort.TensorElementDataTypeUint64: tensor.Uint64,
+	ort.TensorElementDataTypeBool:   tensor.Bool,
+	ort.TensorElementDataTypeString: tensor.String,
+}
+
+func convertInfo(kind string, infos []ort.InputOutputInfo) ([]ioInfo, error) {
+	out := make([]ioInfo, 0, len(infos))
+	for _, in := range infos {
+		if in.OrtValueType != ort.ONNXTypeTensor {
+			return nil, fmt.Errorf("model %s %q is a %s; only tensor inputs and outputs are served (for a scikit-learn export, convert with options={'zipmap': False})",
+				kind, in.Name, in.OrtValueType)
+		}
+		dt, ok := dtypes[in.DataType]
+		if !ok {
+			return nil, fmt.Errorf("model %s %q has element type %s, which this server does not serve; cast it to float32 (or another numeric type) in the model",
+				kind, in.Name, in.DataType)
+		}
+		if len(in.Dimensions) == 0 {
+			// onnxruntime_go v1.27.0 can neither build a scalar input nor
+			// return a scalar output (it counts zero elements in shape []).
+			return nil, fmt.Errorf("model %s %q is a scalar or has no shape information; give it rank >= 1 in the model (e.g. Unsqueeze to [1]) and re-export",
+				kind, in.Name)
+		}
+		shape := make([]int64, len(in.Dimensions))
+		for i, d := range in.Dimensions {
+			if d <= 0 {
+				d = -1 // symbolic or unknown
+			}
+			shape[i] = d
+		}
+		out = append(out, ioInfo{Name: in.Name, DType: dt, Shape: shape, ort: in.DataType})
+	}
+	return out, nil
+}
+
+// findModelFile resolves model_path (a file, or a directory holding the model)
+// and model_entry to the .onnx file to load.
+func findModelFile(modelPath, entry string) (string, error) {
+	st, err := os.Stat(modelPath)
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	if !st.IsDir() {
+		return modelPath, nil
+	}
+	if entry != "" {
+		p := filepath.Join(modelPath, entry)
+		if st, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("model_entry: %q not found in model_path: %w", entry, err)
+		} else if st.IsDir() {
+			return "", fmt.Errorf("model_entry: %q is a directory; name the .onnx file", entry)
+		}
+		return p, nil
+	}
+	var onnxFiles, torchFiles []string
+	err = filepath.WalkDir(modelPath, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(modelPath, p)
+		if d.IsDir() {
+			if p != modelPath && (strings.HasPrefix(d.Name(), ".") || strings.Count(rel, string(filepath.Separator)) >= 4) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.EqualFold(filepath.Ext(p), ".onnx"):
+			onnxFiles = append(onnxFiles, rel)
+		case isTorchScriptName(p):
+			torchFiles = append(torchFiles, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	switch {
+	case len(onnxFiles) == 1:
+		return filepath.Join(modelPath, onnxFiles[0]), nil
+	case len(onnxFiles) > 1:
+		return "", fmt.Errorf("model_path: %d .onnx files (%s); set model_entry to the one to serve", len(onnxFiles), strings.Join(onnxFiles, ", "))
+	case len(torchFiles) > 0:
+		return "", fmt.Errorf("model_path: no .onnx file, only TorchScript (%s); %s", strings.Join(torchFiles, ", "), torchScriptHelp)
+	}
+	return "", fmt.Errorf("model_path: no .onnx file in %s; put the exported model there or set model_entry", modelPath)
+}
+
+// checkNotTorchScript refuses a TorchScript archive whatever its name:
+// torch.jit.save writes a zip file, an ONNX model is a protobuf.
+func checkNotTorchScript(file string) error {
+	if isTorchScriptName(file) {
+		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(file), torchScriptHelp)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("model_path: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return fmt.Errorf("model_path: %s is not an ONNX model (%d bytes)", filepath.Base(file), len(head))
+	}
+	if string(head) == "PK\x03\x04" {
+		return fmt.Errorf("model_path: %s is a zip archive, as torch.jit.save writes, not an ONNX model; %s", filepath.Base(file), torchScriptHelp)
+	}
+	return nil
+}
+
+// Metadata describes the model's inputs and outputs; -1 marks a dynamic dim.
+func (m *Model) Metadata() processors.Metadata {
+	spec := func(ios []ioInfo) []processors.IOSpec {
+		out := make([]processors.IOSpec, len(ios))
+		for i, io := range ios {
+			out[i] = processors.IOSpec{Name: io.Name, DType: io.DType.String(), Shape: slices.Clone(io.Shape)}
+		}
+		return out
+	}
+	return processors.Metadata{
+		Processor: m.code,
+		Inputs:    spec(m.inputs),
+		Outputs:   spec(m.outputs),
+		Extra: map[string]any{
+			"platform":           m.Platform(),
+			"onnxruntime":        LibraryVersion,
+			"execution_provider": m.provider,
+			"intra_op_threads":   m.threads,
+			"model_file":         filepath.Base(m.file),
+			"batchable":          m.batchable && !m.noBatch.Load(),
+		},
+	}
+}
+
+// Close releases the session. The model must not be used afterwards.
+func (m *Model) Close() error {
+	if m.session == nil {
+		return nil
+	}
+	err := m.session.Destroy()
+	m.session = nil
+	return err
+}
+
+var (
+	_ processors.Processor   = (*Model)(nil)
+	_ processors.TensorModel = (*Model)(nil)
+	_ processors.Batcher     = (*Model)(nil)
+	_ processors.Warmer      = (*Model)(nil)
+	_ processors.Closer      = (*Model)(nil)
+)

@@ -1,0 +1,375 @@
+package onnx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"unsafe"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// ErrNotLoaded is returned by Run before Load or after Close.
+var ErrNotLoaded = errors.New("onnx model is not loaded")
+
+// describe renders an input or output for messages: `"x" FP32 [-1,16]`.
+func (io ioInfo) describe() string {
+	return fmt.Sprintf("%q %s %s", io.Name, io.DType, tensor.FormatShape(io.Shape))
+}
+
+func describeAll(ios []ioInfo) string {
+	parts := make([]string, len(ios))
+	for i, io := range ios {
+		parts[i] = io.describe()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// arrange checks a payload against the model and returns its inputs in the
+// model's input order, each named as the model names it. Unnamed inputs are
+// taken by position. Every mismatch is a *processors.InputError naming the
+// input, what the model expects and what was received.
+func (m *Model) arrange(p *processors.TensorPayload) ([]tensor.Tensor, error) {
+	if len(p.Inputs) == 0 {
+		return nil, processors.BadInput("no input tensors; the model expects %s", describeAll(m.inputs))
+	}
+	out := make([]tensor.Tensor, len(m.inputs))
+	set := make([]bool, len(m.inputs))
+	for pos, t := range p.Inputs {
+		i, ok := m.inIndex[t.Name]
+		if t.Name == "" {
+			if pos >= len(m.inputs) {
+				return nil, processors.BadInput("%d input tensors, but the model has %d: %s", len(p.Inputs), len(m.inputs), describeAll(m.inputs))
+			}
+			i, ok = pos, true
+		}
+		if !ok {
+			return nil, processors.BadInput("unknown input %q; the model's inputs are %s", t.Name, describeAll(m.inputs))
+		}
+		want := m.inputs[i]
+		if set[i] {
+			return nil, processors.BadInput("input %q given twice", want.Name)
+		}
+		if t.DType != want.DType {
+			return nil, processors.BadInput("input %q: dtype %s, but the model expects %s (shape %s)", want.Name, t.DType, want.DType, tensor.FormatShape(want.Shape))
+		}
+		if !shapeFits(t.Shape, want.Shape) {
+			return nil, processors.BadInput("input %q: shape %s does not match the model's %s (-1 = any size)", want.Name, tensor.FormatShape(t.Shape), tensor.FormatShape(want.Shape))
+		}
+		if err := t.Validate(); err != nil {
+			return nil, processors.BadInput("input %q: %v", want.Name, err)
+		}
+		if t.NumElements() == 0 {
+			return nil, processors.BadInput("input %q: shape %s has no elements; send at least one row", want.Name, tensor.FormatShape(t.Shape))
+		}
+		t.Name = want.Name
+		out[i], set[i] = t, true
+	}
+	for i, ok := range set {
+		if !ok {
+			return nil, processors.BadInput("missing input %s; the model's inputs are %s", m.inputs[i].describe(), describeAll(m.inputs))
+		}
+	}
+	return out, nil
+}
+
+// shapeFits reports whether got matches want, where -1 in want is any size.
+func shapeFits(got, want []int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if w >= 0 && got[i] != w {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOutputs validates a payload's output filter.
+func (m *Model) checkOutputs(names []string) error {
+	for _, n := range names {
+		if _, ok := m.outIndex[n]; !ok {
+			return processors.BadInput("unknown output %q; the model's outputs are %s", n, describeAll(m.outputs))
+		}
+	}
+	return nil
+}
+
+// BatchKey lets payloads whose inputs agree on everything after the first
+// dimension share a run. Payloads that do not fit the model run alone and get
+// their error from Run.
+func (m *Model) BatchKey(payload any) (string, bool) {
+	p, ok := payload.(*processors.TensorPayload)
+	if !ok || !m.batchable || m.noBatch.Load() {
+		return "", false
+	}
+	ins, err := m.arrange(p)
+	if err != nil {
+		return "", false
+	}
+	if _, err := tensor.BatchSize(ins); err != nil {
+		return "", false
+	}
+	return tensor.TrailingKey(ins), true
+}
+
+// Run executes a batch of *processors.TensorPayload and returns one
+// *processors.TensorResult per payload. Several payloads are concatenated
+// along the first dimension into one session run and the outputs split back;
+// a model whose outputs turn out not to follow the batch is from then on run
+// one payload at a time. Run is safe for concurrent use: ONNX Runtime allows
+// concurrent runs on one session.
+func (m *Model) Run(ctx context.Context, batch []any) ([]any, error) {
+	if m.session == nil {
+		return nil, ErrNotLoaded
+	}
+	payloads := make([]*processors.TensorPayload, len(batch))
+	arranged := make([][]tensor.Tensor, len(batch))
+	for i, b := range batch {
+		p, ok := b.(*processors.TensorPayload)
+		if !ok {
+			return nil, fmt.Errorf("onnx: payload %d is %T, want *processors.TensorPayload", i, b)
+		}
+		ins, err := m.arrange(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.checkOutputs(p.Outputs); err != nil {
+			return nil, err
+		}
+		payloads[i], arranged[i] = p, ins
+	}
+	if len(batch) > 1 && m.batchable && !m.noBatch.Load() {
+		if res, ok, err := m.runMerged(ctx, payloads, arranged); ok || err != nil {
+			return res, err
+		}
+	}
+	results := make([]any, len(batch))
+	for i := range batch {
+		outs, err := m.runSession(ctx, arranged[i])
+		if err != nil {
+			return nil, err
+		}
+		results[i] = m.result(payloads[i], outs)
+	}
+	return results, nil
+}
+
+// runMerged runs the payloads as one batch. ok=false (with no error) means
+// they could not be merged and must run one by one.
+func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayload, arranged [][]tensor.Tensor) ([]any, bool, error) {
+	rows := make([]int64, len(payloads))
+	var total int64
+	for i, ins := range arranged {
+		n, err := tensor.BatchSize(ins)
+		if err != nil {
+			return nil, false, nil
+		}
+		rows[i] = n
+		total += n
+	}
+	merged := make([]tensor.Tensor, len(m.inputs))
+	col := make([]tensor.Tensor, len(payloads))
+	for j := range m.inputs {
+		for i := range arranged {
+			col[i] = arranged[i][j]
+		}
+		t, err := tensor.Concat(col)
+		if err != nil {
+			return nil, false, nil // trailing shapes differ: run one by one
+		}
+		merged[j] = t
+	}
+	outs, err := m.runSession(ctx, merged)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, o := range outs {
+		if len(o.Shape) == 0 || o.Shape[0] != total {
+			// The output does not carry the batch (a reduction over rows, a
+			// constant): merged results cannot be split, so stop merging.
+			m.noBatch.Store(true)
+			if m.spec.Logger != nil {
+				m.spec.Logger.Warn("onnx output does not follow the batch dimension; running requests one at a time",
+					"output", o.Name, "shape", tensor.FormatShape(o.Shape), "batch_rows", total)
+			}
+			return nil, false, nil
+		}
+	}
+	pieces := make([][]tensor.Tensor, len(outs))
+	for j, o := range outs {
+		if pieces[j], err = tensor.Split(o, rows); err != nil {
+			return nil, false, fmt.Errorf("onnx: split output %q: %w", o.Name, err)
+		}
+	}
+	results := make([]any, len(payloads))
+	per := make([]tensor.Tensor, len(outs))
+	for i, p := range payloads {
+		for j := range outs {
+			per[j] = pieces[j][i]
+		}
+		results[i] = m.result(p, per)
+	}
+	return results, true, nil
+}
+
+// result keeps the outputs a payload asked for, in the model's order, or in
+// the order asked when it names them.
+func (m *Model) result(p *processors.TensorPayload, outs []tensor.Tensor) *processors.TensorResult {
+	if len(p.Outputs) == 0 {
+		return &processors.TensorResult{Outputs: append([]tensor.Tensor(nil), outs...)}
+	}
+	sel := make([]tensor.Tensor, 0, len(p.Outputs))
+	for _, name := range p.Outputs {
+		sel = append(sel, outs[m.outIndex[name]])
+	}
+	return &processors.TensorResult{Outputs: sel}
+}
+
+// runSession runs the session once on inputs already arranged in model order.
+// A cancelled ctx terminates the run inside ONNX Runtime.
+func (m *Model) runSession(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	values := make([]ort.Value, len(inputs))
+	defer destroyAll(values)
+	for i := range inputs {
+		v, err := toValue(&inputs[i], m.inputs[i].ort)
+		if err != nil {
+			return nil, fmt.Errorf("onnx: input %q: %w", inputs[i].Name, err)
+		}
+		values[i] = v
+	}
+	outputs := make([]ort.Value, len(m.outputs))
+	defer destroyAll(outputs)
+
+	var runOpts *ort.RunOptions
+	if ctx.Done() != nil {
+		ro, err := ort.NewRunOptions()
+		if err != nil {
+			return nil, fmt.Errorf("onnx run options: %w", err)
+		}
+		defer ro.Destroy()
+		stop := context.AfterFunc(ctx, func() { _ = ro.Terminate() })
+		defer stop()
+		runOpts = ro
+	}
+	if err := m.session.RunWithOptions(values, outputs, runOpts); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		// EAS answers 400 when the model raises on an input (an index out
+		// of range, a reshape that does not fit); inputs were validated
+		// against the signature, so what is left is data-dependent.
+		return nil, processors.BadInput("model run failed on this input: %v", err)
+	}
+	res := make([]tensor.Tensor, len(outputs))
+	for i, v := range outputs {
+		t, err := fromValue(m.outputs[i].Name, v)
+		if err != nil {
+			return nil, fmt.Errorf("onnx: output %q: %w", m.outputs[i].Name, err)
+		}
+		res[i] = t
+	}
+	return res, nil
+}
+
+// destroyAll releases values. The binding can leave a typed nil in an output
+// slot when it fails to convert one, so nil pointers are skipped too.
+func destroyAll(values []ort.Value) {
+	for _, v := range values {
+		if v == nil {
+			continue
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+			continue
+		}
+		_ = v.Destroy()
+	}
+}
+
+// toValue wraps t for ONNX Runtime without copying numeric data: the value
+// points at t.Data, which stays alive (referenced by the value) for the run.
+func toValue(t *tensor.Tensor, et ort.TensorElementDataType) (ort.Value, error) {
+	shape := ort.NewShape(t.Shape...)
+	if t.DType == tensor.String {
+		st, err := ort.NewStringTensor(shape)
+		if err != nil {
+			return nil, err
+		}
+		strs := make([]string, len(t.Strings))
+		for i, s := range t.Strings {
+			strs[i] = string(s)
+		}
+		if err := st.SetContents(strs); err != nil {
+			st.Destroy()
+			return nil, err
+		}
+		return st, nil
+	}
+	return ort.NewCustomDataTensor(shape, t.Data, et)
+}
+
+// fromValue copies nothing more: the binding already copied the output into
+// a Go slice, which the returned tensor takes over as its bytes.
+func fromValue(name string, v ort.Value) (tensor.Tensor, error) {
+	shape := []int64(v.GetShape().Clone())
+	out := tensor.Tensor{Name: name, Shape: shape}
+	switch x := v.(type) {
+	case *ort.Tensor[float32]:
+		out.DType, out.Data = tensor.Float32, asBytes(x.GetData())
+	case *ort.Tensor[float64]:
+		out.DType, out.Data = tensor.Float64, asBytes(x.GetData())
+	case *ort.Tensor[int8]:
+		out.DType, out.Data = tensor.Int8, asBytes(x.GetData())
+	case *ort.Tensor[int16]:
+		out.DType, out.Data = tensor.Int16, asBytes(x.GetData())
+	case *ort.Tensor[int32]:
+		out.DType, out.Data = tensor.Int32, asBytes(x.GetData())
+	case *ort.Tensor[int64]:
+		out.DType, out.Data = tensor.Int64, asBytes(x.GetData())
+	case *ort.Tensor[uint8]:
+		out.DType, out.Data = tensor.Uint8, asBytes(x.GetData())
+	case *ort.Tensor[uint16]:
+		out.DType, out.Data = tensor.Uint16, asBytes(x.GetData())
+	case *ort.Tensor[uint32]:
+		out.DType, out.Data = tensor.Uint32, asBytes(x.GetData())
+	case *ort.Tensor[uint64]:
+		out.DType, out.Data = tensor.Uint64, asBytes(x.GetData())
+	case *ort.Tensor[bool]:
+		out.DType, out.Data = tensor.Bool, asBytes(x.GetData())
+	case *ort.StringTensor:
+		strs, err := x.GetContents()
+		if err != nil {
+			return out, err
+		}
+		out.DType = tensor.String
+		out.Strings = make([][]byte, len(strs))
+		for i, s := range strs {
+			out.Strings[i] = []byte(s)
+		}
+	default:
+		return out, fmt.Errorf("unsupported output value %T", v)
+	}
+	if out.Data == nil && out.DType != tensor.String {
+		out.Data = []byte{}
+	}
+	return out, nil
+}
+
+// asBytes views a numeric slice as its little-endian bytes (every platform
+// ONNX Runtime ships for is little-endian).
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
+}
