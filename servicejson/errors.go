@@ -64,7 +64,23 @@ func (e *Errors) Unwrap() []error {
 	return errs
 }
 
+// maxProblems bounds the problems one document can produce. Past a hundred
+// a user learns nothing more, and a hostile document with thousands of
+// unknown keys would otherwise cost a key suggestion each.
+const maxProblems = 100
+
+// full reports whether the problem list is at its bound.
+func (e *Errors) full() bool { return len(e.Problems) >= maxProblems }
+
 func (e *Errors) add(path, format string, args ...any) {
+	switch {
+	case len(e.Problems) > maxProblems:
+		return
+	case len(e.Problems) == maxProblems:
+		e.Problems = append(e.Problems, &FieldError{
+			Msg: fmt.Sprintf("too many problems; stopped after %d, fix these and validate again", maxProblems)})
+		return
+	}
 	msg := format
 	if len(args) > 0 {
 		msg = fmt.Sprintf(format, args...)

@@ -83,12 +83,12 @@ func syntaxProblem(data []byte) *FieldError {
 		}
 		return &FieldError{Msg: msg + "; fix the JSON syntax"}
 	}
-	off := int(se.Offset)
-	pos := max(off-1, 0)
-	if off >= len(data) {
+	// Offset counts the bytes read, the offending one included; at the end
+	// of the input there is no offending byte and the position is the end.
+	pos := min(max(int(se.Offset)-1, 0), len(data))
+	if strings.HasPrefix(se.Error(), "unexpected end") {
 		pos = len(data)
 	}
-	pos = min(pos, len(data))
 	line := 1 + bytes.Count(data[:pos], []byte("\n"))
 	lineStart := bytes.LastIndexByte(data[:pos], '\n') + 1
 	col := 1 + utf8.RuneCount(data[lineStart:pos])
@@ -143,6 +143,9 @@ func (w *walker) object(prefix string, obj []byte, spelling string) {
 // member resolves one key, which may be dotted, relative to the section at
 // prefix: "rpc.keepalive" under "metadata" is metadata.rpc.keepalive.
 func (w *walker) member(prefix, key string, v json.RawMessage, spelling string) {
+	if w.errs.full() {
+		return
+	}
 	if jsonKind(v) == "null" {
 		return // null means "not given", as tools that write every key do
 	}
@@ -255,6 +258,9 @@ func (w *walker) apply(s *Service) map[string]bool {
 	seen := map[string]first{}
 	mentioned := map[string]bool{}
 	for _, e := range w.entries {
+		if w.errs.full() {
+			break
+		}
 		mentioned[e.path] = true
 		display := e.path
 		var v any
@@ -263,7 +269,7 @@ func (w *walker) apply(s *Service) map[string]bool {
 		} else if e.f.isMap() {
 			display = e.path + "." + e.mapKey
 			if e.mapKey == "" {
-				w.errs.add(display, "empty key; give every entry of %s a name", e.path)
+				w.errs.add(e.path, "has an entry with an empty key; give every entry a name")
 				continue
 			}
 			var p string

@@ -162,7 +162,7 @@ var fields = []*field{
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.IOThreads = integer(v) }},
 	{path: "metadata.rpc.max_queue_size", kind: kInt, lo: 1, hi: 1000000, hint: "requests queued per instance before 450, e.g. 64",
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.MaxQueueSize = integer(v) }},
-	{path: "metadata.rpc.rate_limit", kind: kInt, lo: 0, hi: 1000000, hint: "requests per second per instance before 429; 0 turns the limit off",
+	{path: "metadata.rpc.rate_limit", kind: kInt, lo: 0, hi: 1000000, hint: "requests per second per instance before 429, 0 for no limit",
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.RateLimit = integer(v) }},
 	{path: "metadata.rpc.decompressor", kind: kString, enum: []string{"none", "zlib", "gzip", "snappy", "zstd", "lz4"},
 		set: func(s *Service, _ string, v any) {
@@ -248,8 +248,10 @@ func jsonKind(v []byte) string {
 // characters), objects and lists by their kind.
 func show(v []byte) string {
 	switch k := jsonKind(v); k {
-	case "object", "list":
-		return "a " + k
+	case "object":
+		return "an object"
+	case "list":
+		return "a list"
 	}
 	s := string(bytes.TrimSpace(v))
 	if len(s) > 60 {

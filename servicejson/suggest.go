@@ -30,7 +30,7 @@ func levenshtein(a, b string) int {
 // strings (a dotted path). Ties go to the earlier candidate, so callers pass
 // a sorted list to get a stable answer.
 func closest(s string, candidates []string) (string, bool) {
-	if len(s) > 256 {
+	if len(s) > 128 {
 		// A long key is no typo of ours, and the quadratic distance would
 		// only burn time on hostile input.
 		return "", false
