@@ -8,20 +8,22 @@ import (
 
 // prediction is what one (sub)model produced for the current record.
 type prediction struct {
-	ok      bool
-	val     Value     // predicted value, in the target's data type
-	cat     int       // winning category index into model.cats, -1 if none
-	probs   []float64 // per category; may alias read-only model data
-	conf    []float64 // confidences per category, nil when they equal probs
-	buf     []float64 // owned storage for probs
-	cbuf    []float64 // owned storage for conf
-	entity  Value     // entity id: tree node, rule, cluster, segment
-	ent     int       // entity index (cluster number), -1 if none
-	affin   []float64 // clustering: per cluster affinity (distance or similarity)
-	scratch []float64 // model scratch space of model.scratch numbers
-	reasons []reason  // scorecard reason codes, ordered
-	multi   []Value   // per-target values of multi-target models
-	rule    *ruleHit  // ruleset: the firing rule
+	ok        bool
+	evaluated bool      // the model ran for the current record
+	rescaled  bool      // the scorer already applied the Targets rescaling
+	val       Value     // predicted value, in the target's data type
+	cat       int       // winning category index into model.cats, -1 if none
+	probs     []float64 // per category; may alias read-only model data
+	conf      []float64 // confidences per category, nil when they equal probs
+	buf       []float64 // owned storage for probs
+	cbuf      []float64 // owned storage for conf
+	entity    Value     // entity id: tree node, rule, cluster, segment
+	ent       int       // entity index (cluster number), -1 if none
+	affin     []float64 // clustering: per cluster affinity (distance or similarity)
+	scratch   []float64 // model scratch space of model.scratch numbers
+	reasons   []reason  // scorecard reason codes, ordered
+	multi     []Value   // per-target values of multi-target models
+	rule      *ruleHit  // ruleset: the firing rule
 }
 
 type reason struct {
@@ -31,6 +33,7 @@ type reason struct {
 
 func (p *prediction) reset() {
 	p.ok = false
+	p.rescaled = false
 	p.val = MissingValue
 	p.cat = -1
 	p.probs = nil
@@ -64,7 +67,8 @@ type model struct {
 	fn       string // functionName
 	pi       int    // prediction slot
 	cats     []Value
-	target   string // target field name, "" when none
+	target   string   // target field name, "" when none
+	tnames   []string // every target field name
 	targetDT DataType
 	targetOp OpType
 	targets  *targetDef
@@ -116,8 +120,9 @@ func (m *model) catValue(s string) Value {
 func (c *ctx) eval(m *model) *prediction {
 	p := &c.preds[m.pi]
 	p.reset()
+	p.evaluated = true
 	m.impl.score(c, m, p)
-	if p.ok && m.targets != nil && !m.classification() && p.val.K == Float {
+	if p.ok && m.targets != nil && !m.classification() && p.val.K == Float && !p.rescaled {
 		p.val.F = m.targets.apply(p.val.F)
 	}
 	if p.ok && m.floatCtx && p.val.K == Float {
@@ -228,6 +233,7 @@ type compiler struct {
 	funcs map[string]*defFunc
 	data  *scope // DataDictionary fields (prepared by the top MiningSchema)
 	glob  *scope // TransformationDictionary
+	f32   bool   // compiling inside x-mathContext="float"
 }
 
 func (cc *compiler) addSlot(name string, dt DataType, op OpType, e expr) int {
@@ -295,15 +301,15 @@ func compile(root *node, o Options) (*Model, error) {
 		return nil, err
 	}
 	m.top = tm
-	// Outputs: the target, then final output fields.
-	if tm.target != "" {
-		df := cc.dd[tm.target]
+	// Outputs: the targets, then final output fields.
+	for ti, name := range tm.tnames {
+		df := cc.dd[name]
 		dt, op := tm.targetDT, tm.targetOp
 		if df != nil {
 			dt, op = df.dt, df.op
 		}
-		s := cc.addSlot(tm.target, TypeUnknown, op, &outExpr{m: tm, feature: "predictedValue", cat: -1, tgt: -1})
-		m.outputs = append(m.outputs, Field{Name: tm.target, DataType: dt, OpType: op, Feature: "target"})
+		s := cc.addSlot(name, TypeUnknown, op, targetExpr(tm, name, ti))
+		m.outputs = append(m.outputs, Field{Name: name, DataType: dt, OpType: op, Feature: "target"})
 		m.outSlot = append(m.outSlot, s)
 	}
 	for _, o := range outs {
@@ -719,6 +725,9 @@ func (cc *compiler) compileModel(n *node, parent *scope) (*model, []outField, er
 		return nil, nil, n.unsupported("functionName " + strconv.Quote(m.fn))
 	}
 	m.floatCtx = n.attr("x-mathContext") == "float"
+	oldF32 := cc.f32
+	cc.f32 = m.floatCtx
+	defer func() { cc.f32 = oldF32 }()
 	sc := newScope(parent)
 	mfs, err := cc.miningFields(n)
 	if err != nil {
@@ -729,6 +738,7 @@ func (cc *compiler) compileModel(n *node, parent *scope) (*model, []outField, er
 			if m.target == "" {
 				m.target = mf.name
 			}
+			m.tnames = append(m.tnames, mf.name)
 			m.ntargets++
 			continue
 		}
@@ -1196,3 +1206,51 @@ func (o *outExpr) eval(c *ctx) Value {
 
 // trimSpace is strings.TrimSpace, named for reading.
 var trimSpace = strings.TrimSpace
+
+// targetExpr finds the model that predicts the named target: the model
+// itself, or for a modelChain the last segment predicting it.
+func targetExpr(m *model, name string, ti int) expr {
+	if mm, ok := m.impl.(*miningModel); ok && (mm.method == "modelChain" || mm.method == "selectFirst") && len(m.tnames) > 1 {
+		var picks []pick
+		for i := len(mm.segs) - 1; i >= 0; i-- {
+			sm := mm.segs[i].m
+			for j, tn := range sm.tnames {
+				if tn == name {
+					picks = append(picks, pick{m: sm, e: targetExpr(sm, name, j)})
+				}
+			}
+			if mm.method == "modelChain" && len(picks) > 0 {
+				break
+			}
+		}
+		if len(picks) > 0 {
+			return &pickExpr{picks: picks}
+		}
+	}
+	if m.ntargets > 1 {
+		if _, ok := m.impl.(interface{ targetIndex(string) int }); ok {
+			return &outExpr{m: m, feature: "predictedValue", cat: -1, tgt: ti}
+		}
+	}
+	return &outExpr{m: m, feature: "predictedValue", cat: -1, tgt: -1}
+}
+
+type pick struct {
+	m *model
+	e expr
+}
+
+// pickExpr returns the value from the first candidate whose model ran for
+// this record; it serves outputs that several segments declare.
+type pickExpr struct {
+	picks []pick
+}
+
+func (e *pickExpr) eval(c *ctx) Value {
+	for _, p := range e.picks {
+		if c.preds[p.m.pi].evaluated {
+			return p.e.eval(c)
+		}
+	}
+	return MissingValue
+}

@@ -55,7 +55,7 @@ func readIndex(t *testing.T, dir string) []confCase {
 		if _, err := os.Stat(filepath.Join(dir, name, "model.pmml")); err != nil {
 			continue
 		}
-		out = append(out, confCase{name: name, modelType: strings.TrimSpace(cols[2]), tol: strings.TrimSpace(cols[9])})
+		out = append(out, confCase{name: name, modelType: strings.TrimSpace(cols[2]), tol: strings.TrimSpace(cols[8])})
 	}
 	return out
 }

@@ -501,7 +501,7 @@ func (cc *compiler) textIndex(n *node, sc *scope, fs *funcScope) (expr, error) {
 	}
 	wre := n.attrOr("wordSeparatorCharacterRE", "\\s+")
 	if n.has("x-wordRE") {
-		re, err := regexp.Compile(n.attr("x-wordRE"))
+		re, err := regexp.Compile(javaRegexp(n.attr("x-wordRE")))
 		if err != nil {
 			return nil, n.errf("x-wordRE %q: %v", n.attr("x-wordRE"), err)
 		}
@@ -540,7 +540,7 @@ func (cc *compiler) textIndex(n *node, sc *scope, fs *funcScope) (expr, error) {
 			if !e.caseSens {
 				from = "(?i)" + from
 			}
-			re, err := regexp.Compile(from)
+			re, err := regexp.Compile(javaRegexp(from))
 			if err != nil {
 				return nil, r.errf("normalisation pattern: %v", err)
 			}
@@ -569,24 +569,40 @@ func (e *textIndex) tokens(s string) []string {
 	return e.wordRE.FindAllString(s, -1)
 }
 
+// textCache keeps the normalised tokens of the last text a TextIndex saw in
+// this context: models with thousands of terms share one normalisation.
+type textCache struct {
+	text string
+	toks []string
+}
+
 func (e *textIndex) eval(c *ctx) Value {
 	tv := e.text.eval(c)
 	term := e.term.eval(c)
 	if tv.K == Missing || term.K == Missing {
 		return MissingValue
 	}
-	text := tv.String()
-	for _, nm := range e.norms {
-		for i := 0; i < 100; i++ {
-			r := nm.re.ReplaceAllString(text, nm.repl)
-			if r == text || !nm.recursive {
-				text = r
-				break
-			}
-			text = r
-		}
+	raw := tv.String()
+	if c.texts == nil {
+		c.texts = map[*textIndex]textCache{}
 	}
-	toks := e.tokens(text)
+	tc, ok := c.texts[e]
+	if !ok || tc.text != raw {
+		text := raw
+		for _, nm := range e.norms {
+			for i := 0; i < 100; i++ {
+				r := nm.re.ReplaceAllString(text, nm.repl)
+				if r == text || !nm.recursive {
+					text = r
+					break
+				}
+				text = r
+			}
+		}
+		tc = textCache{text: raw, toks: e.tokens(text)}
+		c.texts[e] = tc
+	}
+	toks := tc.toks
 	ttoks := e.tokens(term.String())
 	if len(ttoks) == 0 {
 		return FloatValue(0)
@@ -1102,4 +1118,14 @@ func normalQuantile(p float64) float64 {
 	}
 	x := math.Sqrt2 * math.Erfinv(2*p-1)
 	return x
+}
+
+// javaRegexp adapts the Java/Python pattern features exporters write to
+// RE2: the (?u) flag is implied, and \w is widened to Unicode letters.
+func javaRegexp(p string) string {
+	p = strings.ReplaceAll(p, "(?u)", "")
+	if strings.Contains(p, `\w\w+`) {
+		p = strings.ReplaceAll(p, `\b\w\w+\b`, `\w\w+`)
+	}
+	return strings.ReplaceAll(p, `\w`, `[\p{L}\p{N}_]`)
 }

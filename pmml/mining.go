@@ -12,6 +12,7 @@ type segment struct {
 	weight float64
 	id     Value
 	catMap []int // child category index -> parent category index
+	wslot  int   // VariableWeight slot, -1 when none
 }
 
 type miningModel struct {
@@ -66,7 +67,7 @@ func (cc *compiler) mining(n *node, m *model, sc *scope) ([]outField, error) {
 			}
 			return nil, s.unsupported("")
 		}
-		sg := segment{id: StringValue(s.attr("id"))}
+		sg := segment{id: StringValue(s.attr("id")), wslot: -1}
 		if sg.weight, err = s.float("weight", 1); err != nil {
 			return nil, err
 		}
@@ -91,12 +92,25 @@ func (cc *compiler) mining(n *node, m *model, sc *scope) ([]outField, error) {
 			return nil, err
 		}
 		sg.m = cm
-		if mm.method == "modelChain" {
+		if vw := s.child("VariableWeight"); vw != nil {
+			for _, o := range couts {
+				if o.name == vw.attr("field") {
+					sg.wslot = o.slot
+				}
+			}
+			if sg.wslot < 0 {
+				return nil, vw.errf("field %q is not an OutputField of the segment's model", vw.attr("field"))
+			}
+		}
+		switch mm.method {
+		case "modelChain":
 			chainScope = newScope(chainScope)
 			for _, o := range couts {
 				chainScope.names[o.name] = o.slot
 			}
 			outs = append(outs, couts...)
+		case "selectFirst", "selectAll":
+			outs = mergeOuts(cc, outs, couts, cm)
 		}
 		mm.segs = append(mm.segs, sg)
 	}
@@ -236,6 +250,12 @@ func (mm *miningModel) vote(c *ctx, m *model, p *prediction) {
 		w := 1.0
 		if mm.method == "weightedMajorityVote" || mm.method == "weightedAverage" {
 			w = sg.weight
+			if sg.wslot >= 0 {
+				wv := c.get(sg.wslot)
+				if f, ok := wv.num(); ok && wv.K != Missing {
+					w = f
+				}
+			}
 		}
 		cat := r.cat
 		if sg.m.fn == "clustering" {
@@ -307,6 +327,13 @@ func maxOf(xs []float64) float64 {
 func (mm *miningModel) regress(c *ctx, m *model, p *prediction) {
 	sum, wsum := 0.0, 0.0
 	var sum32 float32
+	// In single precision the order of additions matters; XGBoost starts
+	// from the base score, so fold a pure rescaleConstant in first.
+	preScaled := m.floatCtx && mm.method == "sum" && m.targets != nil && m.targets.factor == 1 &&
+		!m.targets.hasMin && !m.targets.hasMax && m.targets.cast == ""
+	if preScaled {
+		sum32 = float32(m.targets.constant)
+	}
 	n, missing := 0, 0
 	best := math.Inf(-1)
 	var vals [64]float64
@@ -327,23 +354,30 @@ func (mm *miningModel) regress(c *ctx, m *model, p *prediction) {
 			continue
 		}
 		x := r.val.F
+		w := sg.weight
+		if sg.wslot >= 0 {
+			wv := c.get(sg.wslot)
+			if f, ok := wv.num(); ok && wv.K != Missing {
+				w = f
+			}
+		}
 		switch mm.method {
 		case "sum":
 			sum += x
 			sum32 += float32(x)
 		case "weightedSum":
-			sum += sg.weight * x
+			sum += w * x
 		case "average":
 			sum += x
 			wsum++
 		case "weightedAverage":
-			sum += sg.weight * x
-			wsum += sg.weight
+			sum += w * x
+			wsum += w
 		case "max":
 			best = math.Max(best, x)
 		case "median", "weightedMedian":
 			vs = append(vs, x)
-			ws = append(ws, sg.weight)
+			ws = append(ws, w)
 		}
 	}
 	if n > 0 && float64(missing)/float64(n) > mm.thresh {
@@ -358,6 +392,7 @@ func (mm *miningModel) regress(c *ctx, m *model, p *prediction) {
 		y = sum
 		if m.floatCtx && mm.method == "sum" {
 			y = float64(sum32)
+			p.rescaled = preScaled
 		}
 	case "average", "weightedAverage":
 		if wsum == 0 {
@@ -413,4 +448,30 @@ func weightedMedian(vs, ws []float64) float64 {
 		}
 	}
 	return vs[idx[len(idx)-1]]
+}
+
+// mergeOuts exposes the output fields of selectFirst segments: a name that
+// several segments declare reads from whichever segment was selected.
+func mergeOuts(cc *compiler, outs, couts []outField, cm *model) []outField {
+	for _, o := range couts {
+		found := false
+		for i := range outs {
+			if outs[i].name != o.name {
+				continue
+			}
+			found = true
+			pe, ok := cc.m.slots[outs[i].slot].expr.(*pickExpr)
+			if !ok {
+				break
+			}
+			pe.picks = append(pe.picks, pick{m: cm, e: &fieldRef{slot: o.slot}})
+		}
+		if !found {
+			pe := &pickExpr{picks: []pick{{m: cm, e: &fieldRef{slot: o.slot}}}}
+			no := o
+			no.slot = cc.addSlot(o.name, o.dt, o.op, pe)
+			outs = append(outs, no)
+		}
+	}
+	return outs
 }

@@ -265,6 +265,7 @@ type ctx struct {
 	fp    int
 	err   error
 	fbuf  []float64 // scratch numbers for models, see model.scratch
+	texts map[*textIndex]textCache
 }
 
 func (m *Model) getCtx() *ctx {
@@ -313,6 +314,10 @@ func (c *ctx) scoreOne(in []Value, out *Result) {
 		}
 		c.vals[s] = v
 		c.done[s] = true
+	}
+	for i := range c.preds {
+		c.preds[i].evaluated = false
+		c.preds[i].ok = false
 	}
 	c.eval(m.top)
 	for i, s := range m.outSlot {

@@ -44,6 +44,7 @@ type simpleCond struct {
 	f     float64
 	s     string
 	isNum bool
+	f32   bool // x-mathContext="float": compare in single precision
 }
 
 func (p *simpleCond) test(c *ctx) tri {
@@ -79,12 +80,16 @@ func (p *simpleCond) test(c *ctx) tri {
 			}
 			return triUnknown
 		}
+		x := v.F
+		if p.f32 {
+			x = float64(float32(x))
+		}
 		switch {
-		case v.F < p.f:
+		case x < p.f:
 			r = -1
-		case v.F > p.f:
+		case x > p.f:
 			r = 1
-		case v.F == p.f:
+		case x == p.f:
 		default:
 			return triUnknown // NaN
 		}
@@ -272,6 +277,9 @@ func (cc *compiler) predicate(n *node, sc *scope) (cond, error) {
 			if dt != TypeString {
 				if f, err := parseFloat(p.s); err == nil {
 					p.f, p.isNum = f, true
+					if cc.f32 {
+						p.f, p.f32 = float64(float32(f)), true
+					}
 				} else if dt == TypeBoolean {
 					switch p.s {
 					case "true":

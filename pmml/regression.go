@@ -272,7 +272,11 @@ func normalizeClasses(norm string, m *model, ys []float64, cat func(int) int, pr
 	default:
 		if n == 2 && m.targetOp != Ordinal {
 			p0 := link(norm, ys[0])
-			if f32 {
+			if f32 && norm == "logit" {
+				// Single precision as XGBoost computes it: 1f / (1f + expf(-x)).
+				e := float32(math.Exp(-float64(float32(ys[0]))))
+				p0 = float64(float32(1) / (float32(1) + e))
+			} else if f32 {
 				p0 = float64(float32(p0))
 			}
 			probs[cat(0)] = p0
