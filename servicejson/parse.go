@@ -174,7 +174,7 @@ func (w *walker) member(prefix, key string, v json.RawMessage, spelling string) 
 			continue
 		}
 		if openNamespaces[cur] {
-			if _, near := suggest(full); !near {
+			if _, near := closest(full, pathsUnder(cur)); !near {
 				rest := strings.Join(segs[i:], ".")
 				w.add(entry{path: join(cur, rest), mapKey: strings.TrimPrefix(join(cur, rest), "cloud."), raw: v, spelling: spelling})
 				return
@@ -223,6 +223,17 @@ func suggest(full string) (string, bool) {
 		}
 	}
 	return closest(full, allPaths)
+}
+
+// pathsUnder lists the known paths inside section, sorted.
+func pathsUnder(section string) []string {
+	var out []string
+	for _, p := range allPaths {
+		if strings.HasPrefix(p, section+".") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // unknown reports a key that is not in the table, with a suggestion or else

@@ -73,8 +73,8 @@ func autoscaler(s *Service) *Autoscaler {
 // max_queue_size 1..1000000; rate_limit 0..1000000 QPS; autoscaler min and
 // max 1..1000; buckets 1..1048576 each, at most 256 of them.
 var fields = []*field{
-	{path: "name", kind: kString, set: func(s *Service, _ string, v any) { s.Name = str(v) }},
-	{path: "processor", kind: kString, set: func(s *Service, _ string, v any) { s.Processor = str(v) }},
+	{path: "name", kind: kString, hint: `e.g. "my_service"`, set: func(s *Service, _ string, v any) { s.Name = str(v) }},
+	{path: "processor", kind: kString, hint: `a built-in code such as "pmml"`, set: func(s *Service, _ string, v any) { s.Processor = str(v) }},
 	{path: "model_path", kind: kString, set: func(s *Service, _ string, v any) { s.ModelPath = str(v) }},
 	{path: "model_entry", kind: kString, set: func(s *Service, _ string, v any) { s.ModelEntry = str(v) }},
 	{path: "model_config", kind: kConfig, set: func(s *Service, _ string, v any) { s.ModelConfig = raw(v) }},
@@ -344,7 +344,7 @@ func (f *field) convert(v json.RawMessage) (any, string) {
 		if b, ok := parseBool(v); ok {
 			return b, ""
 		}
-		return nil, fmt.Sprintf("must be true or false, got %s", show(v))
+		return nil, fmt.Sprintf("must be true or false, got %s; write true or false (\"true\" and 1 also work)", show(v))
 	case kInt:
 		text, _, ok := scalarText(v)
 		n, isInt := parseInt(text)

@@ -507,3 +507,16 @@ func TestProblemCap(t *testing.T) {
 		t.Errorf("last problem = %q", last.Msg)
 	}
 }
+
+// TestOpenCloudSection checks that unknown keys under cloud are kept, while
+// near misses of the keys we read there are still typos.
+func TestOpenCloudSection(t *testing.T) {
+	s := mustParse(t, `{"name":"m","processor":"pmml","metadata":{"instance":1},"cloud.foo.cpu":1,"cloud":{"computing":{"spot":{"x":1}}}}`)
+	if len(s.Cloud.Extra) != 2 || string(s.Cloud.Extra["foo.cpu"]) != "1" || string(s.Cloud.Extra["computing.spot"]) != `{"x":1}` {
+		t.Errorf("cloud extras = %v", s.Cloud.Extra)
+	}
+	_, err := Parse([]byte(`{"name":"m","processor":"pmml","metadata":{"instance":1},"cloud":{"netwroking":{}}}`))
+	if err == nil || !strings.Contains(err.Error(), "cloud.netwroking: unknown key; did you mean cloud.networking?") {
+		t.Errorf("typo under cloud: %v", err)
+	}
+}
