@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -304,6 +305,9 @@ func appendData(b []byte, t *tensor.Tensor) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
+			if !utf8.Valid(s) {
+				return nil, fmt.Errorf("tensor %q element %d is not valid UTF-8, which a JSON string cannot carry; ask for binary output (request parameter \"binary_data_output\": true)", t.Name, i)
+			}
 			b = appendString(b, string(s))
 		}
 		return append(b, ']'), nil
@@ -362,7 +366,7 @@ func appendData(b []byte, t *tensor.Tensor) ([]byte, error) {
 }
 
 func nonFinite(t *tensor.Tensor, i int, f float64) error {
-	return fmt.Errorf("output %q element %d is %v, which JSON cannot carry; ask for binary output (request parameter \"binary_data_output\": true)", t.Name, i, f)
+	return fmt.Errorf("tensor %q element %d is %v, which JSON cannot carry; ask for binary output (request parameter \"binary_data_output\": true)", t.Name, i, f)
 }
 
 // appendString appends s as a JSON string.
