@@ -1,6 +1,5 @@
 package pmml
 
-func (cc *compiler) generalRegression(n *node, m *model, sc *scope) error { return n.unsupported("") }
 func (cc *compiler) neural(n *node, m *model, sc *scope) error            { return n.unsupported("") }
 func (cc *compiler) scorecard(n *node, m *model, sc *scope) error         { return n.unsupported("") }
 func (cc *compiler) svm(n *node, m *model, sc *scope) error               { return n.unsupported("") }
