@@ -2,7 +2,6 @@ package pmml
 
 func (cc *compiler) neural(n *node, m *model, sc *scope) error            { return n.unsupported("") }
 func (cc *compiler) scorecard(n *node, m *model, sc *scope) error         { return n.unsupported("") }
-func (cc *compiler) svm(n *node, m *model, sc *scope) error               { return n.unsupported("") }
 func (cc *compiler) naiveBayes(n *node, m *model, sc *scope) error        { return n.unsupported("") }
 func (cc *compiler) clustering(n *node, m *model, sc *scope) error        { return n.unsupported("") }
 func (cc *compiler) knn(n *node, m *model, sc *scope) error               { return n.unsupported("") }
