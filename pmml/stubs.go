@@ -1,6 +1,5 @@
 package pmml
 
-func (cc *compiler) neural(n *node, m *model, sc *scope) error            { return n.unsupported("") }
 func (cc *compiler) scorecard(n *node, m *model, sc *scope) error         { return n.unsupported("") }
 func (cc *compiler) naiveBayes(n *node, m *model, sc *scope) error        { return n.unsupported("") }
 func (cc *compiler) clustering(n *node, m *model, sc *scope) error        { return n.unsupported("") }
