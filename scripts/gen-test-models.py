@@ -40,14 +40,16 @@ KSERVE = {
     np.dtype(np.int64): "INT64",
     np.dtype(np.int32): "INT32",
     np.dtype(np.bool_): "BOOL",
+    np.dtype(np.float16): "FP16",
+    np.dtype(object): "BYTES",
 }
 
 
-def make_model(name, nodes, inputs, outputs, inits):
+def make_model(name, nodes, inputs, outputs, inits, extra_opsets=()):
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=[helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, v) for d, v in extra_opsets],
         producer_name="eas-server gen-test-models.py",
     )
     model.ir_version = IR_VERSION
@@ -62,6 +64,8 @@ def init(name, arr):
 def tensor_json(name, arr):
     arr = np.asarray(arr)
     data = arr.reshape(-1).tolist()
+    if arr.dtype == np.float16:
+        data = [float(v) for v in data]  # exact: every fp16 value is a float
     return {
         "name": name,
         "datatype": KSERVE[arr.dtype],
@@ -354,6 +358,68 @@ def gen_batch_sum(rng):
     return model, cases
 
 
+# --- strings: text [N,2] BYTES -> same (Identity), ids (ai.onnx.ml LabelEncoder) --
+
+
+def gen_strings(rng):
+    vocab = ["apple", "banana", "cherry", "durian", "elderberry"]
+    nodes = [
+        helper.make_node("Identity", ["text"], ["same"]),
+        helper.make_node(
+            "LabelEncoder",
+            ["text"],
+            ["ids"],
+            domain="ai.onnx.ml",
+            keys_strings=vocab,
+            values_int64s=list(range(10, 10 + len(vocab))),
+            default_int64=-1,
+        ),
+    ]
+    model = make_model(
+        "strings",
+        nodes,
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch", 2])],
+        [
+            helper.make_tensor_value_info("same", TensorProto.STRING, ["batch", 2]),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 2]),
+        ],
+        [],
+        extra_opsets=[("ai.onnx.ml", 2)],
+    )
+    words = vocab + ["unknown", "", "h\u00e9llo w\u00f6rld"]
+    cases = []
+    picks = [rng.integers(0, len(vocab), size=2), [0, 5, 6, 7, 3, 1]]  # words[5:] are not in vocab
+    for n, pick in zip((1, 3), picks):
+        # The second case covers an unknown word, an empty string and UTF-8.
+        text = np.array([words[i] for i in pick], dtype=object).reshape(n, 2)
+        lookup = {w: 10 + i for i, w in enumerate(vocab)}
+        ids = np.array([lookup.get(w, -1) for w in text.reshape(-1)], dtype=np.int64).reshape(n, 2)
+        cases.append(case(f"batch{n}", [("text", text)], [("same", text), ("ids", ids)]))
+    return model, cases
+
+
+# --- half: h [N,4] FP16 -> doubled [N,4] FP32 --------------------------------
+
+
+def gen_half(rng):
+    nodes = [
+        helper.make_node("Cast", ["h"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["f", "f"], ["doubled"]),
+    ]
+    model = make_model(
+        "half",
+        nodes,
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["batch", 4])],
+        [helper.make_tensor_value_info("doubled", TensorProto.FLOAT, ["batch", 4])],
+        [],
+    )
+    cases = []
+    for n in (1, 2):
+        h = rng.standard_normal((n, 4)).astype(np.float16)
+        cases.append(case(f"batch{n}", [("h", h)], [("doubled", h.astype(np.float32) * 2)]))
+    return model, cases
+
+
 # --- the EAS Torch request body for examples/requests ------------------------
 
 
@@ -403,7 +469,7 @@ def main():
         write_bench_mlp(args.bench_mlp)
         return
 
-    gens = [("mlp", gen_mlp), ("multi_io", gen_multi_io), ("seq", gen_seq), ("int_bool", gen_int_bool), ("conv", gen_conv), ("batch_sum", gen_batch_sum)]
+    gens = [("mlp", gen_mlp), ("multi_io", gen_multi_io), ("seq", gen_seq), ("int_bool", gen_int_bool), ("conv", gen_conv), ("batch_sum", gen_batch_sum), ("strings", gen_strings), ("half", gen_half)]
     for i, (name, gen) in enumerate(gens):
         model, cases = gen(np.random.default_rng(1000 + i))
         save(model, cases, args.out, name)

@@ -368,10 +368,15 @@ func indexOf(ios []ioInfo) map[string]int {
 	return idx
 }
 
-// dtypes maps ONNX Runtime element types to ours. FP16 and BF16 are absent
-// on purpose: onnxruntime_go v1.27.0 copies only one byte per element when it
-// hands back an output of those types, so such models are refused at load
-// rather than answered wrongly.
+// halfTypes are accepted as inputs only: onnxruntime_go v1.27.0 copies one
+// byte per element when it hands back an output of these types, so models
+// with such outputs are refused at load rather than answered wrongly.
+var halfTypes = map[ort.TensorElementDataType]tensor.DType{
+	ort.TensorElementDataTypeFloat16:  tensor.Float16,
+	ort.TensorElementDataTypeBFloat16: tensor.BFloat16,
+}
+
+// dtypes maps ONNX Runtime element types to ours.
 var dtypes = map[ort.TensorElementDataType]tensor.DType{
 	ort.TensorElementDataTypeFloat:  tensor.Float32,
 	ort.TensorElementDataTypeDouble: tensor.Float64,
@@ -395,6 +400,13 @@ func convertInfo(kind string, infos []ort.InputOutputInfo) ([]ioInfo, error) {
 				kind, in.Name, in.OrtValueType)
 		}
 		dt, ok := dtypes[in.DataType]
+		if h, half := halfTypes[in.DataType]; half {
+			if kind == "output" {
+				return nil, fmt.Errorf("model output %q is %s, which the ONNX Runtime binding cannot return intact; add a Cast to float32 at the end of the model",
+					in.Name, h)
+			}
+			dt, ok = h, true
+		}
 		if !ok {
 			return nil, fmt.Errorf("model %s %q has element type %s, which this server does not serve; cast it to float32 (or another numeric type) in the model",
 				kind, in.Name, in.DataType)

@@ -69,6 +69,20 @@ func (j jsonTensor) tensor(t testing.TB) tensor.Tensor {
 			mustUnmarshal(t, d, &v[i])
 		}
 		return tensor.FromInt64(j.Name, j.Shape, v)
+	case tensor.Float16:
+		v := make([]uint16, len(j.Data))
+		for i, d := range j.Data {
+			var f float32
+			mustUnmarshal(t, d, &f)
+			v[i] = tensor.Float32ToFloat16(f)
+		}
+		return tensor.FromFloat16Bits(j.Name, j.Shape, v)
+	case tensor.String:
+		v := make([]string, len(j.Data))
+		for i, d := range j.Data {
+			mustUnmarshal(t, d, &v[i])
+		}
+		return tensor.FromStrings(j.Name, j.Shape, v)
 	case tensor.Bool:
 		v := make([]bool, len(j.Data))
 		for i, d := range j.Data {
@@ -153,7 +167,7 @@ func load(t testing.TB, code, modelPath string, mutate ...func(*processors.Spec)
 	return m.(*Model)
 }
 
-var refModels = []string{"mlp", "multi_io", "seq", "int_bool", "conv", "batch_sum"}
+var refModels = []string{"mlp", "multi_io", "seq", "int_bool", "conv", "batch_sum", "strings", "half"}
 
 func TestReferenceOutputs(t *testing.T) {
 	for _, name := range refModels {
