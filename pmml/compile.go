@@ -1129,12 +1129,12 @@ func (o *outExpr) eval(c *ctx) Value {
 		}
 		return p.val
 	case "probability", "confidence":
-		if !p.ok || p.probs == nil {
-			return MissingValue
-		}
 		src := p.probs
 		if o.feature == "confidence" && p.conf != nil {
 			src = p.conf
+		}
+		if !p.ok || src == nil {
+			return MissingValue
 		}
 		i := o.cat
 		if i < 0 {
