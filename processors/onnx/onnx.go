@@ -16,7 +16,7 @@
 // model_config (optional, a JSON object or a string holding one) tunes the
 // session: {"intra_op_threads": 4, "inter_op_threads": 1,
 // "allow_spinning": true, "graph_optimization": "all", "device_id": 0}.
-// intra_op_threads defaults to metadata.cpu, else the machine's cores.
+// intra_op_threads defaults to metadata.cpu, else the CPUs the process may use.
 package onnx
 
 import (
@@ -179,7 +179,9 @@ func (m *Model) Configure(spec processors.Spec) error {
 	case spec.CPU > 0:
 		m.threads = spec.CPU
 	default:
-		m.threads = runtime.NumCPU()
+		// GOMAXPROCS rather than NumCPU: it follows a container's CPU
+		// limit, so a pod does not oversubscribe its quota.
+		m.threads = runtime.GOMAXPROCS(0)
 	}
 	return nil
 }

@@ -30,7 +30,8 @@ var (
 )
 
 // SetLibraryPath makes the ONNX Runtime environment load the shared library
-// at p instead of searching for it. The binary's --onnxruntime-lib flag calls
+// at p (a file, or a directory holding libonnxruntime.so.1.24.1) instead of
+// searching for it. The binary's --onnxruntime-lib flag calls
 // it; it must run before the first ONNX model loads, and an empty p restores
 // the search. It has no effect once the environment is initialised.
 func SetLibraryPath(p string) {
@@ -108,6 +109,12 @@ func ensureEnvironment() error {
 		return nil
 	}
 	cands, explicit := libraryCandidates()
+	if explicit {
+		// A directory names where the fetch script installed the library.
+		if st, err := os.Stat(cands[0]); err == nil && st.IsDir() {
+			cands[0] = filepath.Join(cands[0], libraryFile)
+		}
+	}
 	path := ""
 	for _, c := range cands {
 		if st, err := os.Stat(c); err == nil && !st.IsDir() {
