@@ -623,3 +623,25 @@ func TestMissingLibrary(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionOptions loads with every model_config knob set away from its
+// default and checks the answers do not change.
+func TestSessionOptions(t *testing.T) {
+	refs := loadRefs(t, "conv")
+	for _, cfg := range []string{
+		`{"allow_spinning": false, "graph_optimization": "disable", "inter_op_threads": 1, "intra_op_threads": 2}`,
+		`"{\"graph_optimization\": \"basic\"}"`,
+		`{"graph_optimization": "extended", "allow_spinning": true}`,
+	} {
+		t.Run(cfg, func(t *testing.T) {
+			m := load(t, "onnx_cpu", "testdata/conv.onnx", func(s *processors.Spec) { s.ModelConfig = json.RawMessage(cfg) })
+			for _, c := range refs.Cases {
+				res, err := m.Run(t.Context(), []any{c.payload(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.check(t, res[0])
+			}
+		})
+	}
+}
