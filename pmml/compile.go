@@ -234,6 +234,7 @@ type compiler struct {
 	data  *scope // DataDictionary fields (prepared by the top MiningSchema)
 	glob  *scope // TransformationDictionary
 	f32   bool   // compiling inside x-mathContext="float"
+	post  []func(*Model) error // steps that need the finished model
 }
 
 func (cc *compiler) addSlot(name string, dt DataType, op OpType, e expr) int {
@@ -327,6 +328,11 @@ func compile(root *node, o Options) (*Model, error) {
 		if !replaced {
 			m.outputs = append(m.outputs, o.field())
 			m.outSlot = append(m.outSlot, o.slot)
+		}
+	}
+	for _, f := range cc.post {
+		if err := f(m); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
@@ -1017,7 +1023,16 @@ func (cc *compiler) outputExpr(c *node, m *model, sc *scope) (expr, error) {
 		o.tgt = idx
 	}
 	switch o.feature {
-	case "predictedValue", "predictedDisplayValue", "entityId", "clusterId", "warning":
+	case "entityId":
+		r, err := c.int("rank", 1)
+		if err != nil {
+			return nil, err
+		}
+		if r < 1 {
+			return nil, c.errf("rank %d must be 1 or more", r)
+		}
+		o.rank = r
+	case "predictedValue", "predictedDisplayValue", "clusterId", "warning":
 	case "probability", "confidence", "affinity", "entityAffinity", "clusterAffinity":
 		if c.has("value") {
 			if m.classification() {
@@ -1171,6 +1186,12 @@ func (o *outExpr) eval(c *ctx) Value {
 		return FloatValue(p.affin[i])
 	case "entityId", "clusterId":
 		if !p.ok && p.entity.K == Missing {
+			return MissingValue
+		}
+		if kn, ok := o.m.impl.(*knnModel); ok && o.feature == "entityId" {
+			if o.rank-1 < len(p.affin) {
+				return kn.ids[int(p.affin[o.rank-1])]
+			}
 			return MissingValue
 		}
 		if o.feature == "clusterId" && p.ent >= 0 {

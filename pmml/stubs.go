@@ -1,3 +1,2 @@
 package pmml
 
-func (cc *compiler) knn(n *node, m *model, sc *scope) error               { return n.unsupported("") }
