@@ -1,0 +1,45 @@
+# eas-server: build, run, test. Every install step lives in scripts/ so a
+# fresh machine needs only Go, apt and npm.
+GO       ?= go
+BIN      := bin/eas-server
+LISTEN   ?= :8080
+EXAMPLES := $(wildcard examples/service-json/*.json)
+
+.PHONY: all build run test lint bench bench-batching deps test-deps clean
+
+all: build
+
+## deps: native runtime libraries (ONNX Runtime from the npm tarball, sha256-pinned)
+deps:
+	bash scripts/fetch-onnxruntime.sh
+
+## build: bin/eas-server, after fetching the native libraries it loads
+build: deps
+	$(GO) build -trimpath -o $(BIN) ./cmd/eas-server
+
+## run: build and serve every example service on $(LISTEN)
+run: build
+	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(EXAMPLES),--deploy $(f))
+
+## test-deps: everything the tests need (Debian packages, native libraries)
+test-deps: deps
+	bash scripts/install-test-deps.sh
+
+## test: vet, race-enabled tests, and the examples validate
+test: test-deps build
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+	./$(BIN) validate $(EXAMPLES)
+
+## lint: formatting and vet
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+## bench: Go micro-benchmarks (scheduler, codecs, evaluators)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin

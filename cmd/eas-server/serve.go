@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+type serveFlags struct {
+	listen      string
+	stateDir    string
+	deploy      []string
+	maxBody     int64
+	logLevel    string
+	logFormat   string
+	grace       time.Duration
+	onnxRuntime string
+}
+
+func serveCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the server, deploying the given service.json files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", ":8080", "address to listen on")
+	fl.StringVar(&f.stateDir, "state-dir", "./eas-data", "directory for tokens, state and the model cache")
+	fl.StringArrayVar(&f.deploy, "deploy", nil, "service.json to deploy at start (repeatable)")
+	fl.Int64Var(&f.maxBody, "max-body-size", server.DefaultMaxBodyBytes, "request body limit in bytes; larger bodies get 413")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long a shutdown may drain requests")
+	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: must be text or json, got %q", format)
+}
+
+func serve(ctx context.Context, f serveFlags) error {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	if err := configureRuntimes(f); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mt := metrics.New(reg)
+	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt})
+	srv := server.New(server.Options{Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody})
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
+
+	deployAll(ctx, mgr, f.deploy, log)
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// A second signal now kills the process at once (default behaviour).
+	signalStop(ctx)
+	log.Info("shutting down", "grace", f.grace.String())
+	srv.SetDraining()
+	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "err", err)
+	}
+	mgr.Shutdown(sctx)
+	log.Info("stopped")
+	return nil
+}
+
+// deployAll parses and deploys the files concurrently. A file that fails is
+// reported and skipped; the others serve.
+func deployAll(ctx context.Context, mgr *service.Manager, files []string, log *slog.Logger) {
+	var wg sync.WaitGroup
+	for _, path := range files {
+		spec, err := servicejson.ParseFile(path)
+		if err != nil {
+			log.Error("service.json rejected; fix it and restart", "file", path, "problems", strings.ReplaceAll(err.Error(), "\n", "; "))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := mgr.Deploy(ctx, spec); err != nil {
+				log.Error("deploy failed", "file", path, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,266 @@
+// Package server is the HTTP front of eas-server: the gin router with the
+// data plane (/api/predict), health, readiness and metrics. Handlers are thin:
+// they bind the request, call the service's scheduler, and map every error to
+// a status code in one helper (statusOf).
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/decompress"
+	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/scheduler"
+)
+
+// DefaultMaxBodyBytes is the default request body limit (64 MiB).
+const DefaultMaxBodyBytes = 64 << 20
+
+// Options configures the router.
+type Options struct {
+	Manager      *service.Manager
+	Logger       *slog.Logger
+	Metrics      *metrics.Metrics
+	Gatherer     prometheus.Gatherer // serves /metrics; nil = no /metrics route
+	MaxBodyBytes int64               // request body limit; 0 = DefaultMaxBodyBytes
+}
+
+// Server holds the router's state. It is safe for concurrent use.
+type Server struct {
+	opt      Options
+	log      *slog.Logger
+	draining atomic.Bool
+}
+
+// New builds a Server.
+func New(opt Options) *Server {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return &Server{opt: opt, log: opt.Logger}
+}
+
+// SetDraining makes /readyz answer 503 so load balancers stop sending
+// traffic before shutdown.
+func (s *Server) SetDraining() { s.draining.Store(true) }
+
+// Handler returns the router.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(s.recoverer())
+	r.HandleMethodNotAllowed = true
+
+	r.Any("/api/predict/*rest", s.predict)
+	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	r.GET("/readyz", s.readyz)
+	if s.opt.Gatherer != nil {
+		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})))
+	}
+	s.kserveRoutes(r)
+	r.NoRoute(func(c *gin.Context) {
+		c.String(http.StatusNotFound, "no route for %s %s\n", c.Request.Method, c.Request.URL.Path)
+	})
+	return r
+}
+
+// recoverer turns a panic in a handler into a 500 and a log line with the
+// stack, so one bad request never takes the server down.
+func (s *Server) recoverer() gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, err any) {
+		s.log.Error("handler panic recovered", "path", c.Request.URL.Path, "panic", err)
+		c.String(http.StatusInternalServerError, "internal error\n")
+		c.Abort()
+	})
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.draining.Load() {
+		c.String(http.StatusServiceUnavailable, "shutting down\n")
+		return
+	}
+	ok, notReady := s.opt.Manager.Ready()
+	if !ok {
+		c.String(http.StatusServiceUnavailable, "not ready:\n%s\n", strings.Join(notReady, "\n"))
+		return
+	}
+	c.String(http.StatusOK, "ready\n")
+}
+
+// splitPredictPath splits "/<name>[/<extra>]" into the name and the extra
+// path ("" or starting with "/"). A trailing "/" on the name is ignored.
+func splitPredictPath(rest string) (name, extra string) {
+	rest = strings.TrimPrefix(rest, "/")
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		name, extra = rest[:i], rest[i:]
+		if extra == "/" {
+			extra = ""
+		}
+		return name, extra
+	}
+	return rest, ""
+}
+
+// predict serves POST (and GET for metadata) /api/predict/<name>[/<path>].
+func (s *Server) predict(c *gin.Context) {
+	start := time.Now()
+	name, extra := splitPredictPath(c.Param("rest"))
+	code := s.servePredict(c, name, extra)
+	if _, ok := s.opt.Manager.Get(name); ok {
+		s.opt.Metrics.Request(name, code, time.Since(start))
+	}
+}
+
+// servePredict answers one data-plane request and returns the status sent.
+func (s *Server) servePredict(c *gin.Context, name, extra string) int {
+	req := c.Request
+	if req.Method != http.MethodPost && req.Method != http.MethodGet {
+		c.Header("Allow", "GET, POST")
+		return s.fail(c, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed; use POST to predict or GET for the model's metadata")
+	}
+	if name == "" {
+		return s.fail(c, http.StatusNotFound, "no service name in the path; use /api/predict/<service>")
+	}
+	svc, ok := s.opt.Manager.Get(name)
+	if !ok {
+		return s.fail(c, http.StatusNotFound, "service \""+name+"\" not found")
+	}
+	if err := auth.Verify(string(svc.Token), auth.Request{
+		Method: req.Method, Service: name, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header,
+	}); err != nil {
+		return s.fail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for service \""+name+"\"")
+	}
+	if !svc.Ready() {
+		st, msg, _ := svc.State()
+		return s.fail(c, http.StatusServiceUnavailable, "service \""+name+"\" is not ready: "+string(st)+" "+msg)
+	}
+	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
+		c.JSON(http.StatusOK, svc.Processor.Metadata())
+		return http.StatusOK
+	}
+
+	body, status, err := s.readBody(c, svc)
+	if err != nil {
+		return s.fail(c, status, err.Error())
+	}
+	h := req.Header.Clone()
+	h.Del("Authorization")
+	payload, err := svc.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: h})
+	if err != nil {
+		return s.failErr(c, err)
+	}
+	result, err := svc.Scheduler.Do(req.Context(), payload)
+	if err != nil {
+		return s.failErr(c, err)
+	}
+	resp, err := svc.Processor.Encode(payload, result)
+	if err != nil {
+		return s.failErr(c, err)
+	}
+	ct := resp.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	c.Data(http.StatusOK, ct, resp.Body)
+	return http.StatusOK
+}
+
+// readBody reads the body under the size limit and decompresses it per
+// metadata.rpc.decompressor.
+func (s *Server) readBody(c *gin.Context, svc *service.Service) ([]byte, int, error) {
+	limit := s.opt.MaxBodyBytes
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, http.StatusRequestEntityTooLarge, errors.New("request body larger than the server's limit of " + humanBytes(limit) + "; send a smaller body or raise --max-body-size")
+		}
+		return nil, http.StatusBadRequest, errors.New("reading the request body: " + err.Error())
+	}
+	if kind := svc.Spec.Metadata.RPC.Decompressor; kind != "" {
+		out, err := decompress.Decompress(kind, body, limit)
+		if err != nil {
+			if errors.Is(err, decompress.ErrTooLarge) {
+				return nil, http.StatusRequestEntityTooLarge, err
+			}
+			return nil, http.StatusBadRequest, err
+		}
+		body = out
+	}
+	return body, 0, nil
+}
+
+// statusOf maps an error from a processor or the scheduler to a status code.
+// It is the one place where errors become codes.
+func statusOf(err error) int {
+	switch {
+	case processors.IsInputError(err):
+		return http.StatusBadRequest
+	case errors.Is(err, scheduler.ErrQueueFull):
+		return 450
+	case errors.Is(err, scheduler.ErrRateLimited):
+		return http.StatusTooManyRequests
+	case errors.Is(err, scheduler.ErrDeadline):
+		return http.StatusRequestTimeout
+	case errors.Is(err, scheduler.ErrCanceled):
+		return 499
+	case errors.Is(err, scheduler.ErrStopped):
+		return http.StatusServiceUnavailable
+	default: // *scheduler.PanicError and processor failures
+
+		return http.StatusInternalServerError
+	}
+}
+
+func (s *Server) failErr(c *gin.Context, err error) int {
+	code := statusOf(err)
+	msg := err.Error()
+	if code == http.StatusInternalServerError {
+		s.log.Error("request failed", "path", c.Request.URL.Path, "err", err)
+	}
+	if code == http.StatusRequestTimeout {
+		// EAS closes the connection of a timed-out request.
+		c.Header("Connection", "close")
+	}
+	return s.fail(c, code, msg)
+}
+
+// fail writes a plain-text error body, as EAS does for every non-200.
+func (s *Server) fail(c *gin.Context, code int, msg string) int {
+	if code == 499 {
+		c.Abort() // the client is gone; nothing to write
+		return code
+	}
+	c.String(code, "%s\n", msg)
+	return code
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return itoa(n>>30) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return itoa(n>>10) + " KiB"
+	}
+	return itoa(n) + " bytes"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

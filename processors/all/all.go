@@ -1,0 +1,6 @@
+// Package all registers every processor; the binary imports it for effect.
+package all
+
+import (
+	_ "github.com/eas-server/eas-server/processors/echo" // echo
+)
