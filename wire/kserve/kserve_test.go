@@ -394,7 +394,7 @@ func FuzzKServeBinary(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(body, strconv.Itoa(hl))
-	f.Add([]byte(`{"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":5}}]}`+"\x01\x00\x00\x00a"), "89")
+	f.Add([]byte(`{"inputs":[{"name":"s","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":5}}]}`+"\x01\x00\x00\x00a"), "92")
 	f.Add([]byte(`{}`), "2")
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
 		req, err := DecodeRequest(body, header)
