@@ -34,7 +34,9 @@ func validateCmd() *cobra.Command {
 			for _, path := range args {
 				svc, err := servicejson.ParseFile(path)
 				if err == nil {
-					err = checkRegistered(svc)
+					if err = checkRegistered(svc); err != nil {
+						err = fmt.Errorf("%s: %w", path, err)
+					}
 				}
 				if err != nil {
 					bad++
@@ -59,7 +61,7 @@ func checkRegistered(svc *servicejson.Service) error {
 	}
 	if _, ok := processors.Lookup(svc.Processor); !ok {
 		_, err := processors.New(svc.Processor)
-		return fmt.Errorf("%s: processor: %q is an EAS code this server does not serve: %v", svc.Name, svc.Processor, err)
+		return fmt.Errorf("processor: %q is an EAS code this server does not serve: %v", svc.Processor, err)
 	}
 	return nil
 }

@@ -3,4 +3,5 @@ package all
 
 import (
 	_ "github.com/eas-server/eas-server/processors/echo" // echo
+	_ "github.com/eas-server/eas-server/processors/onnx" // pytorch_*, onnx_*
 )
