@@ -277,8 +277,8 @@ func TestConcurrentScoring(t *testing.T) {
 }
 
 func TestZeroAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts are skipped in -short")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts are skipped in -short and under the race detector")
 	}
 	for _, path := range []string{"testdata/rf.pmml", "testdata/lr.pmml"} {
 		m := mustParse(t, path)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pmml
+
+const raceEnabled = false
