@@ -45,6 +45,9 @@ func New(code string) (Processor, error) {
 	info, ok := registry[code]
 	mu.RUnlock()
 	if !ok {
+		if reason, known := unavailableReason(code); known {
+			return nil, fmt.Errorf("processor %q is not available: %s", code, reason)
+		}
 		return nil, fmt.Errorf("unknown processor %q (known: %s)", code, strings.Join(Codes(), ", "))
 	}
 	return info.Factory(), nil

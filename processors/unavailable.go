@@ -1,0 +1,30 @@
+package processors
+
+import "strings"
+
+// unavailable explains, per EAS processor family, why this build does not
+// serve a code and what to use instead. New returns the reason at deploy
+// time, so an EAS service.json never deploys into a processor that silently
+// does nothing.
+var unavailable = []struct {
+	prefix string
+	reason string
+}{
+	{"caffe_", "Caffe models are not served here: convert the model to ONNX and use onnx_cpu (or onnx_cu100 with a GPU)"},
+	{"tensorflow_", "TensorFlow SavedModels are not served by this build yet: convert the model to ONNX (python -m tf2onnx.convert --saved-model DIR --output model.onnx) and use onnx_cpu"},
+	{"parameter_server", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
+	{"parameter_sever", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
+	{"xgboost", "XGBoost models are not served by this build yet: export the model to PMML (sklearn2pmml) or ONNX (onnxmltools) and use pmml or onnx_cpu"},
+	{"triton", "the Triton proxy is not in this build yet: serve the model's ONNX file with onnx_cpu, whose /v2 routes speak the same KServe v2 protocol"},
+	{"pmml", "the PMML processor is not in this build yet"},
+}
+
+// unavailableReason returns the reason a known EAS code is not served.
+func unavailableReason(code string) (string, bool) {
+	for _, u := range unavailable {
+		if strings.HasPrefix(code, u.prefix) {
+			return u.reason, true
+		}
+	}
+	return "", false
+}
