@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -152,7 +153,9 @@ func (p *dataParser) leaf() error {
 		}
 		break
 	}
-	tok := string(p.raw[start:p.pos])
+	// A zero-copy view: strconv does not keep tok, and error messages are
+	// formatted at once, so nothing outlives p.raw's use here.
+	tok := unsafe.String(&p.raw[start], p.pos-start)
 	if !validNumber(tok) {
 		return fmt.Errorf("element %d: %q is not a JSON number", idx, tok)
 	}

@@ -321,52 +321,79 @@ type InferResponse struct {
 // body carries a binary section, else 0; when it is > 0 the caller must set
 // the Inference-Header-Content-Length header to it.
 func EncodeResponse(resp *InferResponse, req *InferRequest) (body []byte, headerLength int, err error) {
-	rj := responseJSON{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, ID: resp.ID}
-	return encode(&rj, &rj.Outputs, resp.Outputs, req.WantsBinary)
+	b := append(make([]byte, 0, 256), `{"model_name":`...)
+	b = appendString(b, resp.ModelName)
+	if resp.ModelVersion != "" {
+		b = append(b, `,"model_version":`...)
+		b = appendString(b, resp.ModelVersion)
+	}
+	if resp.ID != "" {
+		b = append(b, `,"id":`...)
+		b = appendString(b, resp.ID)
+	}
+	b = append(b, `,"outputs":`...)
+	return encodeTensors(b, resp.Outputs, req.WantsBinary, nil)
 }
 
-// encode fills entries from ts and marshals v, then appends the binary chunks.
-func encode(v any, entries *[]tensorJSON, ts []tensor.Tensor, binary func(string) bool) ([]byte, int, error) {
-	*entries = make([]tensorJSON, 0, len(ts))
+// encodeTensors appends the JSON array of tensor entries to b, then tail
+// (which closes the object; nil means "}"), then the binary chunks. The JSON
+// is written by hand: going through encoding/json would copy and re-scan
+// every data array.
+func encodeTensors(b []byte, ts []tensor.Tensor, binary func(string) bool, tail func([]byte) []byte) ([]byte, int, error) {
 	var bin []*tensor.Tensor
+	b = append(b, '[')
 	for i := range ts {
 		t := &ts[i]
 		if err := t.Validate(); err != nil {
 			return nil, 0, fmt.Errorf("encode kserve: %w", err)
 		}
-		e := tensorJSON{Name: t.Name, Shape: t.Shape, Datatype: t.DType.String()}
-		if e.Shape == nil {
-			e.Shape = []int64{}
+		if i > 0 {
+			b = append(b, ',')
 		}
-		if binary(t.Name) {
-			e.Parameters = map[string]json.RawMessage{"binary_data_size": json.RawMessage(strconv.Itoa(binarySize(t)))}
-			bin = append(bin, t)
-		} else {
-			data, err := appendData(nil, t)
-			if err != nil {
-				return nil, 0, fmt.Errorf("encode kserve: %w", err)
+		b = append(b, `{"name":`...)
+		b = appendString(b, t.Name)
+		b = append(b, `,"shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
 			}
-			e.Data = data
+			b = strconv.AppendInt(b, d, 10)
 		}
-		*entries = append(*entries, e)
+		b = append(b, `],"datatype":"`...)
+		b = append(b, t.DType.String()...)
+		b = append(b, '"')
+		if binary(t.Name) {
+			b = append(b, `,"parameters":{"binary_data_size":`...)
+			b = strconv.AppendInt(b, int64(binarySize(t)), 10)
+			b = append(b, '}', '}')
+			bin = append(bin, t)
+			continue
+		}
+		b = append(b, `,"data":`...)
+		var err error
+		if b, err = appendData(b, t); err != nil {
+			return nil, 0, fmt.Errorf("encode kserve: %w", err)
+		}
+		b = append(b, '}')
 	}
-	js, err := json.Marshal(v)
-	if err != nil {
-		return nil, 0, fmt.Errorf("encode kserve: %w", err)
+	b = append(b, ']')
+	if tail != nil {
+		b = tail(b)
 	}
+	b = append(b, '}')
 	if len(bin) == 0 {
-		return js, 0, nil
+		return b, 0, nil
 	}
-	total := len(js)
+	jsonLen := len(b)
+	total := jsonLen
 	for _, t := range bin {
 		total += binarySize(t)
 	}
-	body := make([]byte, 0, total)
-	body = append(body, js...)
+	b = append(make([]byte, 0, total), b...)
 	for _, t := range bin {
-		body = appendBinary(body, t)
+		b = appendBinary(b, t)
 	}
-	return body, len(js), nil
+	return b, jsonLen, nil
 }
 
 // EncodeRequest builds an infer request body (client side: tests, the load
@@ -374,31 +401,51 @@ func encode(v any, entries *[]tensorJSON, ts []tensor.Tensor, binary func(string
 // binary section; headerLength is then the JSON length to send in
 // Inference-Header-Content-Length, else 0.
 func EncodeRequest(req *InferRequest, binaryInputs bool) (body []byte, headerLength int, err error) {
-	rj := requestJSON{ID: req.ID, Parameters: req.Parameters}
+	params := req.Parameters
 	if req.BinaryDataOutput {
-		if rj.Parameters == nil {
-			rj.Parameters = map[string]json.RawMessage{}
-		} else {
-			rj.Parameters = clonePar(rj.Parameters)
+		params = make(map[string]json.RawMessage, len(req.Parameters)+1)
+		for k, v := range req.Parameters {
+			params[k] = v
 		}
-		rj.Parameters["binary_data_output"] = json.RawMessage("true")
+		params["binary_data_output"] = json.RawMessage("true")
 	}
-	for _, o := range req.Outputs {
-		oj := outputJSON{Name: o.Name}
-		if o.Binary != nil {
-			oj.Parameters = map[string]json.RawMessage{"binary_data": json.RawMessage(strconv.FormatBool(*o.Binary))}
+	b := append(make([]byte, 0, 256), '{')
+	if req.ID != "" {
+		b = append(b, `"id":`...)
+		b = appendString(b, req.ID)
+		b = append(b, ',')
+	}
+	if len(params) > 0 {
+		pj, err := json.Marshal(params)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encode kserve request parameters: %w", err)
 		}
-		rj.Outputs = append(rj.Outputs, oj)
+		b = append(b, `"parameters":`...)
+		b = append(b, pj...)
+		b = append(b, ',')
 	}
-	return encode(&rj, &rj.Inputs, req.Inputs, func(string) bool { return binaryInputs })
-}
-
-func clonePar(m map[string]json.RawMessage) map[string]json.RawMessage {
-	c := make(map[string]json.RawMessage, len(m)+1)
-	for k, v := range m {
-		c[k] = v
+	b = append(b, `"inputs":`...)
+	var tail func([]byte) []byte
+	if len(req.Outputs) > 0 {
+		tail = func(b []byte) []byte {
+			b = append(b, `,"outputs":[`...)
+			for i, o := range req.Outputs {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"name":`...)
+				b = appendString(b, o.Name)
+				if o.Binary != nil {
+					b = append(b, `,"parameters":{"binary_data":`...)
+					b = strconv.AppendBool(b, *o.Binary)
+					b = append(b, '}')
+				}
+				b = append(b, '}')
+			}
+			return append(b, ']')
+		}
 	}
-	return c
+	return encodeTensors(b, req.Inputs, func(string) bool { return binaryInputs }, tail)
 }
 
 // DecodeResponse parses an infer response body (client side). headerLength
