@@ -389,3 +389,56 @@ func unravel(i int, shape []int64) []int64 {
 	}
 	return idx
 }
+
+// RankKey is the key for pad batching: the name, dtype and rank of every
+// tensor, in order. Payloads with equal RankKeys can be brought to one shape
+// by PadToCommon and then concatenated, whatever their dims.
+func RankKey(ts []Tensor) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(strconv.Quote(t.Name))
+		b.WriteByte(':')
+		b.WriteString(t.DType.String())
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(len(t.Shape)))
+	}
+	return b.String()
+}
+
+// PadToCommon right-pads the dims after the first of every tensor in ts to
+// their maximum over ts, so the results concatenate along axis 0. All must
+// share name, dtype and rank (>= 1). Tensors already at the common shape are
+// returned as is. It returns the common trailing dims too, which the caller
+// needs to unpad outputs with Slice.
+func PadToCommon(ts []Tensor, padValue float64) ([]Tensor, []int64, error) {
+	if len(ts) == 0 {
+		return nil, nil, fmt.Errorf("pad: no tensors")
+	}
+	first := ts[0]
+	if len(first.Shape) == 0 {
+		return nil, nil, fmt.Errorf("pad: tensor %q is a scalar and has no batch dimension", first.Name)
+	}
+	common := cloneShape(first.Shape[1:])
+	for i, t := range ts[1:] {
+		if t.Name != first.Name || t.DType != first.DType || len(t.Shape) != len(first.Shape) {
+			return nil, nil, fmt.Errorf("pad: tensor %d (%q %s %s) does not match tensor 0 (%q %s %s) in name, dtype or rank",
+				i+1, t.Name, t.DType, FormatShape(t.Shape), first.Name, first.DType, FormatShape(first.Shape))
+		}
+		for j, d := range t.Shape[1:] {
+			common[j] = max(common[j], d)
+		}
+	}
+	out := make([]Tensor, len(ts))
+	for i, t := range ts {
+		target := append([]int64{t.Shape[0]}, common...)
+		p, err := Pad(t, target, padValue)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = p
+	}
+	return out, common, nil
+}

@@ -356,3 +356,43 @@ func FuzzPadSlice(f *testing.F) {
 		}
 	})
 }
+
+func TestPadToCommon(t *testing.T) {
+	a := seq("tok", 1, 2)
+	b := seq("tok", 2, 4)
+	c := seq("tok", 1, 3)
+	if RankKey([]Tensor{a}) != RankKey([]Tensor{b}) || RankKey([]Tensor{a}) == RankKey([]Tensor{seq("tok", 1, 2, 1)}) {
+		t.Fatal("RankKey ignores dims but must not ignore rank")
+	}
+	padded, common, err := PadToCommon([]Tensor{a, b, c}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(common, []int64{4}) {
+		t.Fatalf("common %v, want [4]", common)
+	}
+	joined, err := Concat(padded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := joined.AsFloat32()
+	want := []float32{0, 1, 0, 0 /* a */, 0, 1, 2, 3, 4, 5, 6, 7 /* b */, 0, 1, 2, 0 /* c */}
+	if !slices.Equal(got, want) || !slices.Equal(joined.Shape, []int64{4, 4}) {
+		t.Fatalf("joined %v %v, want [4,4] %v", joined.Shape, got, want)
+	}
+	if !Equal(padded[1], b) {
+		t.Error("a tensor already at the common shape changed")
+	}
+	// Unpadding a's row restores it.
+	parts, _ := Split(joined, []int64{1, 2, 1})
+	back, _ := Slice(parts[0], 1, 2)
+	if !Equal(back, a) {
+		t.Fatalf("unpadded %v", back)
+	}
+	if _, _, err := PadToCommon([]Tensor{a, seq("tok", 1, 2, 2)}, 0); err == nil || !strings.Contains(err.Error(), "rank") {
+		t.Fatalf("rank mismatch err = %v", err)
+	}
+	if _, _, err := PadToCommon([]Tensor{seq("tok")}, 0); err == nil {
+		t.Fatal("scalar padded")
+	}
+}

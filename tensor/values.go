@@ -492,37 +492,22 @@ const MaxElements = int64(1) << 40
 // Elements returns the product of shape's dims (1 for a scalar), or an error
 // for a negative dim or a product over MaxElements.
 func Elements(shape []int64) (int64, error) {
-	n := int64(1)
 	zero := false
 	for i, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("shape %s: dim %d is %d; dims must be >= 0", FormatShape(shape), i, d)
 		}
-		if d == 0 {
-			zero = true
-			continue
-		}
-		if n > MaxElements/d {
-			if !zero {
-				// keep scanning for a zero dim or a negative one before failing
-				for _, e := range shape[i+1:] {
-					if e < 0 {
-						return 0, fmt.Errorf("shape %s: dims must be >= 0", FormatShape(shape))
-					}
-					if e == 0 {
-						zero = true
-					}
-				}
-			}
-			if zero {
-				return 0, nil
-			}
-			return 0, fmt.Errorf("shape %s has more than %d elements", FormatShape(shape), MaxElements)
-		}
-		n *= d
+		zero = zero || d == 0
 	}
 	if zero {
 		return 0, nil
+	}
+	n := int64(1)
+	for _, d := range shape {
+		if n > MaxElements/d {
+			return 0, fmt.Errorf("shape %s has more than %d elements", FormatShape(shape), MaxElements)
+		}
+		n *= d
 	}
 	return n, nil
 }
