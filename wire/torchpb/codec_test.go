@@ -259,3 +259,22 @@ func FuzzTorch(f *testing.F) {
 		}
 	})
 }
+
+func TestHalfOverflow(t *testing.T) {
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, array(19, []int64{2}, 3, packedFloats(1, 70000)))
+	_, err := DecodeRequest(b, []string{"x"})
+	if err == nil || !strings.Contains(err.Error(), "float_val[1] = 70000 does not fit DT_HALF") {
+		t.Fatalf("err = %v", err)
+	}
+	// Infinity itself is a half value and passes.
+	b = protowire.AppendTag(nil, 1, protowire.BytesType)
+	b = protowire.AppendBytes(b, array(19, []int64{1}, 3, packedFloats(float32(math.Inf(1)))))
+	req, err := DecodeRequest(b, []string{"x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := req.Inputs[0].AsUint16(); h[0] != 0x7c00 {
+		t.Fatalf("+Inf decoded as %#04x", h[0])
+	}
+}

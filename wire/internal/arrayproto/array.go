@@ -191,11 +191,19 @@ func ToTensor(name string, a *Array, o Options) (tensor.Tensor, error) {
 	case tensor.Float16, tensor.BFloat16:
 		v := make([]uint16, n)
 		for i, x := range a.Float {
+			var h uint16
+			var isInf bool
 			if m.dtype == tensor.Float16 {
-				v[i] = tensor.Float32ToFloat16(x)
+				h = tensor.Float32ToFloat16(x)
+				isInf = h&0x7fff == 0x7c00
 			} else {
-				v[i] = tensor.Float32ToBFloat16(x)
+				h = tensor.Float32ToBFloat16(x)
+				isInf = h&0x7fff == 0x7f80
 			}
+			if isInf && !math.IsInf(float64(x), 0) {
+				return tensor.Tensor{}, fmt.Errorf("float_val[%d] = %g does not fit %s", i, x, DTName(a.DType))
+			}
+			v[i] = h
 		}
 		if m.dtype == tensor.Float16 {
 			return tensor.FromFloat16Bits(name, shape, v), nil
