@@ -18,7 +18,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), validateCmd(), processorsCmd())
+	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd())
 	return root
 }
 

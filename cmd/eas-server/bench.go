@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eas-server/eas-server/internal/loadgen"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+func benchCmd() *cobra.Command {
+	var (
+		endpoint, service, url, token, bodyFile, format, output string
+		tensors                                                 []string
+		concurrency                                             string
+		duration, warmup                                        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load-test a service: throughput and latency percentiles per concurrency",
+		Long: "Closed-loop load generator (like Triton's perf_analyzer). Each of C clients sends a request,\n" +
+			"waits for the answer and sends the next, for --duration after --warmup.\n" +
+			"The body is --body FILE, or generated from --tensor NAME:DTYPE:D1xD2 in --format.",
+		Example: "  eas-server bench --service echo --token T --body req.json --concurrency 1,8,64\n" +
+			"  eas-server bench --service mlp --token T --tensor input:FP32:1x2048 --format torch -c 1,64 -o json",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target := url
+			if target == "" {
+				if service == "" {
+					return fmt.Errorf("give --service NAME (with --endpoint) or --url")
+				}
+				target = strings.TrimRight(endpoint, "/") + "/api/predict/" + service
+				if strings.HasPrefix(format, "kserve") {
+					target = strings.TrimRight(endpoint, "/") + "/v2/models/" + service + "/infer"
+				}
+			}
+			header := map[string]string{}
+			if token != "" {
+				header["Authorization"] = token
+			}
+			var body []byte
+			switch {
+			case bodyFile != "" && len(tensors) > 0:
+				return fmt.Errorf("give --body or --tensor, not both")
+			case bodyFile != "":
+				b, err := os.ReadFile(bodyFile)
+				if err != nil {
+					return fmt.Errorf("--body: %w", err)
+				}
+				body = b
+			case len(tensors) > 0:
+				rng := rand.New(rand.NewPCG(1, 2))
+				var ts []tensor.Tensor
+				for _, s := range tensors {
+					spec, err := loadgen.ParseTensorSpec(s)
+					if err != nil {
+						return fmt.Errorf("--tensor: %w", err)
+					}
+					ts = append(ts, spec.Generate(rng))
+				}
+				b, h, err := loadgen.EncodeBody(format, ts)
+				if err != nil {
+					return fmt.Errorf("--format: %w", err)
+				}
+				body = b
+				for k, v := range h {
+					header[k] = v
+				}
+			}
+			var levels []int
+			for _, f := range strings.Split(concurrency, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 1 {
+					return fmt.Errorf("--concurrency: want a comma-separated list of positive integers, got %q", concurrency)
+				}
+				levels = append(levels, n)
+			}
+			var results []loadgen.Result
+			for _, c := range levels {
+				r, err := loadgen.Run(cmd.Context(), loadgen.Config{
+					URL: target, Body: body, Header: header, Concurrency: c, Duration: duration, Warmup: warmup,
+				})
+				if err != nil {
+					return err
+				}
+				results = append(results, r)
+			}
+			switch output {
+			case "json":
+				return loadgen.WriteJSON(cmd.OutOrStdout(), results)
+			case "table", "":
+				return loadgen.WriteTable(cmd.OutOrStdout(), results)
+			}
+			return fmt.Errorf("-o: want table or json, got %q", output)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "server address")
+	fl.StringVar(&service, "service", "", "service name (POST /api/predict/NAME, or /v2/models/NAME/infer for kserve formats)")
+	fl.StringVar(&url, "url", "", "full target URL (instead of --endpoint and --service)")
+	fl.StringVar(&token, "token", os.Getenv("EAS_TOKEN"), "service token (default $EAS_TOKEN)")
+	fl.StringVar(&bodyFile, "body", "", "file whose bytes every request sends")
+	fl.StringArrayVar(&tensors, "tensor", nil, "generated input NAME:DTYPE:D1xD2 (repeatable)")
+	fl.StringVar(&format, "format", "torch", "body format of generated tensors: "+strings.Join(loadgen.Formats, ", "))
+	fl.StringVarP(&concurrency, "concurrency", "c", "1,8,64", "comma-separated client counts")
+	fl.DurationVarP(&duration, "duration", "d", 10*time.Second, "measured time per concurrency level")
+	fl.DurationVar(&warmup, "warmup", 2*time.Second, "unmeasured time before each level")
+	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}

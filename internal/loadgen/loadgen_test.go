@@ -1,0 +1,81 @@
+package loadgen
+
+import (
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/kserve"
+	"github.com/eas-server/eas-server/wire/torchpb"
+)
+
+func TestRunCountsStatusesAndLatency(t *testing.T) {
+	var n atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.Header.Get("Authorization") != "T" {
+			w.WriteHeader(401)
+			return
+		}
+		if n.Add(1)%4 == 0 {
+			w.WriteHeader(450)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}))
+	defer ts.Close()
+	res, err := Run(t.Context(), Config{URL: ts.URL, Body: []byte("x"), Header: map[string]string{"Authorization": "T"},
+		Concurrency: 4, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK == 0 || res.ByStatus["450"] == 0 || res.ByStatus["401"] != 0 {
+		t.Fatalf("by status = %v", res.ByStatus)
+	}
+	if res.OK+res.ByStatus["450"] != res.Requests {
+		t.Errorf("requests %d != ok %d + 450s %d", res.Requests, res.OK, res.ByStatus["450"])
+	}
+	if res.P50ms < 0.5 || res.P99ms < res.P50ms {
+		t.Errorf("percentiles p50=%v p99=%v: want p50 >= the 1ms handler time and p99 >= p50", res.P50ms, res.P99ms)
+	}
+}
+
+func TestGeneratedBodiesDecode(t *testing.T) {
+	spec, err := ParseTensorSpec("input:FP32:2x3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := spec.Generate(rand.New(rand.NewPCG(1, 1)))
+	b, _, err := EncodeBody("torch", []tensor.Tensor{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := torchpb.DecodeRequest(b, []string{"input"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Inputs) != 1 || !tensor.Equal(req.Inputs[0], in) {
+		t.Fatalf("torch body decodes to %+v, want %+v", req.Inputs, in)
+	}
+	b, h, err := EncodeBody("kserve-binary", []tensor.Tensor{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := kserve.DecodeRequest(b, h[kserve.HeaderContentLength])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tensor.Equal(kr.Inputs[0], in) {
+		t.Fatal("kserve binary body does not round-trip")
+	}
+	for _, bad := range []string{"x", "a:FP32", "a:NOPE:1", "a:FP32:1xq", "a:BYTES:1"} {
+		if _, err := ParseTensorSpec(bad); err == nil {
+			t.Errorf("ParseTensorSpec(%q) accepted", bad)
+		}
+	}
+}
