@@ -464,6 +464,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench-mlp", metavar="PATH", help="write only the 3x2048x2048 benchmark MLP to PATH")
     ap.add_argument("--out", default=TESTDATA, help="test model directory (default %(default)s)")
+    ap.add_argument("--examples", default=EXAMPLES, help="examples directory (default %(default)s)")
     args = ap.parse_args()
     if args.bench_mlp:
         write_bench_mlp(args.bench_mlp)
@@ -477,12 +478,12 @@ def main():
         if name == "mlp":
             # The example service serves the same tiny MLP; its request body
             # is the first test case as an EAS Torch PredictRequest.
-            save(model, None, os.path.join(EXAMPLES, "models"), "mlp")
+            save(model, None, os.path.join(args.examples, "models"), "mlp")
             x = np.array(cases[0]["inputs"][0]["data"], dtype=np.float32).reshape(cases[0]["inputs"][0]["shape"])
-            os.makedirs(os.path.join(EXAMPLES, "requests"), exist_ok=True)
-            with open(os.path.join(EXAMPLES, "requests", "pytorch_mlp.pb"), "wb") as f:
+            os.makedirs(os.path.join(args.examples, "requests"), exist_ok=True)
+            with open(os.path.join(args.examples, "requests", "pytorch_mlp.pb"), "wb") as f:
                 f.write(torch_request(x))
-            print("wrote examples/models/mlp.onnx, examples/requests/pytorch_mlp.pb")
+            print(f"wrote {args.examples}/models/mlp.onnx, {args.examples}/requests/pytorch_mlp.pb")
 
 
 if __name__ == "__main__":

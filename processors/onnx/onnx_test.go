@@ -1,6 +1,7 @@
 package onnx
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -643,5 +644,48 @@ func TestSessionOptions(t *testing.T) {
 				c.check(t, res[0])
 			}
 		})
+	}
+}
+
+// TestGeneratorReproducesTestdata reruns scripts/gen-test-models.py into a
+// temporary directory and compares every file with the committed ones, so
+// the models, references and examples cannot drift from the script.
+func TestGeneratorReproducesTestdata(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python; skipped with -short")
+	}
+	out, ex := t.TempDir(), t.TempDir()
+	cmd := exec.Command("/usr/bin/python3", "../../scripts/gen-test-models.py", "--out", out, "--examples", ex)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator: %v\n%s\n(it needs Debian's python3-onnx: run scripts/install-test-deps.sh)", err, b)
+	}
+	pairs := map[string]string{
+		filepath.Join(ex, "models", "mlp.onnx"):         "../../examples/models/mlp.onnx",
+		filepath.Join(ex, "requests", "pytorch_mlp.pb"): "../../examples/requests/pytorch_mlp.pb",
+	}
+	gen, err := filepath.Glob(filepath.Join(out, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gen {
+		pairs[g] = filepath.Join("testdata", filepath.Base(g))
+	}
+	committed, _ := filepath.Glob("testdata/*.*")
+	if len(committed) != len(gen) {
+		t.Errorf("testdata holds %d model/reference files, the generator writes %d", len(committed), len(gen))
+	}
+	for g, c := range pairs {
+		want, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(c)
+		if err != nil {
+			t.Errorf("%v; rerun /usr/bin/python3 scripts/gen-test-models.py and commit", err)
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what scripts/gen-test-models.py writes; rerun it and commit", c)
+		}
 	}
 }
