@@ -94,17 +94,35 @@ func (c *Config) normalise() {
 	}
 }
 
-// call is one admitted request. Fields after the first block are guarded by
-// the scheduler's mutex.
+// call is one admitted request. Calls are pooled: a call goes back to the
+// pool only when no goroutine but its caller can still reach it. Fields
+// after the first block are guarded by the scheduler's mutex.
 type call struct {
 	ctx       context.Context
 	payload   any
 	key       string
 	batchable bool
 	arrived   time.Time
-	done      chan result // buffered 1; written once
+	deadline  time.Time   // zero = none
+	done      chan result // buffered 1; written once per use
+	timer     *time.Timer // the caller's deadline timer, reused
 
 	queued bool // still in the queue
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
+
+// expired reports whether c's caller has given up or its deadline passed.
+func (c *call) expired(now time.Time) bool {
+	return c.ctx.Err() != nil || (!c.deadline.IsZero() && !now.Before(c.deadline))
+}
+
+// err is the error for an expired call.
+func (c *call) err() error {
+	if c.ctx.Err() != nil {
+		return ctxError(c.ctx)
+	}
+	return ErrDeadline
 }
 
 type result struct {
@@ -185,15 +203,25 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 		s.inflight.Add(-1)
 		return nil, ErrQueueFull
 	}
-	arrived := time.Now()
-	var cancel context.CancelFunc
-	if s.cfg.Timeout > 0 {
-		ctx, cancel = context.WithDeadline(ctx, arrived.Add(s.cfg.Timeout))
-		defer cancel()
-	}
-	c := &call{ctx: ctx, payload: payload, arrived: arrived, done: make(chan result, 1)}
+	c := callPool.Get().(*call)
+	c.ctx, c.payload, c.arrived = ctx, payload, time.Now()
+	c.key, c.batchable = "", false
 	if s.cfg.Batching && s.key != nil {
 		c.key, c.batchable = s.key(payload)
+	}
+	// The deadline is a reused timer, not a context: a context per request
+	// costs several allocations on the hot path.
+	var expire <-chan time.Time
+	if s.cfg.Timeout > 0 {
+		c.deadline = c.arrived.Add(s.cfg.Timeout)
+		if c.timer == nil {
+			c.timer = time.NewTimer(s.cfg.Timeout)
+		} else {
+			c.timer.Reset(s.cfg.Timeout)
+		}
+		expire = c.timer.C
+	} else {
+		c.deadline = time.Time{}
 	}
 
 	s.mu.Lock()
@@ -202,18 +230,35 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	s.mu.Unlock()
 	s.signal()
 
+	var err error
 	select {
 	case r := <-c.done:
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.ctx, c.payload = nil, nil
+		callPool.Put(c)
 		return r.value, r.err
 	case <-ctx.Done():
-		s.mu.Lock()
-		if c.queued {
-			s.removeLocked(c)
-			s.inflight.Add(-1)
-		}
-		s.mu.Unlock()
-		return nil, ctxError(ctx)
+		err = ctxError(ctx)
+	case <-expire:
+		err = ErrDeadline
 	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	s.mu.Lock()
+	reusable := c.queued
+	if c.queued {
+		s.removeLocked(c)
+		s.inflight.Add(-1)
+	}
+	s.mu.Unlock()
+	if reusable { // nobody else holds it
+		c.ctx, c.payload = nil, nil
+		callPool.Put(c)
+	}
+	return nil, err
 }
 
 // ctxError maps a finished context to ErrDeadline or ErrCanceled.
@@ -361,10 +406,11 @@ func (s *Scheduler) execute(batch []*call) {
 	defer s.inflight.Add(-int64(len(batch)))
 
 	// Drop requests that expired or were cancelled between take and run.
+	now := time.Now()
 	live := batch[:0]
 	for _, c := range batch {
-		if c.ctx.Err() != nil {
-			c.done <- result{err: ctxError(c.ctx)}
+		if c.expired(now) {
+			c.done <- result{err: c.err()}
 			continue
 		}
 		live = append(live, c)
@@ -372,7 +418,7 @@ func (s *Scheduler) execute(batch []*call) {
 	if len(live) == 0 {
 		return
 	}
-	start := time.Now()
+	start := now
 	if s.obs.QueueWait != nil {
 		for _, c := range live {
 			s.obs.QueueWait(start.Sub(c.arrived))
@@ -382,13 +428,8 @@ func (s *Scheduler) execute(batch []*call) {
 	for i, c := range live {
 		payloads[i] = c.payload
 	}
-	ctx := live[0].ctx
-	if len(live) > 1 {
-		// A batch outlives any one member: run until the last deadline.
-		var cancel context.CancelFunc
-		ctx, cancel = batchContext(live)
-		defer cancel()
-	}
+	ctx, cancel := runContext(live)
+	defer cancel()
 	out, err := s.safeRun(ctx, payloads)
 	if s.obs.Batch != nil {
 		s.obs.Batch(len(live), time.Since(start))
@@ -416,17 +457,24 @@ func (s *Scheduler) safeRun(ctx context.Context, payloads []any) (out []any, err
 	return s.run(ctx, payloads)
 }
 
-// batchContext is cancelled once every member's context is done, and carries
-// the latest member deadline.
-func batchContext(calls []*call) (context.Context, context.CancelFunc) {
+// runContext is the context of one run. A single request's run ends with
+// its caller (cancellation or deadline); a batch outlives any one member, so
+// it runs until the latest member deadline.
+func runContext(calls []*call) (context.Context, context.CancelFunc) {
+	if len(calls) == 1 {
+		c := calls[0]
+		if c.deadline.IsZero() {
+			return context.WithCancel(c.ctx)
+		}
+		return context.WithDeadline(c.ctx, c.deadline)
+	}
 	var latest time.Time
 	for _, c := range calls {
-		d, ok := c.ctx.Deadline()
-		if !ok {
+		if c.deadline.IsZero() {
 			return context.WithCancel(context.Background())
 		}
-		if d.After(latest) {
-			latest = d
+		if c.deadline.After(latest) {
+			latest = c.deadline
 		}
 	}
 	return context.WithDeadline(context.Background(), latest)
