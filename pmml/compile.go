@@ -996,16 +996,18 @@ func (cc *compiler) outputs(n *node, m *model, sc *scope) ([]outField, error) {
 			return nil, err
 		}
 		s := cc.addSlot(name, dt, op, nil)
-		sc.names[name] = s
 		outs = append(outs, outField{name: name, slot: s, dt: dt, op: op, feat: c.attrOr("feature", "predictedValue"), final: c.attr("isFinalResult") != "false"})
 		pend = append(pend, c)
 	}
+	// An output field sees the fields before it (and not itself), so a
+	// name that shadows a derived field still reads the derived field.
 	for i, c := range pend {
 		e, err := cc.outputExpr(c, m, sc)
 		if err != nil {
 			return nil, err
 		}
 		cc.m.slots[outs[i].slot].expr = e
+		sc.names[outs[i].name] = outs[i].slot
 	}
 	return outs, nil
 }

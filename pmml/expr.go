@@ -100,7 +100,17 @@ type callExpr struct {
 	args []expr
 }
 
+// maxCallDepth bounds DefineFunction recursion: a function that calls
+// itself must not overflow the stack of the serving process.
+const maxCallDepth = 64
+
 func (e *callExpr) eval(c *ctx) Value {
+	if c.depth >= maxCallDepth {
+		c.fail("", "function %q nests deeper than %d calls", e.f.name, maxCallDepth)
+		return MissingValue
+	}
+	c.depth++
+	defer func() { c.depth-- }()
 	base := len(c.frame)
 	for i, a := range e.args {
 		v := a.eval(c)
@@ -110,11 +120,6 @@ func (e *callExpr) eval(c *ctx) Value {
 			}
 		}
 		c.frame = append(c.frame, v)
-	}
-	if len(c.frame) > 1<<16 {
-		c.fail("", "function %q recurses too deep", e.f.name)
-		c.frame = c.frame[:base]
-		return MissingValue
 	}
 	old := c.fp
 	c.fp = base

@@ -263,6 +263,7 @@ type ctx struct {
 	preds []prediction
 	frame []Value
 	fp    int
+	depth int // DefineFunction call depth
 	err   error
 	fbuf  []float64 // scratch numbers for models, see model.scratch
 	texts map[*textIndex]textCache
@@ -307,6 +308,7 @@ func (c *ctx) scoreOne(in []Value, out *Result) {
 	c.err = nil
 	c.frame = c.frame[:0]
 	c.fp = 0
+	c.depth = 0
 	for i, s := range m.inSlots {
 		v, ok := convert(in[i], m.inTypes[i])
 		if !ok {

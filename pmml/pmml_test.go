@@ -300,6 +300,24 @@ func TestZeroAllocations(t *testing.T) {
 	}
 }
 
+// TestRecursiveFunction: a DefineFunction calling itself must fail the
+// record, not overflow the stack.
+func TestRecursiveFunction(t *testing.T) {
+	doc := `<PMML version="4.4"><DataDictionary><DataField name="x" optype="continuous" dataType="double"/></DataDictionary>
+<TransformationDictionary><DefineFunction name="f" optype="continuous" dataType="double"><Apply function="f"/></DefineFunction>
+<DerivedField name="d" optype="continuous" dataType="double"><Apply function="f"/></DerivedField></TransformationDictionary>
+<RegressionModel functionName="regression"><MiningSchema><MiningField name="x"/></MiningSchema>
+<RegressionTable intercept="1"><NumericPredictor name="d" coefficient="1"/></RegressionTable></RegressionModel></PMML>`
+	m, err := Parse(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := scoreOne(t, m, m.NewRecord())
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "nests deeper") {
+		t.Errorf("err = %v, want a nesting error", res.Err)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	const dd = `<DataDictionary><DataField name="y" optype="continuous" dataType="double"/><DataField name="x" optype="continuous" dataType="double"/></DataDictionary>`
 	cases := []struct {
