@@ -231,9 +231,9 @@ type compiler struct {
 	dd    map[string]*dataField
 	ddOrd []*dataField
 	funcs map[string]*defFunc
-	data  *scope // DataDictionary fields (prepared by the top MiningSchema)
-	glob  *scope // TransformationDictionary
-	f32   bool   // compiling inside x-mathContext="float"
+	data  *scope               // DataDictionary fields (prepared by the top MiningSchema)
+	glob  *scope               // TransformationDictionary
+	f32   bool                 // compiling inside x-mathContext="float"
 	post  []func(*Model) error // steps that need the finished model
 }
 
