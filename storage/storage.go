@@ -1,17 +1,35 @@
 // Package storage brings a service's model_path (and warm-up data) to a
-// local path the processor can open.
+// local path a processor can open, and puts models on OSS for the upload verb.
+//
+// A Fetcher reads local paths and file:// URLs in place, and downloads
+// http(s):// and oss://bucket/key URLs into a cache under the state
+// directory, so that a restart or a redeploy of the same model version costs
+// one small revalidation request instead of a download. Archives (.zip, .tar,
+// .tar.gz/.tgz, .tar.bz2) are unpacked into the cache, refusing entries and
+// links that would land outside it and archives that expand past a limit.
+//
+// Every failure is a *FetchError that names the URL without secrets, says
+// whether trying again may help, and suggests the fix.
 package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 )
 
-// FetchError is a failed fetch; Retryable says whether trying again may help.
+// FetchError is a failed fetch. URL has its secrets (user info, query
+// string) removed; Retryable says whether trying again later may help.
 type FetchError struct {
 	URL       string
 	Retryable bool
@@ -22,33 +40,328 @@ func (e *FetchError) Error() string { return fmt.Sprintf("fetch %s: %v", e.URL, 
 
 func (e *FetchError) Unwrap() error { return e.Err }
 
-// ErrUnsupportedScheme is returned for a URL scheme this build cannot fetch.
-var ErrUnsupportedScheme = errors.New("unsupported scheme")
+// Sentinel causes a FetchError wraps; test them with errors.Is.
+var (
+	// ErrUnsupportedScheme is returned for a URL scheme this build cannot fetch.
+	ErrUnsupportedScheme = errors.New("unsupported scheme")
+	// ErrNotFound means the file, object or bucket does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAccessDenied means the server refused the credentials or has none.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrUnreachable means the server could not be reached at all.
+	ErrUnreachable = errors.New("endpoint unreachable")
+	// ErrDiskFull means the cache's file system has no room left.
+	ErrDiskFull = errors.New("disk full")
+	// ErrChecksum means the downloaded bytes do not match the expected sha256.
+	ErrChecksum = errors.New("sha256 mismatch")
+	// ErrUnsafeArchive means an archive tried to escape its directory or
+	// expands past a limit.
+	ErrUnsafeArchive = errors.New("unsafe archive")
+)
 
-// Fetch makes url available locally and returns the local path. Local paths
-// (plain or file://) are used in place; a relative path is resolved against
-// baseDir. dst is the directory where remote models would be written.
-func Fetch(ctx context.Context, url, baseDir, dst string) (string, error) {
+// Fetcher downloads and caches models. Its zero value is not usable for
+// remote URLs (CacheDir is required for them); set the fields before the first
+// Fetch and do not change them afterwards. It is safe for concurrent use: two
+// Fetch calls for one URL share one download.
+type Fetcher struct {
+	// CacheDir holds downloaded and unpacked models, one directory per URL
+	// and version, and partial downloads that a later Fetch resumes.
+	CacheDir string
+	// MaxCacheBytes bounds the cache; after a download, the least recently
+	// used entries that no service holds (see Release) are removed until the
+	// cache fits. 0 means no bound.
+	MaxCacheBytes int64
+	// HTTPClient is used for http(s) and OSS; nil means a client with
+	// connect and header timeouts but no overall timeout, since models are big.
+	HTTPClient *http.Client
+	// Logger receives download starts, progress (at most once per
+	// ProgressInterval) and results; FetchOptions.Logger overrides it.
+	Logger *slog.Logger
+	// Retries is how many times a retryable failure is retried without
+	// progress before giving up; 0 means 5. A retry that made progress
+	// resets the count.
+	Retries int
+	// RetryBackoff is the first wait between retries, doubled each time up
+	// to 30 times its value; 0 means 500ms.
+	RetryBackoff time.Duration
+	// ProgressInterval is the least time between two progress callbacks;
+	// 0 means one second.
+	ProgressInterval time.Duration
+	// PartSize is the size of the ranges a large OSS object is fetched in,
+	// in parallel; 0 means 16 MiB. Objects smaller than this are fetched in
+	// one request.
+	PartSize int64
+	// Parallel is how many ranges of one OSS object are fetched at once;
+	// 0 means 4.
+	Parallel int
+	// Limits bounds what an archive may expand to; zero fields take the
+	// defaults of DefaultLimits.
+	Limits Limits
+	// Credentials, when set, is used for OSS instead of the environment and
+	// the credentials file (see LoadCredentials).
+	Credentials *Credentials
+
+	once  sync.Once
+	cache *cache
+	group flightGroup
+}
+
+// FetchOptions are the per-call settings of Fetch.
+type FetchOptions struct {
+	// OSSEndpoint is the service's oss_endpoint; "" falls back to the
+	// OSS_ENDPOINT environment variable. A bare host means https.
+	OSSEndpoint string
+	// BaseDir resolves relative local paths; "" means the working directory.
+	BaseDir string
+	// SHA256 is the expected hex sha256 of the downloaded file (the archive,
+	// for an archive). "" means: use the "<url>.sha256" sidecar when the
+	// server has one, else no check. Ignored for OSS prefixes.
+	SHA256 string
+	// Progress, when set, is called with the bytes done and the total (-1
+	// when unknown) at the start, at most once per ProgressInterval, and
+	// at the end. It must not block.
+	Progress func(done, total int64)
+	// Logger overrides Fetcher.Logger for this call, e.g. one carrying the
+	// service name.
+	Logger *slog.Logger
+}
+
+func (f *Fetcher) init() {
+	f.once.Do(func() {
+		if f.HTTPClient == nil {
+			f.HTTPClient = defaultHTTPClient()
+		}
+		if f.Retries == 0 {
+			f.Retries = 5
+		}
+		if f.RetryBackoff == 0 {
+			f.RetryBackoff = 500 * time.Millisecond
+		}
+		if f.ProgressInterval == 0 {
+			f.ProgressInterval = time.Second
+		}
+		if f.PartSize == 0 {
+			f.PartSize = 16 << 20
+		}
+		if f.Parallel == 0 {
+			f.Parallel = 4
+		}
+		f.Limits = f.Limits.withDefaults()
+		f.cache = &cache{dir: f.CacheDir, max: f.MaxCacheBytes, pins: map[string]int{}}
+		f.group.interval = f.ProgressInterval
+	})
+}
+
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = time.Minute
+	return &http.Client{Transport: t}
+}
+
+// Fetch makes rawURL available locally and returns the local path: the file
+// itself for a plain file, the directory it was unpacked into for an archive,
+// and the directory holding every object for an oss:// prefix (a key ending
+// in "/"). Local paths (plain or file://) that are not archives are used in
+// place; a relative path is resolved against opts.BaseDir.
+//
+// The returned path stays valid until Release is called with it; until then
+// cache eviction leaves it alone.
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string, opts FetchOptions) (string, error) {
+	f.init()
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	switch {
-	case strings.HasPrefix(url, "file://"):
-		return local(url, strings.TrimPrefix(url, "file://"), baseDir)
-	case strings.Contains(url, "://"):
-		scheme := url[:strings.Index(url, "://")]
-		return "", &FetchError{URL: url, Err: fmt.Errorf("%w %q: this build reads local paths only; download the model and give its local path", ErrUnsupportedScheme, scheme)}
+	if opts.Logger == nil {
+		opts.Logger = f.Logger
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SHA256 != "" {
+		if err := checkSHA256Hex(opts.SHA256); err != nil {
+			return "", &FetchError{URL: Redact(rawURL), Err: err}
+		}
+		opts.SHA256 = strings.ToLower(opts.SHA256)
+	}
+	scheme, _, hasScheme := strings.Cut(rawURL, "://")
+	if !hasScheme {
+		return f.fetchLocal(ctx, rawURL, rawURL, opts)
+	}
+	switch strings.ToLower(scheme) {
+	case "file":
+		return f.fetchLocal(ctx, rawURL, strings.TrimPrefix(rawURL[len(scheme):], "://"), opts)
+	case "http", "https":
+		return f.remote(ctx, rawURL, opts, f.fetchHTTP)
+	case "oss":
+		return f.remote(ctx, rawURL, opts, f.fetchOSS)
 	default:
-		return local(url, url, baseDir)
+		return "", &FetchError{URL: Redact(rawURL), Err: fmt.Errorf("%w %q: use a local path, file://, http://, https:// or oss://bucket/key", ErrUnsupportedScheme, scheme)}
 	}
 }
 
-func local(url, path, baseDir string) (string, error) {
-	if !filepath.IsAbs(path) && baseDir != "" {
-		path = filepath.Join(baseDir, path)
+// Release tells the cache that a path Fetch returned is no longer in use
+// (its service stopped), so eviction may remove it. Paths outside the cache
+// are ignored.
+func (f *Fetcher) Release(localPath string) {
+	f.init()
+	f.cache.unpin(localPath)
+}
+
+func (f *Fetcher) fetchLocal(ctx context.Context, rawURL, path string, opts FetchOptions) (string, error) {
+	if !filepath.IsAbs(path) && opts.BaseDir != "" {
+		path = filepath.Join(opts.BaseDir, path)
 	}
-	if _, err := os.Stat(path); err != nil {
-		return "", &FetchError{URL: url, Err: err}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", &FetchError{URL: Redact(rawURL), Err: fmt.Errorf("%w: no file or directory at %s; check model_path (relative paths are resolved against %s)", ErrNotFound, path, baseDirName(opts.BaseDir))}
+		}
+		return "", &FetchError{URL: Redact(rawURL), Err: err}
 	}
+	if st.IsDir() || archiveKindOf(path) == archiveNone {
+		if opts.SHA256 != "" && !st.IsDir() {
+			if _, err := verifyFile(path, opts.SHA256); err != nil {
+				return "", &FetchError{URL: Redact(rawURL), Err: err}
+			}
+		}
+		return path, nil
+	}
+	// A local archive is unpacked into the cache, keyed by its path, size
+	// and modification time.
+	if f.CacheDir == "" {
+		return "", &FetchError{URL: Redact(rawURL), Err: errors.New("unpacking an archive needs a cache directory; start the server with a state directory")}
+	}
+	abs, _ := filepath.Abs(path)
+	return f.remote(ctx, "file://"+abs, opts, func(ctx context.Context, _ string, opts FetchOptions, c *cacheRef) (string, error) {
+		version := fmt.Sprintf("size=%d mtime=%d", st.Size(), st.ModTime().UnixNano())
+		if e, ok := c.lookup(version); ok {
+			return e, nil
+		}
+		if opts.SHA256 != "" {
+			if _, err := verifyFile(path, opts.SHA256); err != nil {
+				return "", err
+			}
+		}
+		return c.commit(version, func(dst string) (string, error) {
+			return f.unpack(path, dst)
+		})
+	})
+}
+
+func baseDirName(dir string) string {
+	if dir == "" {
+		return "the working directory"
+	}
+	return dir
+}
+
+// remote runs one download of rawURL through the cache and the flight
+// group, so concurrent callers share it, and wraps its failure.
+func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, do func(context.Context, string, FetchOptions, *cacheRef) (string, error)) (string, error) {
+	red := Redact(rawURL)
+	if f.CacheDir == "" {
+		return "", &FetchError{URL: red, Err: errors.New("downloading needs a cache directory; start the server with a state directory")}
+	}
+	key := rawURL + "\x00" + opts.SHA256 + "\x00" + opts.OSSEndpoint
+	log, user := opts.Logger, opts.Progress
+	sub := func(done, total int64) {
+		if user != nil {
+			user(done, total)
+		}
+		log.Info("model download progress", "url", red, "done_bytes", done, "total_bytes", total)
+	}
+	path, err := f.group.do(ctx, key, sub, func(ctx context.Context, progress func(done, total int64)) (string, error) {
+		o := opts
+		o.Progress = progress
+		ref := f.cache.ref(rawURL)
+		defer ref.done()
+		return do(ctx, rawURL, o, ref)
+	})
+	if err != nil {
+		var fe *FetchError
+		if errors.As(err, &fe) {
+			return "", err
+		}
+		return "", &FetchError{URL: red, Retryable: retryable(err), Err: classify(err, f.CacheDir)}
+	}
+	f.cache.pin(path)
+	f.cache.evict(opts.Logger)
 	return path, nil
+}
+
+// classify turns low-level failures users can act on into messages that
+// say what to do.
+func classify(err error, cacheDir string) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: no space left under %s: free disk space, lower the cache bound or move the state directory (%w)", ErrDiskFull, cacheDir, err)
+	}
+	return err
+}
+
+// Redact returns rawURL without user info or query string, so that it can be
+// logged and shown in errors; signed URLs carry their credentials there.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		if i := strings.IndexAny(rawURL, "?#@"); i >= 0 {
+			return rawURL[:i] + "…"
+		}
+		return rawURL
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	u.Fragment = ""
+	return u.String()
+}
+
+var (
+	sharedMu sync.Mutex
+	fetchers = map[string]*Fetcher{}
+)
+
+// Fetch makes rawURL available locally with a Fetcher shared by every call
+// with the same cacheDir. It is the entry point of the first loader; new
+// code builds one Fetcher and calls its Fetch method, which also takes the
+// service's oss_endpoint, checksum and progress callback.
+func Fetch(ctx context.Context, rawURL, baseDir, cacheDir string) (string, error) {
+	sharedMu.Lock()
+	f, ok := fetchers[cacheDir]
+	if !ok {
+		f = &Fetcher{CacheDir: cacheDir}
+		fetchers[cacheDir] = f
+	}
+	sharedMu.Unlock()
+	return f.Fetch(ctx, rawURL, FetchOptions{BaseDir: baseDir})
+}
+
+// ModelSHA256 returns model_config's "model_sha256" (lowercased), or "" when
+// there is none. model_config may be a JSON object or a string holding one,
+// as EAS allows; a string that is not JSON has no checksum.
+func ModelSHA256(modelConfig json.RawMessage) (string, error) {
+	if len(modelConfig) == 0 {
+		return "", nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(modelConfig, &obj); err != nil {
+		var s string
+		if json.Unmarshal(modelConfig, &s) != nil || json.Unmarshal([]byte(s), &obj) != nil {
+			return "", nil
+		}
+	}
+	raw, ok := obj["model_sha256"]
+	if !ok {
+		return "", nil
+	}
+	var sum string
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		return "", fmt.Errorf("model_sha256: want a string of 64 hex digits, got %s", raw)
+	}
+	if err := checkSHA256Hex(sum); err != nil {
+		return "", fmt.Errorf("model_sha256: %w", err)
+	}
+	return strings.ToLower(sum), nil
 }

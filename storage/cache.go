@@ -1,0 +1,310 @@
+package storage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The cache keeps one directory per URL and version:
+//
+//	CACHE/entries/<hash of url>-<hash of version>/meta.json
+//	CACHE/entries/<hash of url>-<hash of version>/data/...   the file, the unpacked archive or the prefix
+//	CACHE/partial/<hash of url>.*                            downloads a later fetch resumes
+//	CACHE/tmp/                                               staging, emptied when a Fetcher starts
+//
+// An entry appears by a rename of a complete staging directory, so a crash
+// never leaves a half-written entry behind. meta.json's modification time is
+// the entry's last use, which least-recently-used eviction reads.
+
+// recentGrace keeps an entry that was just used out of eviction, so that a
+// path handed to a caller is not removed before the caller pins it.
+const recentGrace = time.Minute
+
+// entryMeta describes one cache entry. It never holds a secret: URL is
+// redacted.
+type entryMeta struct {
+	URL          string `json:"url"`
+	Version      string `json:"version"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+	SHA256       string `json:"sha256,omitempty"`
+	Result       string `json:"result"` // path of the fetched model, relative to the entry
+	Size         int64  `json:"size"`
+}
+
+type cache struct {
+	dir string
+	max int64
+
+	initOnce sync.Once
+	mu       sync.Mutex
+	pins     map[string]int // entry dir -> holders
+}
+
+func hashHex(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+func (c *cache) entriesDir() string { return filepath.Join(c.dir, "entries") }
+
+func (c *cache) setup() {
+	c.initOnce.Do(func() {
+		// Staging left by a process that died is garbage.
+		_ = os.RemoveAll(filepath.Join(c.dir, "tmp"))
+	})
+}
+
+// cacheRef is the cache as seen by the fetch of one URL.
+type cacheRef struct {
+	c   *cache
+	url string
+	key string // hash of url
+}
+
+func (c *cache) ref(rawURL string) *cacheRef {
+	c.setup()
+	return &cacheRef{c: c, url: rawURL, key: hashHex(rawURL, 32)}
+}
+
+func (r *cacheRef) done() {}
+
+// partial returns a stable path for a resumable download of this URL.
+func (r *cacheRef) partial(suffix string) (string, error) {
+	dir := filepath.Join(r.c.dir, "partial")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, r.key+suffix), nil
+}
+
+type entry struct {
+	dir  string
+	meta entryMeta
+	used time.Time
+}
+
+func (e entry) path() string { return filepath.Join(e.dir, e.meta.Result) }
+
+// entries lists this URL's complete entries, most recently used first.
+func (r *cacheRef) entries() []entry {
+	dirs, _ := filepath.Glob(filepath.Join(r.c.entriesDir(), r.key+"-*"))
+	var out []entry
+	for _, d := range dirs {
+		if e, err := readEntry(d); err == nil {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].used.After(out[j].used) })
+	return out
+}
+
+func readEntry(dir string) (entry, error) {
+	mp := filepath.Join(dir, "meta.json")
+	b, err := os.ReadFile(mp)
+	if err != nil {
+		return entry{}, err
+	}
+	st, err := os.Stat(mp)
+	if err != nil {
+		return entry{}, err
+	}
+	var m entryMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return entry{}, err
+	}
+	if !filepath.IsLocal(m.Result) {
+		return entry{}, fmt.Errorf("cache entry %s: bad result path %q", dir, m.Result)
+	}
+	return entry{dir: dir, meta: m, used: st.ModTime()}, nil
+}
+
+// find returns the most recently used entry that match accepts, marking it
+// used now.
+func (r *cacheRef) find(match func(entryMeta) bool) (entry, bool) {
+	for _, e := range r.entries() {
+		if match(e.meta) {
+			if _, err := os.Stat(e.path()); err != nil {
+				continue
+			}
+			r.touch(e)
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// lookup returns the path of the entry of this version.
+func (r *cacheRef) lookup(version string) (string, bool) {
+	e, ok := r.find(func(m entryMeta) bool { return m.Version == version })
+	return e.path(), ok
+}
+
+// latest returns the most recently used entry of any version, without
+// marking it used: a conditional request decides whether it still is.
+func (r *cacheRef) latest() (entry, bool) {
+	es := r.entries()
+	if len(es) == 0 {
+		return entry{}, false
+	}
+	return es[0], true
+}
+
+func (r *cacheRef) touch(e entry) {
+	now := time.Now()
+	_ = os.Chtimes(filepath.Join(e.dir, "meta.json"), now, now)
+}
+
+// commit makes a new entry: fill writes the model under dst (a fresh
+// directory) and returns the path to hand out, which must lie under dst.
+func (r *cacheRef) commit(version string, fill func(dst string) (string, error)) (string, error) {
+	return r.commitMeta(entryMeta{Version: version}, fill)
+}
+
+func (r *cacheRef) commitMeta(m entryMeta, fill func(dst string) (string, error)) (string, error) {
+	tmp := filepath.Join(r.c.dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(r.c.entriesDir(), 0o755); err != nil {
+		return "", err
+	}
+	stage, err := os.MkdirTemp(tmp, r.key[:8]+"-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(stage)
+	data := filepath.Join(stage, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		return "", err
+	}
+	result, err := fill(data)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(stage, result)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("internal: fetched path %s is outside %s", result, stage)
+	}
+	m.URL = Redact(r.url)
+	m.Result = rel
+	m.Size = dirSize(stage)
+	b, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(stage, "meta.json"), append(b, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	final := filepath.Join(r.c.entriesDir(), r.key+"-"+hashHex(m.Version, 16))
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	if _, err := os.Stat(final); err == nil {
+		// The same version was fetched again (its entry lost its data or
+		// a checksum changed): replace it unless a service holds it.
+		if r.c.pins[final] > 0 {
+			return filepath.Join(final, rel), nil
+		}
+		if err := os.RemoveAll(final); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Rename(stage, final); err != nil {
+		return "", err
+	}
+	return filepath.Join(final, rel), nil
+}
+
+// entryOf returns the entry directory holding path, or "" when path is not
+// in the cache.
+func (c *cache) entryOf(path string) string {
+	rel, err := filepath.Rel(c.entriesDir(), path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return ""
+	}
+	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	return filepath.Join(c.entriesDir(), first)
+}
+
+func (c *cache) pin(path string) {
+	if d := c.entryOf(path); d != "" {
+		c.mu.Lock()
+		c.pins[d]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *cache) unpin(path string) {
+	if d := c.entryOf(path); d != "" {
+		c.mu.Lock()
+		if c.pins[d] > 1 {
+			c.pins[d]--
+		} else {
+			delete(c.pins, d)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// evict removes least recently used entries that nobody holds until the
+// cache fits its bound.
+func (c *cache) evict(log *slog.Logger) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dirs, _ := filepath.Glob(filepath.Join(c.entriesDir(), "*"))
+	var es []entry
+	var total int64
+	for _, d := range dirs {
+		e, err := readEntry(d)
+		if err != nil {
+			continue
+		}
+		es = append(es, e)
+		total += e.meta.Size
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].used.Before(es[j].used) })
+	now := time.Now()
+	for _, e := range es {
+		if total <= c.max {
+			return
+		}
+		if c.pins[e.dir] > 0 || now.Sub(e.used) < recentGrace {
+			continue
+		}
+		if err := os.RemoveAll(e.dir); err != nil {
+			log.Warn("cache eviction failed", "entry", e.dir, "err", err)
+			continue
+		}
+		total -= e.meta.Size
+		log.Info("cache entry evicted", "url", e.meta.URL, "bytes", e.meta.Size)
+	}
+	if total > c.max {
+		log.Warn("model cache is over its bound: every entry left is in use", "cache_bytes", total, "max_cache_bytes", c.max)
+	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

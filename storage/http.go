@@ -1,0 +1,442 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// partialState is what a resumed http download must know of the bytes a
+// previous attempt left: the validator they belong to.
+type partialState struct {
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+}
+
+func (p partialState) validator() string {
+	if p.ETag != "" && !strings.HasPrefix(p.ETag, "W/") {
+		return p.ETag
+	}
+	return p.LastModified
+}
+
+// httpStatusError is a response we did not want, classified.
+func httpStatusError(resp *http.Response, red string) error {
+	status := resp.Status
+	switch c := resp.StatusCode; {
+	case c == http.StatusNotFound || c == http.StatusGone:
+		return &FetchError{URL: red, Err: fmt.Errorf("%w: the server answered %s; check model_path for typos and that the file is published", ErrNotFound, status)}
+	case c == http.StatusUnauthorized || c == http.StatusForbidden:
+		return &FetchError{URL: red, Err: fmt.Errorf("%w: the server answered %s; the file is private: give a signed URL, make it public, or put it on OSS and use oss://", ErrAccessDenied, status)}
+	case c == http.StatusRequestTimeout || c == http.StatusTooEarly || c == http.StatusTooManyRequests || c >= 500:
+		return &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("the server answered %s; it may be overloaded: try again later", status)}
+	default:
+		return &FetchError{URL: red, Err: fmt.Errorf("unexpected answer %s", status)}
+	}
+}
+
+// netError classifies a failed round trip.
+func netError(err error, red string) *FetchError {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return &FetchError{URL: red, Err: fmt.Errorf("%w: the host %q does not exist; check the host name", ErrUnreachable, dnsErr.Name)}
+	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr) && opErr.Op == "dial":
+		return &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("%w: %v; check the host and port and that the server is up", ErrUnreachable, err)}
+	default:
+		return &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("connection failed: %w", err)}
+	}
+}
+
+func retryable(err error) bool {
+	var fe *FetchError
+	if errors.As(err, &fe) {
+		return fe.Retryable
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// backoff waits before retry number n (0-based), or until ctx ends.
+func (f *Fetcher) backoff(ctx context.Context, n int) error {
+	d := f.RetryBackoff << min(n, 5)
+	if limit := 30 * f.RetryBackoff; d > limit {
+		d = limit
+	}
+	d += time.Duration(rand.Int64N(int64(d)/5 + 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func fileBase(p, fallback string) string {
+	b := path.Base(p)
+	if b == "." || b == "/" || b == "" || b == ".." {
+		return fallback
+	}
+	return b
+}
+
+func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, opts FetchOptions, c *cacheRef) (string, error) {
+	red := Redact(rawURL)
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", &FetchError{URL: red, Err: fmt.Errorf("bad URL: want http(s)://host/path")}
+	}
+	if opts.SHA256 != "" {
+		// A checksum names the content: a cached copy with it needs no request.
+		if e, ok := c.find(func(m entryMeta) bool { return m.SHA256 == opts.SHA256 }); ok {
+			opts.Logger.Info("model found in cache", "url", red, "sha256", opts.SHA256)
+			return e.path(), nil
+		}
+	}
+	prev, hasPrev := c.latest()
+	if opts.SHA256 != "" {
+		hasPrev = false // its content is not the one asked for
+	}
+	base := fileBase(u.Path, "model")
+	partPath, err := c.partial("-" + base)
+	if err != nil {
+		return "", err
+	}
+	statePath := strings.TrimSuffix(partPath, "-"+base) + ".json"
+
+	var state partialState
+	offset := int64(0)
+	if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &state) == nil && state.validator() != "" {
+		if st, err := os.Stat(partPath); err == nil {
+			offset = st.Size()
+		}
+	}
+	start := time.Now()
+	var total int64 = -1
+	failures := 0
+	startLogged := false
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+		if err != nil {
+			return "", &FetchError{URL: red, Err: err}
+		}
+		if hasPrev {
+			if prev.meta.ETag != "" {
+				req.Header.Set("If-None-Match", prev.meta.ETag)
+			} else if prev.meta.LastModified != "" {
+				req.Header.Set("If-Modified-Since", prev.meta.LastModified)
+			}
+		}
+		if offset > 0 && state.validator() != "" {
+			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+			req.Header.Set("If-Range", state.validator())
+		}
+		resp, err := f.HTTPClient.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			fe := netError(err, red)
+			if fe.Retryable && failures < f.Retries {
+				opts.Logger.Warn("download failed, retrying", "url", red, "err", err, "retry", failures+1)
+				if err := f.backoff(ctx, failures); err != nil {
+					return "", err
+				}
+				failures++
+				continue
+			}
+			if hasPrev {
+				opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", red, "err", fe)
+				c.touch(prev)
+				return prev.path(), nil
+			}
+			return "", fe
+		}
+		switch resp.StatusCode {
+		case http.StatusNotModified:
+			resp.Body.Close()
+			if !hasPrev {
+				return "", &FetchError{URL: red, Err: errors.New("the server answered 304 Not Modified to an unconditional request")}
+			}
+			c.touch(prev)
+			opts.Logger.Info("model unchanged since cached", "url", red, "cached", prev.meta.Version)
+			return prev.path(), nil
+		case http.StatusOK:
+			offset = 0
+			state = partialState{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
+			total = resp.ContentLength
+		case http.StatusPartialContent:
+			first, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
+			if !ok || first != offset {
+				// Not the range asked for: start over.
+				resp.Body.Close()
+				offset, state = 0, partialState{}
+				os.Remove(partPath)
+				continue
+			}
+			total = size
+		case http.StatusRequestedRangeNotSatisfiable:
+			resp.Body.Close()
+			offset, state = 0, partialState{}
+			os.Remove(partPath)
+			continue
+		default:
+			err := httpStatusError(resp, red)
+			resp.Body.Close()
+			if retryable(err) && failures < f.Retries {
+				opts.Logger.Warn("download failed, retrying", "url", red, "err", err, "retry", failures+1)
+				if err := f.backoff(ctx, failures); err != nil {
+					return "", err
+				}
+				failures++
+				continue
+			}
+			return "", err
+		}
+		if !startLogged {
+			opts.Logger.Info("model download started", "url", red, "bytes", total, "resume_at", offset)
+			startLogged = true
+		}
+		if b, err := json.Marshal(state); err == nil {
+			_ = os.WriteFile(statePath, b, 0o644)
+		}
+		before := offset
+		n, err := appendBody(partPath, offset, resp.Body, func(n int64) { opts.Progress(n, total) })
+		resp.Body.Close()
+		offset += n
+		if err == nil && total >= 0 && offset < total {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			if errors.Is(err, syscall.ENOSPC) {
+				return "", &FetchError{URL: red, Err: classify(err, f.CacheDir)}
+			}
+			if offset > before {
+				failures = 0 // progress: the connection dropped, not the server
+			}
+			if failures >= f.Retries {
+				return "", &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("download interrupted at byte %d of %d after %d retries: %w", offset, total, failures, err)}
+			}
+			opts.Logger.Warn("download interrupted, resuming", "url", red, "at_byte", offset, "err", err)
+			if err := f.backoff(ctx, failures); err != nil {
+				return "", err
+			}
+			failures++
+			continue
+		}
+		break
+	}
+
+	want := opts.SHA256
+	if want == "" {
+		want, err = f.sidecar(ctx, u, red)
+		if err != nil {
+			return "", err
+		}
+	}
+	got, err := verifyFile(partPath, want)
+	if err != nil {
+		os.Remove(partPath)
+		os.Remove(statePath)
+		return "", &FetchError{URL: red, Err: err}
+	}
+	m := entryMeta{ETag: state.ETag, LastModified: state.LastModified, SHA256: got}
+	switch {
+	case state.ETag != "":
+		m.Version = "etag:" + state.ETag
+	case state.LastModified != "":
+		m.Version = "last-modified:" + state.LastModified
+	case want != "":
+		m.Version = "sha256:" + want
+	default:
+		// Nothing names this version: every fetch downloads again.
+		m.Version = "fetched:" + time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	p, err := c.commitMeta(m, func(dst string) (string, error) {
+		if IsArchive(base) {
+			return f.unpack(partPath, dst)
+		}
+		out := filepath.Join(dst, base)
+		return out, os.Rename(partPath, out)
+	})
+	if err != nil {
+		return "", err
+	}
+	os.Remove(partPath)
+	os.Remove(statePath)
+	opts.Logger.Info("model downloaded", "url", red, "bytes", offset, "seconds", time.Since(start).Seconds())
+	return p, nil
+}
+
+// appendBody writes body to the file at path from offset on, reporting the
+// bytes there after each write, and returns how many it wrote.
+func appendBody(p string, offset int64, body io.Reader, progress func(int64)) (int64, error) {
+	flag := os.O_WRONLY | os.O_CREATE
+	if offset == 0 {
+		flag |= os.O_TRUNC
+	}
+	fl, err := os.OpenFile(p, flag, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := fl.Seek(offset, io.SeekStart); err != nil {
+		fl.Close()
+		return 0, err
+	}
+	if err := fl.Truncate(offset); err != nil {
+		fl.Close()
+		return 0, err
+	}
+	progress(offset)
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		k, rerr := body.Read(buf)
+		if k > 0 {
+			if _, err := fl.Write(buf[:k]); err != nil {
+				fl.Close()
+				return n, err
+			}
+			n += int64(k)
+			progress(offset + n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			fl.Close()
+			return n, rerr
+		}
+	}
+	return n, fl.Close()
+}
+
+// parseContentRange reads "bytes first-last/size"; size is -1 when "*".
+func parseContentRange(s string) (first, size int64, ok bool) {
+	rest, found := strings.CutPrefix(s, "bytes ")
+	if !found {
+		return 0, 0, false
+	}
+	rng, sz, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, false
+	}
+	a, _, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, false
+	}
+	first, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || first < 0 {
+		return 0, 0, false
+	}
+	size = -1
+	if sz != "*" {
+		if size, err = strconv.ParseInt(sz, 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	return first, size, true
+}
+
+// sidecar reads the checksum published beside the file as "<url>.sha256"
+// (sha256sum's format: the hex digest, optionally followed by the name).
+// A missing sidecar means no checksum.
+func (f *Fetcher) sidecar(ctx context.Context, u *url.URL, red string) (string, error) {
+	su := *u
+	su.Path += ".sha256"
+	su.RawPath = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, su.String(), nil)
+	if err != nil {
+		return "", nil
+	}
+	var resp *http.Response
+	for n := 0; ; n++ {
+		resp, err = f.HTTPClient.Do(req)
+		if err == nil && resp.StatusCode < 500 {
+			break
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		if n >= f.Retries {
+			return "", &FetchError{URL: red + ".sha256", Retryable: true, Err: fmt.Errorf("checksum sidecar: %v", errOrStatus(err, resp))}
+		}
+		if err := f.backoff(ctx, n); err != nil {
+			return "", err
+		}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", nil // no sidecar published
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return "", &FetchError{URL: red + ".sha256", Retryable: true, Err: err}
+	}
+	sum := ""
+	if fields := strings.Fields(string(b)); len(fields) > 0 {
+		sum = strings.ToLower(fields[0])
+	}
+	if err := checkSHA256Hex(sum); err != nil {
+		return "", &FetchError{URL: red + ".sha256", Err: fmt.Errorf("checksum sidecar: %w; publish the output of sha256sum there, or remove it", err)}
+	}
+	return sum, nil
+}
+
+func errOrStatus(err error, resp *http.Response) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+func checkSHA256Hex(s string) error {
+	if len(s) != 64 {
+		return fmt.Errorf("sha256 %q: want 64 hex digits, got %d characters", s, len(s))
+	}
+	if _, err := hex.DecodeString(s); err != nil {
+		return fmt.Errorf("sha256 %q: not hex", s)
+	}
+	return nil
+}
+
+// verifyFile returns the sha256 of the file at p, and an error when want
+// is set and differs. The sum is kept with the cache entry, so that a later
+// fetch naming the checksum needs no request.
+func verifyFile(p, want string) (string, error) {
+	fl, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer fl.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, fl); err != nil {
+		return "", err
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want != "" && got != strings.ToLower(want) {
+		return got, fmt.Errorf("%w: got %s, want %s; the file changed or was corrupted: re-publish it or update model_sha256 (or the .sha256 sidecar)", ErrChecksum, got, want)
+	}
+	return got, nil
+}
