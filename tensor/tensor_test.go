@@ -116,6 +116,21 @@ func TestFromValuesRoundTrip(t *testing.T) {
 	})
 }
 
+func TestViewAliases(t *testing.T) {
+	x := FromFloat32("x", []int64{3}, []float32{1, 2, 3})
+	v, err := View[float32](x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Data[0], x.Data[1], x.Data[2], x.Data[3] = 0, 0, 0x80, 0x40 // 4.0
+	if v[0] != 4 {
+		t.Fatalf("view of aligned data is a copy: v[0] = %v after writing 4 into the tensor", v[0])
+	}
+	if _, err := View[int32](x); !errors.Is(err, ErrDType) {
+		t.Fatalf("View[int32] of FP32: %v", err)
+	}
+}
+
 func TestViewUnaligned(t *testing.T) {
 	buf := make([]byte, 17)
 	src := FromFloat32("x", []int64{4}, []float32{1, 2, 3, 4})

@@ -320,9 +320,6 @@ func FromTensor(t tensor.Tensor, o Options) (Array, error) {
 	return a, err
 }
 
-// Supported lists the dtype names ToTensor accepts, for messages.
-func Supported() string { return supported }
-
 // Join renders names for messages: "a", "b", "c".
 func Join(names []string) string {
 	q := make([]string, len(names))
