@@ -1,9 +1,13 @@
 // Package service runs the lifecycle of deployed services: it loads a
 // service.json into a processor behind a scheduler (the one loader of the
-// processor contract), tracks each service's status, and stops them.
+// processor contract), keeps every version of every service in the state
+// dir, swaps versions without dropping a request, and stops, starts and
+// deletes services.
 //
 // Each service is independent: one that fails to load is kept as Failed with
-// its reason and the others serve.
+// its reason and the others serve. Lifecycle operations on one service are
+// serialised (one at a time); the data plane never waits for them, because
+// it reads the serving version through an atomic pointer (see Live).
 package service
 
 import (
@@ -15,7 +19,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/eas-server/eas-server/auth"
@@ -29,54 +32,28 @@ import (
 // Status is the state of a service.
 type Status string
 
-// The service states (EAS's names).
+// The service states (EAS's names). Updating means a new version is loading
+// while the current one keeps serving.
 const (
 	Creating Status = "Creating"
 	Running  Status = "Running"
+	Updating Status = "Updating"
 	Failed   Status = "Failed"
 	Stopped  Status = "Stopped"
 )
 
-// Sentinel errors of the manager.
+// Sentinel errors of the manager. The server maps them to status codes.
 var (
-	ErrNotFound = errors.New("service not found")
-	ErrExists   = errors.New("service already exists")
+	ErrNotFound     = errors.New("service not found")
+	ErrExists       = errors.New("service already exists")
+	ErrBusy         = errors.New("another operation on the service is in progress")
+	ErrInvalid      = errors.New("invalid request")
+	ErrShuttingDown = errors.New("the server is shutting down")
 )
-
-// Service is one deployed service. Its fields are read-only after deploy
-// except the status, which is read with State.
-type Service struct {
-	Name      string
-	Spec      *servicejson.Service
-	Token     auth.Secret // the live token ("" = open)
-	Processor processors.Processor
-	Scheduler *scheduler.Scheduler // nil unless Running
-
-	state atomic.Pointer[stateInfo]
-}
-
-type stateInfo struct {
-	Status  Status
-	Message string
-	Since   time.Time
-}
-
-// State returns the status, its reason and when it began.
-func (s *Service) State() (Status, string, time.Time) {
-	st := s.state.Load()
-	return st.Status, st.Message, st.Since
-}
-
-func (s *Service) setState(st Status, msg string) {
-	s.state.Store(&stateInfo{Status: st, Message: msg, Since: time.Now()})
-}
-
-// Ready reports whether the service accepts requests.
-func (s *Service) Ready() bool { return s.state.Load().Status == Running }
 
 // Options configures a Manager.
 type Options struct {
-	StateDir string // holds generated tokens and the model cache
+	StateDir string // holds each service's versions, token, status and the model cache
 	BaseDir  string // relative model paths are resolved against it; "" = working directory
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // may be nil
@@ -87,16 +64,23 @@ type Manager struct {
 	opt Options
 	log *slog.Logger
 
+	ctx    context.Context // cancelled by Shutdown: ends loads in progress
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // operations and drains in progress
+
 	mu       sync.RWMutex
 	services map[string]*Service
+	closed   bool
 }
 
-// NewManager makes an empty manager.
+// NewManager makes an empty manager. Call Restore to bring back the services
+// of the state dir.
 func NewManager(opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opt: opt, log: opt.Logger, services: map[string]*Service{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
 }
 
 // Get returns the service called name.
@@ -119,67 +103,90 @@ func (m *Manager) List() []*Service {
 	return out
 }
 
-// Ready reports whether every deployed service is Running; the slice names
-// those that are not.
+// Ready reports whether every service that should serve does; the slice
+// names those that do not. Services stopped on purpose do not count.
 func (m *Manager) Ready() (bool, []string) {
 	var notReady []string
 	for _, s := range m.List() {
-		if !s.Ready() {
-			st, msg, _ := s.State()
+		st, msg, _ := s.State()
+		if !s.Ready() && st != Stopped {
 			notReady = append(notReady, fmt.Sprintf("%s: %s %s", s.Name, st, msg))
 		}
 	}
 	return len(notReady) == 0, notReady
 }
 
-// Deploy registers spec and loads it. The service is visible (Creating) at
-// once; the returned error is the load failure, and the service then stays
-// listed as Failed with that reason.
+// Deploy makes spec serve and waits for the outcome; serve --deploy uses
+// it. A new service is created; an existing one (restored from the state
+// dir) with the same configuration is left as it is, and with a different
+// one it is updated to a new version. The returned error is the load
+// failure; the service stays listed with it.
 func (m *Manager) Deploy(ctx context.Context, spec *servicejson.Service) (*Service, error) {
-	svc := &Service{Name: spec.Name, Spec: spec}
-	svc.setState(Creating, "loading")
-	m.mu.Lock()
-	if _, dup := m.services[spec.Name]; dup {
-		m.mu.Unlock()
-		return nil, fmt.Errorf("deploy %s: %w", spec.Name, ErrExists)
+	svc, created, err := m.register(spec)
+	if err != nil {
+		return nil, fmt.Errorf("deploy %s: %w", spec.Name, err)
 	}
-	m.services[spec.Name] = svc
-	m.mu.Unlock()
-
-	log := m.log.With("service", spec.Name)
-	start := time.Now()
-	if err := m.load(ctx, svc, log); err != nil {
-		svc.setState(Failed, err.Error())
-		log.Error("service failed to load", "err", err)
+	if !created {
+		svc.op.Lock() // waits for a restore in progress
+		if !m.enter(svc) {
+			svc.op.Unlock()
+			return nil, fmt.Errorf("deploy %s: %w", spec.Name, ErrNotFound)
+		}
+	}
+	defer m.leave(svc)
+	if created {
+		err = m.activate(ctx, svc, 1, spec)
+	} else {
+		err = m.deployExisting(ctx, svc, spec)
+	}
+	if err != nil {
 		return svc, fmt.Errorf("deploy %s: %w", spec.Name, err)
 	}
-	svc.setState(Running, "")
-	log.Info("service running", "processor", spec.Processor, "load_ms", time.Since(start).Milliseconds())
 	return svc, nil
 }
 
-// load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
-// Warmup, then starts the scheduler. On failure whatever was opened is closed.
-func (m *Manager) load(ctx context.Context, svc *Service, log *slog.Logger) (err error) {
-	spec := svc.Spec
-	token, err := m.token(spec, log)
+func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servicejson.Service) error {
+	svc.mu.Lock()
+	cur, stopped := svc.spec, svc.rec.Stopped
+	svc.mu.Unlock()
+	if cur != nil && sameConfig(cur, spec) {
+		switch {
+		case stopped:
+			m.log.Info("service is stopped; start it to serve", "service", svc.Name)
+			return nil
+		case svc.Ready():
+			return nil
+		}
+		// The restored version failed to load: try it again.
+		v := svc.Info().CurrentVersion
+		m.markLoading(svc, v)
+		return m.activate(ctx, svc, v, cur)
+	}
+	v, err := m.addVersion(svc, spec)
 	if err != nil {
 		return err
 	}
-	svc.Token = auth.Secret(token)
+	if stopped {
+		return m.switchStopped(svc, v, spec)
+	}
+	m.markLoading(svc, v)
+	return m.activate(ctx, svc, v, spec)
+}
 
+// load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
+// Warmup. On failure whatever was opened is closed.
+func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger) (proc processors.Processor, err error) {
 	if spec.Processor == "" {
-		return fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
+		return nil, fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
 	}
-	proc, err := processors.New(spec.Processor)
+	proc, err = processors.New(spec.Processor)
 	if err != nil {
-		return fmt.Errorf("processor: %w", err)
+		return nil, fmt.Errorf("processor: %w", err)
 	}
+	opened := proc
 	defer func() {
 		if err != nil {
-			if c, ok := proc.(processors.Closer); ok {
-				c.Close()
-			}
+			closeProcessor(opened, log)
 		}
 	}()
 	ps := processors.Spec{
@@ -194,41 +201,43 @@ func (m *Manager) load(ctx context.Context, svc *Service, log *slog.Logger) (err
 	cacheDir := filepath.Join(m.opt.StateDir, "cache", spec.Name)
 	if spec.ModelPath != "" {
 		if ps.ModelPath, err = storage.Fetch(ctx, spec.ModelPath, m.opt.BaseDir, cacheDir); err != nil {
-			return fmt.Errorf("model_path: %w", err)
+			return nil, fmt.Errorf("model_path: %w", err)
 		}
 	}
 	if spec.WarmUpDataPath != "" {
 		if ps.WarmupPath, err = storage.Fetch(ctx, spec.WarmUpDataPath, m.opt.BaseDir, cacheDir); err != nil {
-			return fmt.Errorf("warm_up_data_path: %w", err)
+			return nil, fmt.Errorf("warm_up_data_path: %w", err)
 		}
 	}
 	if err := proc.Configure(ps); err != nil {
-		return err
+		return nil, err
 	}
 	if err := proc.Load(ctx); err != nil {
-		return fmt.Errorf("load: %w", err)
+		return nil, fmt.Errorf("load: %w", err)
 	}
 	if ps.WarmupPath != "" {
 		w, ok := proc.(processors.Warmer)
 		if !ok {
-			return fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.Processor)
+			return nil, fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.Processor)
 		}
 		if err := w.Warmup(ctx, ps.WarmupPath); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	svc.Processor = proc
-	svc.Scheduler = m.newScheduler(spec, proc, log)
-	return nil
+	return proc, nil
 }
 
+// newScheduler sizes the scheduler for all of the service's instances:
+// metadata.instance replicas in this process behave like one replica with
+// instance times the workers, queue and rate limit of metadata.rpc.
 func (m *Manager) newScheduler(spec *servicejson.Service, proc processors.Processor, log *slog.Logger) *scheduler.Scheduler {
 	rpc := spec.Metadata.RPC
+	n := max(spec.Metadata.Instance, 1)
 	cfg := scheduler.Config{
-		Workers:         rpc.WorkerThreads,
-		QueueSize:       rpc.MaxQueueSize,
+		Workers:         rpc.WorkerThreads * n,
+		QueueSize:       rpc.MaxQueueSize * n,
 		Timeout:         rpc.Keepalive,
-		RateLimit:       float64(rpc.RateLimit),
+		RateLimit:       float64(rpc.RateLimit * n),
 		Batching:        rpc.Batching,
 		MaxBatchSize:    rpc.MaxBatchSize,
 		MaxBatchTimeout: rpc.MaxBatchTimeout,
@@ -246,17 +255,18 @@ func (m *Manager) newScheduler(spec *servicejson.Service, proc processors.Proces
 	return scheduler.New(cfg, proc.Run, key, obs, log)
 }
 
-// token returns the service's token: the one given, else a generated one
-// kept in the state dir so it survives restarts. Generated tokens are never
-// logged; the log says where to read them.
-func (m *Manager) token(spec *servicejson.Service, log *slog.Logger) (string, error) {
+// initialToken returns a new service's token: the one given, else the one
+// kept in the state dir (a service deployed before under this name), else a
+// generated one. The result is written to the state dir so that it survives
+// restarts. Tokens are never logged; the log says where to read them.
+func (m *Manager) initialToken(spec *servicejson.Service, log *slog.Logger) (string, error) {
 	if !spec.Token.IsZero() {
 		return spec.Token.Reveal(), nil
 	}
 	if m.opt.StateDir == "" {
 		return "", errors.New("token: no token given and no state dir to keep a generated one; set \"token\" or start the server with --state-dir")
 	}
-	path := filepath.Join(m.opt.StateDir, "services", spec.Name, "token")
+	path := m.tokenPath(spec.Name)
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		return string(b), nil
 	}
@@ -271,41 +281,48 @@ func (m *Manager) token(spec *servicejson.Service, log *slog.Logger) (string, er
 	return tok, nil
 }
 
-// Shutdown stops every running service: each scheduler drains (queued
-// requests finish) until ctx ends, then the processors are closed.
+// Shutdown ends loads in progress and stops every serving version: each
+// scheduler drains (queued requests finish) until ctx ends, then the
+// processors are closed. The state dir keeps every service as it was, so
+// the next start restores them.
 func (m *Manager) Shutdown(ctx context.Context) {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
 	var wg sync.WaitGroup
 	for _, s := range m.List() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.stop(ctx, s)
+			s.op.Lock() // lets a cancelled load finish first
+			defer s.op.Unlock()
+			if l := s.live.Swap(nil); l != nil {
+				m.retire(ctx, l, m.log.With("service", s.Name))
+			}
+			s.mu.Lock()
+			s.setStatusLocked(Stopped, "server shut down", "")
+			s.mu.Unlock()
 		}()
 	}
 	wg.Wait()
-}
-
-func (m *Manager) stop(ctx context.Context, s *Service) {
-	if s.Scheduler != nil {
-		if err := s.Scheduler.Stop(ctx); err != nil {
-			m.log.Warn("service drain cut short", "service", s.Name, "err", err)
-		}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
-	if c, ok := s.Processor.(processors.Closer); ok {
-		if err := c.Close(); err != nil {
-			m.log.Warn("closing processor", "service", s.Name, "err", err)
-		}
-	}
-	s.setState(Stopped, "")
 }
 
 // writeFileAtomic writes data to path through a temporary file, fsync and
-// rename, so a crash never leaves a half-written file.
+// rename, then syncs the directory, so a crash never leaves a half-written
+// file or loses the new name.
 func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	f, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return err
 	}
@@ -326,5 +343,12 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // some filesystems refuse to sync directories; not fatal
+		d.Close()
+	}
+	return nil
 }

@@ -1,0 +1,421 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+// The control-plane operations. Each takes the service's operation lock
+// without waiting (a second operation gets ErrBusy), does its quick part at
+// once and returns a snapshot, and runs a load in the background: the
+// caller polls the status (Creating/Updating -> Running or Failed).
+
+// lookup returns the service called name or ErrNotFound.
+func (m *Manager) lookup(name string) (*Service, error) {
+	s, ok := m.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("service %q: %w", name, ErrNotFound)
+	}
+	return s, nil
+}
+
+// enter reports whether the service may still be operated on; the caller
+// holds its operation lock.
+func (m *Manager) enter(s *Service) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.deleted
+}
+
+func (m *Manager) leave(s *Service) { s.op.Unlock() }
+
+// begin takes s's operation lock without waiting.
+func (m *Manager) begin(s *Service) error {
+	if !s.op.TryLock() {
+		st, msg, _ := s.State()
+		return fmt.Errorf("service %q is %s (%s): %w; wait until it is Running, Failed or Stopped and retry", s.Name, st, msg, ErrBusy)
+	}
+	if !m.enter(s) {
+		s.op.Unlock()
+		return fmt.Errorf("service %q: %w", s.Name, ErrNotFound)
+	}
+	return nil
+}
+
+// async runs fn in the background; it releases s's operation lock, which
+// the caller holds, when fn returns. Delete cancels fn's context.
+func (m *Manager) async(s *Service, fn func(ctx context.Context)) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.leave(s)
+		return ErrShuttingDown
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(m.ctx)
+	s.mu.Lock()
+	s.cancelOp = cancel
+	s.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		fn(ctx)
+		s.mu.Lock()
+		s.cancelOp = nil
+		s.mu.Unlock()
+		cancel()
+		m.leave(s)
+	}()
+	return nil
+}
+
+// markLoading records that version v is about to load.
+func (m *Manager) markLoading(s *Service, v int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = v
+	if s.live.Load() != nil {
+		s.setStatusLocked(Updating, fmt.Sprintf("loading version %d; version %d serves meanwhile", v, s.rec.CurrentVersion), "")
+		s.eventLocked(EventNormal, "Updating", fmt.Sprintf("updating from version %d to version %d", s.rec.CurrentVersion, v))
+	} else {
+		s.setStatusLocked(Creating, fmt.Sprintf("loading version %d", v), "")
+		s.eventLocked(EventNormal, "Loading", fmt.Sprintf("loading version %d", v))
+	}
+	_ = m.saveLocked(s)
+}
+
+// activate makes version v (spec) serve. The new version loads beside the
+// serving one and takes traffic only once ready, by an atomic swap; the old
+// one then drains and closes in the background. A change of
+// metadata.instance alone reuses the loaded model. When the load fails the
+// serving version (if any) keeps serving and the failure is recorded. The
+// operation lock is held.
+func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *servicejson.Service) error {
+	log := m.log.With("service", s.Name, "version", v)
+	old := s.live.Load()
+	s.mu.Lock()
+	token := s.token
+	s.mu.Unlock()
+	if !spec.Token.IsZero() {
+		token = spec.Token.Reveal()
+	}
+
+	var nl *Live
+	scaled := old != nil && scaleOnly(old.Spec, spec)
+	if scaled {
+		nl = m.newLive(v, spec, token, old.model, log)
+	} else {
+		proc, err := m.load(ctx, spec, log)
+		if err != nil {
+			m.loadFailed(s, v, old, err)
+			log.Error("version failed to load", "err", err)
+			return err
+		}
+		nl = m.newLive(v, spec, token, &model{proc: proc}, log)
+	}
+	if token != s.Token() {
+		if err := m.saveToken(s.Name, token); err != nil {
+			log.Error("token not saved; the version will not be switched", "err", err)
+			m.retire(context.Background(), nl, log)
+			m.loadFailed(s, v, old, err)
+			return err
+		}
+	}
+
+	s.mu.Lock()
+	if s.deleted { // deleted while loading: nothing may serve
+		s.mu.Unlock()
+		m.retire(context.Background(), nl, log)
+		return fmt.Errorf("service %q: %w", s.Name, ErrNotFound)
+	}
+	s.live.Store(nl)
+	from := s.rec.CurrentVersion
+	s.rec.CurrentVersion, s.spec, s.token, s.pending = v, spec, token, 0
+	s.setStatusLocked(Running, "", "")
+	switch {
+	case scaled:
+		s.eventLocked(EventNormal, "Scaled", fmt.Sprintf("version %d serves with %d instances (was %d), without a reload", v, spec.Metadata.Instance, old.Spec.Metadata.Instance))
+	case old != nil:
+		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves; version %d drains", v, from))
+	default:
+		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves", v))
+	}
+	_ = m.saveLocked(s)
+	s.mu.Unlock()
+	log.Info("service running", "processor", spec.Processor, "instances", spec.Metadata.Instance)
+
+	if old != nil {
+		m.drain(s, old)
+	}
+	return nil
+}
+
+// loadFailed records a failed load of version v.
+func (m *Manager) loadFailed(s *Service, v int, old *Live, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = 0
+	if old != nil {
+		msg := fmt.Sprintf("version %d failed to load: %v; version %d keeps serving", v, err, old.Version)
+		s.setStatusLocked(Running, msg, "UpdateFailed")
+		s.eventLocked(EventWarning, "UpdateFailed", msg)
+	} else {
+		s.rec.CurrentVersion = v
+		s.setStatusLocked(Failed, err.Error(), "LoadFailed")
+		s.eventLocked(EventWarning, "LoadFailed", fmt.Sprintf("version %d failed to load: %v", v, err))
+	}
+	_ = m.saveLocked(s)
+}
+
+// drain retires old in the background, outside the operation lock, so the
+// next operation need not wait for slow requests.
+func (m *Manager) drain(s *Service, old *Live) {
+	m.mu.Lock()
+	closed := m.closed
+	if !closed {
+		m.wg.Add(1)
+	}
+	m.mu.Unlock()
+	log := m.log.With("service", s.Name)
+	if closed {
+		m.retire(context.Background(), old, log)
+		return
+	}
+	go func() {
+		defer m.wg.Done()
+		m.retire(context.Background(), old, log)
+		s.mu.Lock()
+		s.eventLocked(EventNormal, "Drained", fmt.Sprintf("version %d drained and closed", old.Version))
+		_ = m.saveLocked(s)
+		s.mu.Unlock()
+	}()
+}
+
+// switchStopped makes version v current for a stopped service; it loads at
+// the next start.
+func (m *Manager) switchStopped(s *Service, v int, spec *servicejson.Service) error {
+	token := s.Token()
+	if !spec.Token.IsZero() && spec.Token.Reveal() != token {
+		token = spec.Token.Reveal()
+		if err := m.saveToken(s.Name, token); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rec.CurrentVersion, s.spec, s.token = v, spec, token
+	s.rec.UpdateTime = time.Now().UTC()
+	s.eventLocked(EventNormal, "VersionSwitched", fmt.Sprintf("version %d is current; the service is stopped and loads it at start", v))
+	return m.saveLocked(s)
+}
+
+// Create adds a service and loads it in the background. The snapshot shows
+// it Creating, with its token.
+func (m *Manager) Create(spec *servicejson.Service) (Info, error) {
+	s, created, err := m.register(spec)
+	if err != nil {
+		return Info{}, fmt.Errorf("create %s: %w", spec.Name, err)
+	}
+	if !created {
+		return Info{}, fmt.Errorf("create %s: %w; change it with modify (PUT), or delete it first", spec.Name, ErrExists)
+	}
+	info := s.Info()
+	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, 1, spec) })
+}
+
+// Update stores spec as the service's next version and switches to it in
+// the background. The same configuration is no change (no new version).
+// A stopped service stays stopped and runs the new version at start.
+func (m *Manager) Update(name string, spec *servicejson.Service) (Info, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if spec.Name != name {
+		return Info{}, fmt.Errorf("service.json names service %q, but the request is for %q; a service cannot be renamed, create a new one instead: %w", spec.Name, name, ErrInvalid)
+	}
+	if err := m.begin(s); err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	cur, stopped := s.spec, s.rec.Stopped
+	s.mu.Unlock()
+	if cur != nil && sameConfig(cur, spec) {
+		if s.Ready() || stopped {
+			m.leave(s)
+			return s.Info(), nil
+		}
+		// The current version failed: load it again, as no new version.
+		return m.switchTo(s, s.Info().CurrentVersion, cur, false)
+	}
+	v, err := m.addVersion(s, spec)
+	if err != nil {
+		m.leave(s)
+		return Info{}, err
+	}
+	return m.switchTo(s, v, spec, stopped)
+}
+
+// SwitchVersion makes stored version v current, in the background like
+// Update; switching back to a previous version is how a bad update is
+// rolled back.
+func (m *Manager) SwitchVersion(name string, v int) (Info, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.begin(s); err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	latest, cur, stopped, raw := s.rec.LatestVersion, s.rec.CurrentVersion, s.rec.Stopped, s.configs[v]
+	s.mu.Unlock()
+	if v < 1 || v > latest {
+		m.leave(s)
+		return Info{}, fmt.Errorf("version %d does not exist; service %q has versions 1 to %d: %w", v, name, latest, ErrInvalid)
+	}
+	if v == cur && (s.Ready() || stopped) {
+		m.leave(s)
+		return s.Info(), nil
+	}
+	if raw == nil {
+		m.leave(s)
+		return Info{}, fmt.Errorf("version %d of %q could not be read from the state dir; update the service with a new service.json instead: %w", v, name, ErrInvalid)
+	}
+	spec, err := servicejson.Parse(raw)
+	if err != nil {
+		m.leave(s)
+		return Info{}, fmt.Errorf("version %d of %q is no longer valid: %w: %w", v, name, err, ErrInvalid)
+	}
+	return m.switchTo(s, v, spec, stopped)
+}
+
+// switchTo finishes Update and SwitchVersion; the operation lock is held
+// and released here or by the background load.
+func (m *Manager) switchTo(s *Service, v int, spec *servicejson.Service, stopped bool) (Info, error) {
+	if stopped {
+		err := m.switchStopped(s, v, spec)
+		m.leave(s)
+		return s.Info(), err
+	}
+	m.markLoading(s, v)
+	info := s.Info()
+	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
+}
+
+// Start loads a stopped (or failed) service's current version in the
+// background. A serving service is left as it is.
+func (m *Manager) Start(name string) (Info, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.begin(s); err != nil {
+		return Info{}, err
+	}
+	if s.Ready() {
+		m.leave(s)
+		return s.Info(), nil
+	}
+	s.mu.Lock()
+	spec, v := s.spec, s.rec.CurrentVersion
+	s.rec.Stopped = false
+	if spec == nil {
+		_ = m.saveLocked(s)
+		s.mu.Unlock()
+		m.leave(s)
+		return Info{}, fmt.Errorf("version %d of %q cannot be read; update the service with a valid service.json: %w", v, name, ErrInvalid)
+	}
+	s.eventLocked(EventNormal, "Starting", "start requested")
+	s.mu.Unlock()
+	m.markLoading(s, v)
+	info := s.Info()
+	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
+}
+
+// Stop stops serving: requests get 503, the serving version drains (until
+// ctx ends or the termination grace period) and its model is closed,
+// releasing its memory. The service stays stopped across restarts until
+// Start.
+func (m *Manager) Stop(ctx context.Context, name string) (Info, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.begin(s); err != nil {
+		return Info{}, err
+	}
+	defer m.leave(s)
+	s.mu.Lock()
+	l := s.live.Swap(nil)
+	s.rec.Stopped = true
+	s.setStatusLocked(Stopped, "", "")
+	s.eventLocked(EventNormal, "Stopped", "stopped on request; the model is released")
+	_ = m.saveLocked(s)
+	s.mu.Unlock()
+	if l != nil {
+		m.retire(ctx, l, m.log.With("service", name))
+	}
+	return s.Info(), nil
+}
+
+// Delete removes a service: a load in progress is cancelled, the serving
+// version drains and closes, and its state and model cache are removed
+// from the state dir.
+func (m *Manager) Delete(ctx context.Context, name string) error {
+	s, err := m.lookup(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.cancelOp != nil {
+		s.cancelOp()
+	}
+	s.mu.Unlock()
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return fmt.Errorf("service %q: %w", name, ErrNotFound)
+	}
+	s.deleted = true
+	s.setStatusLocked(Stopped, "deleted", "")
+	s.mu.Unlock()
+	m.mu.Lock()
+	if m.services[name] == s {
+		delete(m.services, name)
+	}
+	m.mu.Unlock()
+	if l := s.live.Swap(nil); l != nil {
+		m.retire(ctx, l, m.log.With("service", name))
+	}
+	if m.persistent() {
+		var errs []error
+		for _, dir := range []string{m.svcDir(name), filepath.Join(m.opt.StateDir, "cache", name)} {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("delete %s: the service is gone but its files remain: %w", name, err)
+		}
+	}
+	m.log.Info("service deleted", "service", name)
+	return nil
+}
+
+// Describe returns a snapshot of the service called name.
+func (m *Manager) Describe(name string) (Info, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return Info{}, err
+	}
+	return s.Info(), nil
+}

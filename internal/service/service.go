@@ -1,0 +1,199 @@
+package service
+
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+// MaxEvents bounds the events kept (and persisted) per service; older ones
+// are dropped first.
+const MaxEvents = 64
+
+// Event types, as EAS names them.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)
+
+// Event is one entry of a service's history: what happened and when.
+type Event struct {
+	Time    time.Time
+	Type    string // EventNormal or EventWarning
+	Reason  string // a CamelCase word: Created, Loading, Running, LoadFailed, ...
+	Message string
+}
+
+// Info is a snapshot of a service for the control plane. Token is the real
+// token: only the admin-authenticated control plane hands it out.
+type Info struct {
+	Name            string
+	Status          Status
+	Message         string
+	Reason          string
+	Token           string
+	CreateTime      time.Time
+	UpdateTime      time.Time
+	CurrentVersion  int // the version that serves (or would, once started)
+	LatestVersion   int // the highest version number
+	PendingVersion  int // the version being loaded; 0 when no operation runs
+	RunningInstance int // replicas serving now
+	TotalInstance   int // metadata.instance of the current version
+	Config          []byte
+}
+
+// VersionInfo describes one stored version of a service.
+type VersionInfo struct {
+	Version    int
+	CreateTime time.Time
+	Current    bool
+	Config     []byte
+}
+
+// record is what the state dir keeps of a service besides its version
+// files and token: state.json.
+type record struct {
+	Name           string          `json:"name"`
+	CreateTime     time.Time       `json:"create_time"`
+	UpdateTime     time.Time       `json:"update_time"`
+	CurrentVersion int             `json:"current_version"`
+	LatestVersion  int             `json:"latest_version"`
+	Stopped        bool            `json:"stopped"` // stopped on request: restore leaves it stopped
+	Status         Status          `json:"status"`  // as last seen; recomputed on restore
+	Message        string          `json:"message,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Versions       []versionRecord `json:"versions"`
+	Events         []Event         `json:"events"`
+}
+
+type versionRecord struct {
+	Version    int       `json:"version"`
+	CreateTime time.Time `json:"create_time"`
+}
+
+// Service is one deployed service. The data plane reads it with Acquire,
+// State and Ready; everything else goes through the Manager.
+type Service struct {
+	Name string
+
+	live atomic.Pointer[Live] // the serving version; nil when none
+	op   sync.Mutex           // held for the whole of a lifecycle operation
+
+	mu       sync.Mutex // guards the fields below
+	rec      record
+	spec     *servicejson.Service // config of rec.CurrentVersion; nil when unreadable
+	configs  map[int][]byte       // every version's service.json as given
+	token    string               // the effective token ("" = open)
+	pending  int                  // version being loaded; 0 = none
+	since    time.Time            // when rec.Status began
+	cancelOp func()               // cancels the asynchronous operation in progress
+	deleted  bool
+}
+
+// State returns the status, its message and when it began.
+func (s *Service) State() (Status, string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec.Status, s.rec.Message, s.since
+}
+
+// Ready reports whether a version serves requests.
+func (s *Service) Ready() bool { return s.live.Load() != nil }
+
+// Token returns the service's effective token, for requests that find no
+// serving version (they are still authenticated before being told so).
+func (s *Service) Token() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
+}
+
+// Info returns a snapshot of the service.
+func (s *Service) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.infoLocked()
+}
+
+func (s *Service) infoLocked() Info {
+	in := Info{
+		Name:           s.Name,
+		Status:         s.rec.Status,
+		Message:        s.rec.Message,
+		Reason:         s.rec.Reason,
+		Token:          s.token,
+		CreateTime:     s.rec.CreateTime,
+		UpdateTime:     s.rec.UpdateTime,
+		CurrentVersion: s.rec.CurrentVersion,
+		LatestVersion:  s.rec.LatestVersion,
+		PendingVersion: s.pending,
+		Config:         s.configs[s.rec.CurrentVersion],
+	}
+	if l := s.live.Load(); l != nil {
+		in.RunningInstance = l.Instances()
+	}
+	if s.spec != nil {
+		in.TotalInstance = s.spec.Metadata.Instance
+	}
+	return in
+}
+
+// Events returns the service's events, oldest first.
+func (s *Service) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Event(nil), s.rec.Events...)
+}
+
+// Versions returns every stored version, oldest first.
+func (s *Service) Versions() []VersionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]VersionInfo, 0, len(s.rec.Versions))
+	for _, v := range s.rec.Versions {
+		out = append(out, VersionInfo{
+			Version:    v.Version,
+			CreateTime: v.CreateTime,
+			Current:    v.Version == s.rec.CurrentVersion,
+			Config:     s.configs[v.Version],
+		})
+	}
+	return out
+}
+
+func (s *Service) setStatusLocked(st Status, msg, reason string) {
+	now := time.Now()
+	s.rec.Status, s.rec.Message, s.rec.Reason = st, msg, reason
+	s.rec.UpdateTime = now
+	s.since = now
+}
+
+func (s *Service) eventLocked(typ, reason, msg string) {
+	s.rec.Events = append(s.rec.Events, Event{Time: time.Now().UTC(), Type: typ, Reason: reason, Message: msg})
+	if n := len(s.rec.Events); n > MaxEvents {
+		s.rec.Events = append([]Event(nil), s.rec.Events[n-MaxEvents:]...)
+	}
+}
+
+// sameConfig reports whether two configurations mean the same service,
+// however they were spelled.
+func sameConfig(a, b *servicejson.Service) bool {
+	x, y := *a, *b
+	x.Raw, y.Raw = nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// scaleOnly reports whether b differs from a in metadata.instance alone,
+// which a new scheduler over the loaded model serves without a reload.
+func scaleOnly(a, b *servicejson.Service) bool {
+	if a.Metadata.Instance == b.Metadata.Instance {
+		return false
+	}
+	x, y := *a, *b
+	x.Raw, y.Raw = nil, nil
+	x.Metadata.Instance, y.Metadata.Instance = 0, 0
+	return reflect.DeepEqual(x, y)
+}
