@@ -38,63 +38,76 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 	}
 }
 
-// kserveService resolves and authorises the model of a KServe route. On
-// failure it has answered and returns nil.
-func (s *Server) kserveService(c *gin.Context) (*service.Service, processors.TensorModel) {
+// kserveService resolves and authorises the model of a KServe route and
+// holds its serving version; the caller releases it. On failure it has
+// answered and returns nil.
+func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.TensorModel) {
 	name := c.Param("model")
 	svc, ok := s.opt.Manager.Get(name)
 	if !ok {
 		kserveFail(c, http.StatusNotFound, "model \""+name+"\" not found")
 		return nil, nil
 	}
-	if err := auth.Verify(string(svc.Token), auth.Request{
+	live, serving := svc.Acquire()
+	token := svc.Token()
+	if serving {
+		token = string(live.Token)
+	}
+	if err := auth.Verify(token, auth.Request{
 		Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
 	}); err != nil {
+		if serving {
+			live.Release()
+		}
 		kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\"")
 		return nil, nil
 	}
-	if !svc.Ready() {
+	if !serving {
 		st, msg, _ := svc.State()
-		kserveFail(c, http.StatusServiceUnavailable, "model \""+name+"\" is not ready: "+string(st)+" "+msg)
+		kserveFail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
 		return nil, nil
 	}
-	tm, ok := svc.Processor.(processors.TensorModel)
+	tm, ok := live.Processor.(processors.TensorModel)
 	if !ok {
-		kserveFail(c, http.StatusBadRequest, "model \""+name+"\" is served by processor "+svc.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
+		live.Release()
+		kserveFail(c, http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
 		return nil, nil
 	}
-	return svc, tm
+	return live, tm
 }
 
 func (s *Server) kserveMetadata(c *gin.Context) {
-	svc, tm := s.kserveService(c)
-	if svc == nil {
+	live, tm := s.kserveService(c)
+	if live == nil {
 		return
 	}
-	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(svc.Name, tm.Platform(), []string{"1"}, tm.Metadata()))
+	defer live.Release()
+	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(live.Spec.Name, tm.Platform(), []string{strconv.Itoa(live.Version)}, tm.Metadata()))
 }
 
 func (s *Server) kserveReady(c *gin.Context) {
-	if svc, _ := s.kserveService(c); svc != nil {
+	if live, _ := s.kserveService(c); live != nil {
+		live.Release()
 		c.Status(http.StatusOK)
 	}
 }
 
 func (s *Server) kserveInfer(c *gin.Context) {
 	start := time.Now()
-	svc, _ := s.kserveService(c)
-	if svc == nil {
+	live, _ := s.kserveService(c)
+	if live == nil {
 		if _, ok := s.opt.Manager.Get(c.Param("model")); ok {
 			s.opt.Metrics.Request(c.Param("model"), c.Writer.Status(), time.Since(start))
 		}
 		return
 	}
-	code := s.serveInfer(c, svc)
-	s.opt.Metrics.Request(svc.Name, code, time.Since(start))
+	defer live.Release()
+	code := s.serveInfer(c, live)
+	s.opt.Metrics.Request(live.Spec.Name, code, time.Since(start))
 }
 
-func (s *Server) serveInfer(c *gin.Context, svc *service.Service) int {
-	body, status, err := s.readBody(c, svc)
+func (s *Server) serveInfer(c *gin.Context, live *service.Live) int {
+	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor)
 	if err != nil {
 		return kserveFail(c, status, err.Error())
 	}
@@ -102,7 +115,7 @@ func (s *Server) serveInfer(c *gin.Context, svc *service.Service) int {
 	if err != nil {
 		return kserveFail(c, http.StatusBadRequest, err.Error())
 	}
-	result, err := svc.Scheduler.Do(c.Request.Context(), &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()})
+	result, err := live.Scheduler.Do(c.Request.Context(), &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()})
 	if err != nil {
 		return kserveFail(c, statusOf(err), err.Error())
 	}
@@ -110,7 +123,7 @@ func (s *Server) serveInfer(c *gin.Context, svc *service.Service) int {
 	if !ok {
 		return kserveFail(c, http.StatusInternalServerError, "processor returned no tensors")
 	}
-	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: svc.Name, ModelVersion: "1", ID: req.ID, Outputs: tr.Outputs}, req)
+	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: live.Spec.Name, ModelVersion: strconv.Itoa(live.Version), ID: req.ID, Outputs: tr.Outputs}, req)
 	if err != nil {
 		return kserveFail(c, http.StatusInternalServerError, err.Error())
 	}

@@ -1,5 +1,6 @@
 // Package server is the HTTP front of eas-server: the gin router with the
-// data plane (/api/predict), health, readiness and metrics. Handlers are thin:
+// data plane (/api/predict, KServe v2), the control plane (/api/v2/services,
+// behind the admin token), health, readiness and metrics. Handlers are thin:
 // they bind the request, call the service's scheduler, and map every error to
 // a status code in one helper (statusOf).
 package server
@@ -36,6 +37,10 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Gatherer     prometheus.Gatherer // serves /metrics; nil = no /metrics route
 	MaxBodyBytes int64               // request body limit; 0 = DefaultMaxBodyBytes
+	// AdminToken guards the control plane (/api/v2/services); "" disables
+	// it (every control request gets 401).
+	AdminToken string
+	Region     string // region shown in service objects; "" = "local"
 }
 
 // Server holds the router's state. It is safe for concurrent use.
@@ -52,6 +57,9 @@ func New(opt Options) *Server {
 	}
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opt.Region == "" {
+		opt.Region = "local"
 	}
 	return &Server{opt: opt, log: opt.Logger}
 }
@@ -74,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})))
 	}
 	s.kserveRoutes(r)
+	s.controlRoutes(r)
 	r.NoRoute(func(c *gin.Context) {
 		c.String(http.StatusNotFound, "no route for %s %s\n", c.Request.Method, c.Request.URL.Path)
 	})
@@ -141,35 +150,45 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if !ok {
 		return s.fail(c, http.StatusNotFound, "service \""+name+"\" not found")
 	}
-	if err := auth.Verify(string(svc.Token), auth.Request{
+	// The request runs entirely on the version serving now; an update
+	// swaps versions only between requests.
+	live, serving := svc.Acquire()
+	if serving {
+		defer live.Release()
+	}
+	token := svc.Token()
+	if serving {
+		token = string(live.Token)
+	}
+	if err := auth.Verify(token, auth.Request{
 		Method: req.Method, Service: name, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header,
 	}); err != nil {
 		return s.fail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for service \""+name+"\"")
 	}
-	if !svc.Ready() {
+	if !serving {
 		st, msg, _ := svc.State()
-		return s.fail(c, http.StatusServiceUnavailable, "service \""+name+"\" is not ready: "+string(st)+" "+msg)
+		return s.fail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
-		c.JSON(http.StatusOK, svc.Processor.Metadata())
+		c.JSON(http.StatusOK, live.Processor.Metadata())
 		return http.StatusOK
 	}
 
-	body, status, err := s.readBody(c, svc)
+	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor)
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
 	h := req.Header.Clone()
 	h.Del("Authorization")
-	payload, err := svc.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: h})
+	payload, err := live.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: h})
 	if err != nil {
 		return s.failErr(c, err)
 	}
-	result, err := svc.Scheduler.Do(req.Context(), payload)
+	result, err := live.Scheduler.Do(req.Context(), payload)
 	if err != nil {
 		return s.failErr(c, err)
 	}
-	resp, err := svc.Processor.Encode(payload, result)
+	resp, err := live.Processor.Encode(payload, result)
 	if err != nil {
 		return s.failErr(c, err)
 	}
@@ -182,8 +201,8 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 }
 
 // readBody reads the body under the size limit and decompresses it per
-// metadata.rpc.decompressor.
-func (s *Server) readBody(c *gin.Context, svc *service.Service) ([]byte, int, error) {
+// metadata.rpc.decompressor (kind; "" = none).
+func (s *Server) readBody(c *gin.Context, kind string) ([]byte, int, error) {
 	limit := s.opt.MaxBodyBytes
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err != nil {
@@ -193,7 +212,7 @@ func (s *Server) readBody(c *gin.Context, svc *service.Service) ([]byte, int, er
 		}
 		return nil, http.StatusBadRequest, errors.New("reading the request body: " + err.Error())
 	}
-	if kind := svc.Spec.Metadata.RPC.Decompressor; kind != "" {
+	if kind != "" {
 		out, err := decompress.Decompress(kind, body, limit)
 		if err != nil {
 			if errors.Is(err, decompress.ErrTooLarge) {
@@ -204,6 +223,21 @@ func (s *Server) readBody(c *gin.Context, svc *service.Service) ([]byte, int, er
 		body = out
 	}
 	return body, 0, nil
+}
+
+// notServing says why a service has no serving version and what to do.
+func notServing(name string, st service.Status, msg string) string {
+	out := "service \"" + name + "\" is not ready: " + string(st)
+	if msg != "" {
+		out += " (" + msg + ")"
+	}
+	switch st {
+	case service.Stopped:
+		out += "; start it with: eas-server start " + name
+	case service.Creating:
+		out += "; retry when it is Running"
+	}
+	return out
 }
 
 // statusOf maps an error from a processor or the scheduler to a status code.

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+// maxConfigBytes bounds a service.json sent to the control plane.
+const maxConfigBytes = 1 << 20
+
+// controlRoutes adds the control plane (eas-protocol.md section 6) under
+// /api/v2/services, behind the admin token. The region segment of the
+// paths is accepted whatever it is: one server is one region.
+func (s *Server) controlRoutes(r *gin.Engine) {
+	g := r.Group("/api/v2/services", s.adminAuth)
+	g.POST("", s.createService)
+	g.GET("", s.listServices)
+	g.GET("/:region/:name", s.describeService)
+	g.PUT("/:region/:name", s.updateService)
+	g.DELETE("/:region/:name", s.deleteService)
+	g.PUT("/:region/:name/start", s.startService)
+	g.PUT("/:region/:name/stop", s.stopService)
+	g.GET("/:region/:name/events", s.serviceEvents)
+	g.GET("/:region/:name/versions", s.serviceVersions)
+	g.PUT("/:region/:name/version", s.switchVersion)
+}
+
+// adminAuth admits requests that carry the admin token, raw or as a Bearer
+// token, compared in constant time. Without a configured admin token the
+// control plane refuses everything.
+func (s *Server) adminAuth(c *gin.Context) {
+	want := s.opt.AdminToken
+	if want == "" {
+		controlFail(c, http.StatusUnauthorized, "Unauthorized", "the control plane is disabled: the server has no admin token; start it with a --state-dir or set EAS_ADMIN_TOKEN")
+		return
+	}
+	got := strings.TrimSpace(c.GetHeader("Authorization"))
+	if scheme, rest, ok := strings.Cut(got, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		got = strings.TrimSpace(rest)
+	}
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		s.log.Warn("control plane request refused: missing or wrong admin token", "method", c.Request.Method, "path", c.Request.URL.Path, "remote", c.ClientIP())
+		controlFail(c, http.StatusUnauthorized, "Unauthorized", `missing or wrong admin token; send "Authorization: <admin token>" (EAS_ADMIN_TOKEN, or the admin_token file in the server's state dir)`)
+		return
+	}
+	c.Next()
+}
+
+func (s *Server) createService(c *gin.Context) {
+	spec, ok := s.readSpec(c)
+	if !ok {
+		return
+	}
+	info, err := s.opt.Manager.Create(spec)
+	if err != nil {
+		s.controlErr(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, s.object(c, info))
+}
+
+func (s *Server) listServices(c *gin.Context) {
+	list := ServiceList{Services: []ServiceObject{}}
+	for _, svc := range s.opt.Manager.List() {
+		list.Services = append(list.Services, s.object(c, svc.Info()))
+	}
+	list.TotalCount = len(list.Services)
+	c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) describeService(c *gin.Context) {
+	info, err := s.opt.Manager.Describe(c.Param("name"))
+	s.answer(c, info, err)
+}
+
+func (s *Server) updateService(c *gin.Context) {
+	spec, ok := s.readSpec(c)
+	if !ok {
+		return
+	}
+	info, err := s.opt.Manager.Update(c.Param("name"), spec)
+	s.answer(c, info, err)
+}
+
+func (s *Server) deleteService(c *gin.Context) {
+	name := c.Param("name")
+	if err := s.opt.Manager.Delete(c.Request.Context(), name); err != nil {
+		s.controlErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"Message": fmt.Sprintf("service %q deleted", name)})
+}
+
+func (s *Server) startService(c *gin.Context) {
+	info, err := s.opt.Manager.Start(c.Param("name"))
+	s.answer(c, info, err)
+}
+
+func (s *Server) stopService(c *gin.Context) {
+	info, err := s.opt.Manager.Stop(c.Request.Context(), c.Param("name"))
+	s.answer(c, info, err)
+}
+
+func (s *Server) serviceEvents(c *gin.Context) {
+	svc, ok := s.opt.Manager.Get(c.Param("name"))
+	if !ok {
+		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+		return
+	}
+	out := EventList{ServiceName: svc.Name, Events: []EventObject{}}
+	for _, e := range svc.Events() {
+		out.Events = append(out.Events, EventObject(e))
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) serviceVersions(c *gin.Context) {
+	svc, ok := s.opt.Manager.Get(c.Param("name"))
+	if !ok {
+		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+		return
+	}
+	info := svc.Info()
+	out := VersionList{ServiceName: svc.Name, CurrentVersion: info.CurrentVersion, LatestVersion: info.LatestVersion, Versions: []VersionObject{}}
+	for _, v := range svc.Versions() {
+		vo := VersionObject{Version: v.Version, CreateTime: v.CreateTime, Current: v.Current, ServiceConfig: string(v.Config)}
+		var head struct {
+			Processor string `json:"processor"`
+		}
+		if json.Unmarshal(v.Config, &head) == nil {
+			vo.Processor = head.Processor
+		}
+		out.Versions = append(out.Versions, vo)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) switchVersion(c *gin.Context) {
+	var req VersionRequest
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxConfigBytes))
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil || req.Version < 1 {
+		controlFail(c, http.StatusBadRequest, "InvalidParameter", `the body must be {"Version": N} with N >= 1 (see the versions list)`)
+		return
+	}
+	info, err := s.opt.Manager.SwitchVersion(c.Param("name"), req.Version)
+	s.answer(c, info, err)
+}
+
+// readSpec reads and parses the service.json body; on failure it has
+// answered 400 with every problem.
+func (s *Server) readSpec(c *gin.Context) (*servicejson.Service, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
+	if err != nil {
+		controlFail(c, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("reading the service.json body: %v (the limit is %s)", err, humanBytes(maxConfigBytes)))
+		return nil, false
+	}
+	spec, err := servicejson.Parse(body)
+	if err != nil {
+		controlFail(c, http.StatusBadRequest, "InvalidParameter", "invalid service.json:\n"+err.Error())
+		return nil, false
+	}
+	if spec.Processor != "" {
+		if _, ok := processors.Lookup(spec.Processor); !ok {
+			_, err := processors.New(spec.Processor)
+			controlFail(c, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("processor: %q is an EAS code this server does not serve: %v", spec.Processor, err))
+			return nil, false
+		}
+	}
+	return spec, true
+}
+
+func (s *Server) answer(c *gin.Context, info service.Info, err error) {
+	if err != nil {
+		s.controlErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.object(c, info))
+}
+
+// object renders a service snapshot; the endpoints name the host the
+// client reached the control plane by.
+func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
+	scheme := "http"
+	if c.Request.TLS != nil {
+		scheme = "https"
+	}
+	endpoint := scheme + "://" + c.Request.Host + "/api/predict/" + in.Name
+	region := c.Param("region")
+	if region == "" {
+		region = s.opt.Region
+	}
+	return ServiceObject{
+		ServiceName:      in.Name,
+		Region:           region,
+		Status:           string(in.Status),
+		Message:          in.Message,
+		Reason:           in.Reason,
+		AccessToken:      in.Token,
+		IntranetEndpoint: endpoint,
+		InternetEndpoint: endpoint,
+		ServiceConfig:    string(in.Config),
+		CreateTime:       in.CreateTime,
+		UpdateTime:       in.UpdateTime,
+		CurrentVersion:   in.CurrentVersion,
+		LatestVersion:    in.LatestVersion,
+		PendingVersion:   in.PendingVersion,
+		RunningInstance:  in.RunningInstance,
+		TotalInstance:    in.TotalInstance,
+	}
+}
+
+// controlErr maps a manager error to a status: the control plane's one
+// error-to-code helper.
+func (s *Server) controlErr(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, service.ErrNotFound):
+		controlFail(c, http.StatusNotFound, "NotFound", err.Error())
+	case errors.Is(err, service.ErrExists):
+		controlFail(c, http.StatusConflict, "AlreadyExists", err.Error())
+	case errors.Is(err, service.ErrBusy):
+		controlFail(c, http.StatusConflict, "Conflict", err.Error())
+	case errors.Is(err, service.ErrInvalid):
+		controlFail(c, http.StatusBadRequest, "InvalidParameter", err.Error())
+	case errors.Is(err, service.ErrShuttingDown):
+		controlFail(c, http.StatusServiceUnavailable, "ShuttingDown", err.Error())
+	default:
+		s.log.Error("control plane request failed", "path", c.Request.URL.Path, "err", err)
+		controlFail(c, http.StatusInternalServerError, "InternalError", err.Error())
+	}
+}
+
+// controlFail answers an error object. PureJSON keeps <, > and & readable
+// for people reading answers with curl.
+func controlFail(c *gin.Context, code int, kind, msg string) {
+	c.Abort()
+	c.PureJSON(code, ErrorObject{Code: kind, Message: msg})
+}
