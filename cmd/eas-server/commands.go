@@ -19,6 +19,7 @@ func rootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd())
+	root.AddCommand(clientCmds()...)
 	return root
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
@@ -40,7 +43,7 @@ func serveCmd() *cobra.Command {
 		Short: "Run the server, deploying the given service.json files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serve(cmd.Context(), f)
+			return serve(cmd.Context(), f, cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
@@ -70,7 +73,7 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: must be text or json, got %q", format)
 }
 
-func serve(ctx context.Context, f serveFlags) error {
+func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	log, err := newLogger(f.logLevel, f.logFormat)
 	if err != nil {
 		return err
@@ -84,8 +87,22 @@ func serve(ctx context.Context, f serveFlags) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mt := metrics.New(reg)
+	adminToken, created, err := auth.LoadOrCreateAdminToken(f.stateDir)
+	if err != nil {
+		return fmt.Errorf("admin token: %w", err)
+	}
+	if created {
+		// The one time a secret is printed: on the terminal, never in the log.
+		fmt.Fprintf(stderr, "\nGenerated the control-plane admin token (kept in %s, mode 0600):\n\n    %s\n\nUse it with: export %s=<token>\n\n",
+			filepath.Join(f.stateDir, auth.AdminTokenFile), adminToken, auth.AdminTokenEnv)
+	}
 	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt})
-	srv := server.New(server.Options{Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody})
+	srv := server.New(server.Options{Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken})
+
+	// Restore registers every stored service before the first request; their
+	// models load in the background.
+	restored, problems := mgr.Restore()
+	log.Info("restored services from the state dir", "services", restored, "problems", len(problems))
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -118,7 +135,9 @@ func serve(ctx context.Context, f serveFlags) error {
 }
 
 // deployAll parses and deploys the files concurrently. A file that fails is
-// reported and skipped; the others serve.
+// reported and skipped; the others serve. A file whose service was restored
+// from the state dir with the same configuration changes nothing; with a
+// different one it becomes the service's next version.
 func deployAll(ctx context.Context, mgr *service.Manager, files []string, log *slog.Logger) {
 	var wg sync.WaitGroup
 	for _, path := range files {

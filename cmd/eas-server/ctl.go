@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eas-server/eas-server/internal/server"
+)
+
+// clientCmds are the eascmd-style verbs that drive a server's control
+// plane.
+func clientCmds() []*cobra.Command {
+	return []*cobra.Command{
+		createCmd(), modifyCmd(), descCmd(), lsCmd(), deleteCmd(),
+		stopCmd(), startCmd(), eventsCmd(), versionsCmd(), versionCmd(),
+	}
+}
+
+func createCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "create FILE",
+		Short: "Create a service from a service.json and wait until it runs",
+		Long: "Create a service from a service.json, show its progress until it is Running or\n" +
+			"Failed, then print its endpoint and token. Exits 1 when it fails, with the reason.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			body, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("read service.json: %w", err)
+			}
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodPost, "/api/v2/services", body, &obj); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "[OK] Service %s is now %s\n", obj.ServiceName, obj.Status)
+			return waitAndReport(cmd, c, &f, obj, 1, nil)
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func modifyCmd() *cobra.Command {
+	var f clientFlags
+	var file string
+	cmd := &cobra.Command{
+		Use:   "modify NAME -s FILE",
+		Short: "Update a service to a new version without dropping requests",
+		Long: "Store FILE as the service's next version and switch to it: the new version\n" +
+			"loads beside the serving one and takes traffic once ready. A version that fails\n" +
+			"to load leaves the old one serving; the command then exits 1 with the reason.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			if file == "" {
+				return fmt.Errorf("modify: give the new service.json with -s FILE")
+			}
+			body, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("read service.json: %w", err)
+			}
+			seen := seenEvents(cmd.Context(), c, args[0])
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], ""), body, &obj); err != nil {
+				return err
+			}
+			return waitAndReport(cmd, c, &f, obj, targetOf(obj), seen)
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVarP(&file, "service", "s", "", "the new service.json")
+	return cmd
+}
+
+func versionCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "version NAME N",
+		Short: "Switch a service to a stored version (roll back or forward)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return fmt.Errorf("version: N must be a version number >= 1 (see 'versions %s'), got %q", args[0], args[1])
+			}
+			body, _ := json.Marshal(server.VersionRequest{Version: n})
+			seen := seenEvents(cmd.Context(), c, args[0])
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "version"), body, &obj); err != nil {
+				return err
+			}
+			return waitAndReport(cmd, c, &f, obj, n, seen)
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func startCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "start NAME",
+		Short: "Start a stopped service and wait until it runs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			seen := seenEvents(cmd.Context(), c, args[0])
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "start"), []byte("{}"), &obj); err != nil {
+				return err
+			}
+			return waitAndReport(cmd, c, &f, obj, targetOf(obj), seen)
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func stopCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Stop a service: drain its requests and release its model",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "stop"), []byte("{}"), &obj); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), obj)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "[OK] Service %s is %s\n", obj.ServiceName, obj.Status)
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func deleteCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a service, its versions and its model cache",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var out struct{ Message string }
+			if err := c.call(cmd.Context(), http.MethodDelete, c.servicePath(args[0], ""), nil, &out); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "[OK] Service %s deleted\n", args[0])
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func descCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "desc NAME",
+		Short: "Describe a service",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var obj server.ServiceObject
+			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], ""), nil, &obj); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), obj)
+			}
+			cfg := obj.ServiceConfig
+			var buf bytes.Buffer
+			if json.Compact(&buf, []byte(cfg)) == nil {
+				cfg = buf.String()
+			}
+			rows := [][2]string{
+				{"ServiceName", obj.ServiceName},
+				{"Region", obj.Region},
+				{"Status", obj.Status},
+				{"Message", obj.Message},
+				{"Reason", obj.Reason},
+				{"CurrentVersion", strconv.Itoa(obj.CurrentVersion)},
+				{"LatestVersion", strconv.Itoa(obj.LatestVersion)},
+				{"RunningInstance", strconv.Itoa(obj.RunningInstance)},
+				{"TotalInstance", strconv.Itoa(obj.TotalInstance)},
+				{"CreateTime", formatTime(obj.CreateTime)},
+				{"UpdateTime", formatTime(obj.UpdateTime)},
+				{"IntranetEndpoint", obj.IntranetEndpoint},
+				{"AccessToken", obj.AccessToken},
+				{"ServiceConfig", cfg},
+			}
+			if obj.PendingVersion != 0 {
+				rows = append(rows[:8], append([][2]string{{"PendingVersion", strconv.Itoa(obj.PendingVersion)}}, rows[8:]...)...)
+			}
+			box(cmd.OutOrStdout(), rows)
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func lsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the services",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var list server.ServiceList
+			if err := c.call(cmd.Context(), http.MethodGet, "/api/v2/services", nil, &list); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSTATUS\tVERSION\tINSTANCES\tUPDATED\tENDPOINT")
+			for _, s := range list.Services {
+				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%d/%d\t%s\t%s\n", s.ServiceName, s.Status, s.CurrentVersion, s.LatestVersion,
+					s.RunningInstance, s.TotalInstance, formatTime(s.UpdateTime), s.IntranetEndpoint)
+			}
+			return w.Flush()
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func eventsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "events NAME",
+		Short: "Show a service's recent events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var list server.EventList
+			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], "events"), nil, &list); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TIME\tTYPE\tREASON\tMESSAGE")
+			for _, e := range list.Events {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Type, e.Reason, oneLine(e.Message))
+			}
+			return w.Flush()
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func versionsCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "versions NAME",
+		Short: "List a service's stored versions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var list server.VersionList
+			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], "versions"), nil, &list); err != nil {
+				return err
+			}
+			if f.output == "json" {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "VERSION\tCURRENT\tCREATED\tPROCESSOR")
+			for _, v := range list.Versions {
+				cur := ""
+				if v.Current {
+					cur = "*"
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", v.Version, cur, formatTime(v.CreateTime), v.Processor)
+			}
+			return w.Flush()
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+// targetOf is the version an operation that answered obj is heading for.
+func targetOf(obj server.ServiceObject) int {
+	if obj.PendingVersion != 0 {
+		return obj.PendingVersion
+	}
+	return obj.CurrentVersion
+}
+
+// seenEvents returns the keys of the service's events so far, so that the
+// progress shows only the new ones. Errors are left to the real call.
+func seenEvents(ctx context.Context, c *apiClient, name string) map[string]bool {
+	seen := map[string]bool{}
+	var list server.EventList
+	if c.call(ctx, http.MethodGet, c.servicePath(name, "events"), nil, &list) == nil {
+		for _, e := range list.Events {
+			seen[eventKey(e)] = true
+		}
+	}
+	return seen
+}
+
+func eventKey(e server.EventObject) string {
+	return e.Time.Format(time.RFC3339Nano) + "\x00" + e.Reason + "\x00" + e.Message
+}
+
+// waitAndReport polls the service until its operation ends, printing new
+// events as progress on stderr, then prints the outcome: the endpoint and
+// token on success; the reason, and exit status 1, on failure.
+func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.ServiceObject, target int, seen map[string]bool) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	if seen == nil {
+		seen = map[string]bool{}
+	}
+	progress := cmd.ErrOrStderr()
+	name := obj.ServiceName
+	for obj.PendingVersion != 0 || obj.Status == "Creating" || obj.Status == "Updating" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up waiting for service %s after %s (status %s: %s); check with 'eas-server desc %s' or wait longer with --timeout", name, f.timeout, obj.Status, obj.Message, name)
+		case <-time.After(f.poll):
+		}
+		var list server.EventList
+		if err := c.call(ctx, http.MethodGet, c.servicePath(name, "events"), nil, &list); err == nil {
+			for _, e := range list.Events {
+				if k := eventKey(e); !seen[k] {
+					seen[k] = true
+					fmt.Fprintf(progress, "[%s] %s: %s\n", e.Time.Local().Format("15:04:05"), e.Reason, oneLine(e.Message))
+				}
+			}
+		}
+		if err := c.call(ctx, http.MethodGet, c.servicePath(name, ""), nil, &obj); err != nil {
+			return err
+		}
+	}
+	ok := obj.CurrentVersion == target && (obj.Status == "Running" || obj.Status == "Stopped")
+	if f.output == "json" {
+		if err := printJSON(cmd.OutOrStdout(), obj); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		reason := obj.Message
+		if reason == "" {
+			reason = "status " + obj.Status
+		}
+		fmt.Fprintf(progress, "[FAILED] Service %s: %s\n", name, oneLine(reason))
+		return exitError{1}
+	}
+	if f.output == "json" {
+		return nil
+	}
+	out := cmd.OutOrStdout()
+	if obj.Status == "Stopped" {
+		fmt.Fprintf(out, "[OK] Service %s is stopped at version %d; it runs that version when started\n", name, obj.CurrentVersion)
+		return nil
+	}
+	box(out, [][2]string{
+		{"Intranet Endpoint", obj.IntranetEndpoint},
+		{"Token", obj.AccessToken},
+	})
+	fmt.Fprintf(out, "[OK] Service %s is running at version %d\n", name, obj.CurrentVersion)
+	return nil
+}
+
+// box prints rows as eascmd does: a bordered two-column table with the keys
+// right-aligned.
+func box(w io.Writer, rows [][2]string) {
+	kw, vw := 0, 0
+	for _, r := range rows {
+		kw, vw = max(kw, len(r[0])), max(vw, len(r[1]))
+	}
+	line := "+" + strings.Repeat("-", kw+2) + "+" + strings.Repeat("-", vw+2) + "+\n"
+	io.WriteString(w, line)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %*s | %-*s |\n", kw, r[0], vw, r[1])
+	}
+	io.WriteString(w, line)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
