@@ -37,6 +37,10 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
+## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
+bench-batching:
+	bash scripts/bench-batching.sh
+
 ## bench: Go micro-benchmarks (scheduler, codecs, evaluators)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eas-server/eas-server/internal/loadgen"
+	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -20,6 +22,8 @@ func benchCmd() *cobra.Command {
 		tensors                                                 []string
 		concurrency                                             string
 		duration, warmup                                        time.Duration
+		inProcess, processorCode                                string
+		cpu                                                     int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -31,6 +35,9 @@ func benchCmd() *cobra.Command {
 			"  eas-server bench --service mlp --token T --tensor input:FP32:1x2048 --format torch -c 1,64 -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if inProcess != "" {
+				return benchInProcess(cmd, inProcess, processorCode, cpu, tensors, duration, warmup, output)
+			}
 			target := url
 			if target == "" {
 				if service == "" {
@@ -113,5 +120,52 @@ func benchCmd() *cobra.Command {
 	fl.DurationVarP(&duration, "duration", "d", 10*time.Second, "measured time per concurrency level")
 	fl.DurationVar(&warmup, "warmup", 2*time.Second, "unmeasured time before each level")
 	fl.StringVarP(&output, "output", "o", "table", "table or json")
+	fl.StringVar(&inProcess, "in-process", "", "instead of HTTP, load this model file in this process and time Run on the --tensor inputs")
+	fl.StringVar(&processorCode, "processor", "onnx_cpu", "processor code for --in-process")
+	fl.IntVar(&cpu, "cpu", 0, "metadata.cpu for --in-process (intra-op threads; 0 = all cores)")
 	return cmd
+}
+
+// benchInProcess times the processor's Run with no server in the path.
+func benchInProcess(cmd *cobra.Command, model, code string, cpu int, specs []string, d, warmup time.Duration, output string) error {
+	if len(specs) == 0 {
+		return fmt.Errorf("--in-process needs --tensor inputs")
+	}
+	proc, err := processors.New(code)
+	if err != nil {
+		return err
+	}
+	if err := proc.Configure(processors.Spec{Service: "bench", Code: code, ModelPath: model, CPU: cpu}); err != nil {
+		return err
+	}
+	if err := proc.Load(cmd.Context()); err != nil {
+		return err
+	}
+	if c, ok := proc.(processors.Closer); ok {
+		defer c.Close()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := &processors.TensorPayload{}
+	for _, s := range specs {
+		spec, err := loadgen.ParseTensorSpec(s)
+		if err != nil {
+			return fmt.Errorf("--tensor: %w", err)
+		}
+		p.Inputs = append(p.Inputs, spec.Generate(rng))
+	}
+	rows, err := tensor.BatchSize(p.Inputs)
+	if err != nil {
+		return err
+	}
+	res, err := loadgen.RunInProcess(cmd.Context(), proc, p, int(rows), d, warmup)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "in-process %s batch %d: %.1f rows/s, %.3f ms per run (%d runs)\n", code, res.Batch, res.RowsPS, res.MeanMs, res.Runs)
+	return nil
 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench-batching.sh measures, in one run on this machine, the four ratios of
+# issue 4 and prints them as a markdown table for BENCHMARKS.md:
+#   1. batching on vs off at 64 concurrent clients (same worker count),
+#   2. batched HTTP throughput vs in-process ONNX Runtime at the same batch size,
+#   3. p50 latency at concurrency 1, batching on vs off,
+#   4. the echo processor through the whole stack vs a bare gin echo handler.
+# The model is the 3x2048x2048 fp32 MLP (about 50 MB of weights), generated
+# into a temporary directory, never committed.
+#
+# Usage: scripts/bench-batching.sh [DURATION]   (default 10s per measurement)
+# Env: WORKERS (rpc.worker_threads, default 2), CPU (metadata.cpu = ORT
+# intra-op threads per run, default 1), MAX_BATCH (default 64).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+DUR=${1:-10s}
+WORKERS=${WORKERS:-2}
+CPU=${CPU:-1}
+MAX_BATCH=${MAX_BATCH:-64}
+PORT=${PORT:-18090}
+PEER_PORT=${PEER_PORT:-18091}
+PY=/usr/bin/python3
+
+make -s build >/dev/null
+bash scripts/install-test-deps.sh
+go build -o bin/ginecho ./tools/ginecho
+
+work=$(mktemp -d)
+cleanup() {
+	[[ -n "${srv_pid:-}" ]] && kill "$srv_pid" 2>/dev/null || true
+	[[ -n "${peer_pid:-}" ]] && kill "$peer_pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+$PY scripts/gen-test-models.py --bench-mlp "$work/mlp2048.onnx" >/dev/null
+
+svc() { # name batching
+	cat >"$work/$1.json" <<EOF
+{"name":"$1","processor":"pytorch_cpu_1.10","model_path":"$work/mlp2048.onnx","token":"bench",
+ "metadata":{"instance":1,"cpu":$CPU,"rpc":{"batching":$2,"max_batch_size":$MAX_BATCH,"max_batch_timeout":20,
+ "worker_threads":$WORKERS,"max_queue_size":1024,"keepalive":60000}}}
+EOF
+}
+svc mlp_on true
+svc mlp_off false
+cat >"$work/echo.json" <<EOF
+{"name":"echo","processor":"echo","token":"bench","metadata":{"instance":1,"rpc":{"worker_threads":8,"max_queue_size":4096,"keepalive":60000}}}
+EOF
+
+./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn \
+	--deploy "$work/mlp_on.json" --deploy "$work/mlp_off.json" --deploy "$work/echo.json" &
+srv_pid=$!
+./bin/ginecho --listen 127.0.0.1:$PEER_PORT &
+peer_pid=$!
+for _ in $(seq 1 200); do
+	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready" >&2; exit 1; }
+
+B="./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s"
+field() { $PY -c "import json,sys; print(json.load(sys.stdin)[0]['$1'])"; }
+batch_stats() { # prints sum count of eas_batch_size for mlp_on
+	curl -fs "127.0.0.1:$PORT/metrics" | awk '/^eas_batch_size_sum\{service="mlp_on"\}/{s=$2} /^eas_batch_size_count\{service="mlp_on"\}/{c=$2} END{print s+0, c+0}'
+}
+
+echo "measuring: batching off, 64 clients" >&2
+off64=$($B --service mlp_off --tensor input:FP32:1x2048 -c 64)
+read -r s0 c0 < <(batch_stats)
+echo "measuring: batching on, 64 clients" >&2
+on64=$($B --service mlp_on --tensor input:FP32:1x2048 -c 64)
+read -r s1 c1 < <(batch_stats)
+mean_batch=$($PY -c "print(max(1, round(($s1-$s0)/max(1,$c1-$c0))))")
+echo "measuring: in-process ONNX Runtime at batch $mean_batch, $WORKERS runs in parallel" >&2
+inproc_json=$(for _ in $(seq 1 "$WORKERS"); do
+	./bin/eas-server bench --in-process "$work/mlp2048.onnx" --processor onnx_cpu --cpu "$CPU" \
+		--tensor "input:FP32:${mean_batch}x2048" -d "$DUR" --warmup 2s -o json &
+done; wait)
+inproc=$($PY -c "
+import json,sys
+dec=json.JSONDecoder(); s=sys.argv[1]; i=0; total=0
+while i < len(s):
+    while i < len(s) and s[i].isspace(): i+=1
+    if i>=len(s): break
+    o,i=dec.raw_decode(s,i); total+=o['rows_per_second']
+print(total)" "$inproc_json")
+echo "measuring: concurrency 1, batching off and on" >&2
+off1=$($B --service mlp_off --tensor input:FP32:1x2048 -c 1)
+on1=$($B --service mlp_on --tensor input:FP32:1x2048 -c 1)
+echo "measuring: echo, full stack vs bare gin, 32 clients" >&2
+printf '[{"x":1}]' >"$work/body.json"
+echo32=$($B --service echo --body "$work/body.json" -c 32)
+gin32=$(./bin/eas-server bench --url "http://127.0.0.1:$PEER_PORT/api/predict/echo" --body "$work/body.json" -o json -d "$DUR" --warmup 2s -c 32)
+
+t_off64=$(field throughput_rps <<<"$off64"); t_on64=$(field throughput_rps <<<"$on64")
+p_off1=$(field p50_ms <<<"$off1"); p_on1=$(field p50_ms <<<"$on1")
+t_echo=$(field throughput_rps <<<"$echo32"); t_gin=$(field throughput_rps <<<"$gin32")
+$PY - "$t_off64" "$t_on64" "$mean_batch" "$inproc" "$p_off1" "$p_on1" "$t_echo" "$t_gin" "$WORKERS" "$CPU" "$MAX_BATCH" "$DUR" <<'EOF'
+import sys
+off64, on64, mb, inproc, poff, pon, echo, gin = map(float, sys.argv[1:9])
+workers, cpu, maxb, dur = sys.argv[9:13]
+def mark(ok): return "met" if ok else "**missed**"
+print(f"Settings: worker_threads={workers}, metadata.cpu={cpu} (ORT intra-op threads per run), max_batch_size={maxb}, {dur} per measurement.\n")
+print("| measure | result | target | |")
+print("|---|---|---|---|")
+r = on64 / off64
+print(f"| batching on vs off, 64 clients | {on64:.0f} vs {off64:.0f} rows/s = **{r:.2f}x** | >= 5x | {mark(r >= 5)} |")
+r = on64 / inproc
+print(f"| batched HTTP vs in-process ORT at batch {mb:.0f} | {on64:.0f} vs {inproc:.0f} rows/s = **{100*r:.0f}%** | >= 80% | {mark(r >= .8)} |")
+d = pon - poff
+print(f"| p50 at concurrency 1, on - off | {pon:.3f} - {poff:.3f} ms = **{d:+.3f} ms** | <= 0.1 ms | {mark(d <= .1)} |")
+r = echo / gin
+print(f"| echo through the stack vs bare gin, 32 clients | {echo:.0f} vs {gin:.0f} req/s = **{100*r:.0f}%** | >= 50% | {mark(r >= .5)} |")
+EOF
