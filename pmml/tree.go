@@ -29,7 +29,23 @@ const (
 	mvAggregate
 )
 
+// flatNode is a tree node laid out for the fast path: a node's children are
+// contiguous in treeModel.flat, and a predicate is either True or a numeric
+// comparison on a slot. Records that need anything else (a missing or
+// non-numeric value) take the general walk.
+type flatNode struct {
+	slot   int32
+	first  int32
+	n      int32
+	op     cmpOp
+	always bool
+	f32    bool
+	thr    float64
+	tn     *treeNode
+}
+
 type treeModel struct {
+	flat     []flatNode // nil when some predicate needs the general walk
 	root     *treeNode
 	missing  int
 	lastNoTC bool // noTrueChildStrategy="returnLastPrediction"
@@ -109,8 +125,113 @@ func (cc *compiler) tree(n *node, m *model, sc *scope) error {
 		}
 	}
 	fix(t.root)
+	t.flatten()
 	m.impl = t
 	return nil
+}
+
+// flatten builds the fast-path layout when every predicate allows it.
+func (t *treeModel) flatten() {
+	ok := true
+	var check func(n *treeNode)
+	check = func(n *treeNode) {
+		switch p := n.cond.(type) {
+		case constCond:
+			ok = ok && tri(p) == triTrue
+		case *simpleCond:
+			ok = ok && p.isNum && p.op <= opGe
+		default:
+			ok = false
+		}
+		for _, ch := range n.children {
+			check(ch)
+		}
+	}
+	check(t.root)
+	if !ok {
+		return
+	}
+	flat := []flatNode{t.node(t.root)}
+	queue := []*treeNode{t.root}
+	for i := 0; i < len(queue); i++ {
+		n := queue[i]
+		flat[i].first = int32(len(flat))
+		flat[i].n = int32(len(n.children))
+		for _, ch := range n.children {
+			flat = append(flat, t.node(ch))
+			queue = append(queue, ch)
+		}
+	}
+	t.flat = flat
+}
+
+func (t *treeModel) node(n *treeNode) flatNode {
+	fn := flatNode{tn: n, slot: -1}
+	if p, ok := n.cond.(*simpleCond); ok {
+		fn.slot, fn.op, fn.thr, fn.f32 = int32(p.slot), p.op, p.f, p.f32
+	} else {
+		fn.always = true
+	}
+	return fn
+}
+
+// walkFlat is the fast path. handled=false sends the record to the
+// general walk; handled=true with a nil node is a null prediction.
+func (t *treeModel) walkFlat(c *ctx) (n *treeNode, handled bool) {
+	flat := t.flat
+	cur := &flat[0]
+	if !cur.always {
+		return nil, false
+	}
+	for cur.n > 0 {
+		next := -1
+		end := int(cur.first + cur.n)
+		for i := int(cur.first); i < end; i++ {
+			ch := &flat[i]
+			if ch.always {
+				next = i
+				break
+			}
+			if !c.done[ch.slot] {
+				c.get(int(ch.slot))
+			}
+			v := &c.vals[ch.slot]
+			if v.K != Float || v.F != v.F {
+				return nil, false
+			}
+			x := v.F
+			if ch.f32 {
+				x = float64(float32(x))
+			}
+			var hit bool
+			switch ch.op {
+			case opLe:
+				hit = x <= ch.thr
+			case opGt:
+				hit = x > ch.thr
+			case opLt:
+				hit = x < ch.thr
+			case opGe:
+				hit = x >= ch.thr
+			case opEq:
+				hit = x == ch.thr
+			case opNe:
+				hit = x != ch.thr
+			}
+			if hit {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			if t.lastNoTC {
+				return cur.tn, true
+			}
+			return nil, true
+		}
+		cur = &flat[next]
+	}
+	return cur.tn, true
 }
 
 func (cc *compiler) treeNode(n *node, m *model, sc *scope, depth int) (*treeNode, error) {
@@ -254,6 +375,14 @@ func (cc *compiler) treeNode(n *node, m *model, sc *scope, depth int) (*treeNode
 }
 
 func (t *treeModel) score(c *ctx, m *model, p *prediction) {
+	if t.flat != nil {
+		if n, ok := t.walkFlat(c); ok {
+			if n != nil {
+				t.finish(m, p, n, 1)
+			}
+			return
+		}
+	}
 	if t.root.cond.test(c) != triTrue {
 		return
 	}
