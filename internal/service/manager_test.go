@@ -1,0 +1,442 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/eas-server/eas-server/processors/echo"
+	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+func parse(t *testing.T, js string) *servicejson.Service {
+	t.Helper()
+	spec, err := servicejson.Parse([]byte(js))
+	if err != nil {
+		t.Fatalf("service.json %s: %v", js, err)
+	}
+	return spec
+}
+
+func newManager(t *testing.T, dir string) *Manager {
+	t.Helper()
+	m := NewManager(Options{StateDir: dir})
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
+
+// settle waits until the service has no operation in progress and returns
+// its snapshot.
+func settle(t *testing.T, m *Manager, name string) Info {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		in, err := m.Describe(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.PendingVersion == 0 && in.Status != Creating && in.Status != Updating {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service %s still %s after 10s", name, in.Status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// call runs one request through the serving version, as the data plane does.
+func call(t *testing.T, s *Service, body string) (int, error) {
+	t.Helper()
+	l, ok := s.Acquire()
+	if !ok {
+		return 0, errors.New("no serving version")
+	}
+	defer l.Release()
+	out, err := l.Scheduler.Do(t.Context(), []byte(body))
+	if err == nil && string(out.([]byte)) != body {
+		t.Fatalf("echo answered %q to %q", out, body)
+	}
+	return l.Version, err
+}
+
+const (
+	v1 = `{"name":"svc","processor":"echo","metadata":{"instance":1}}`
+	v2 = `{"name":"svc","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`
+	// bad passes servicejson but fails in echo's Configure.
+	bad = `{"name":"svc","processor":"echo","model_config":{"nope":1},"metadata":{"instance":1}}`
+)
+
+func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+
+	in, err := m.Create(parse(t, v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Status != Creating || in.Token == "" || in.CurrentVersion != 1 || in.PendingVersion != 1 {
+		t.Fatalf("create answered %+v; want Creating, a token, version 1 pending", in)
+	}
+	if _, err := m.Create(parse(t, v1)); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	in = settle(t, m, "svc")
+	if in.Status != Running || in.RunningInstance != 1 || in.TotalInstance != 1 {
+		t.Fatalf("after create: %+v", in)
+	}
+	token := in.Token
+	svc, _ := m.Get("svc")
+	if v, err := call(t, svc, "a"); err != nil || v != 1 {
+		t.Fatalf("request on v1: version %d, %v", v, err)
+	}
+	tokFile, err := os.ReadFile(filepath.Join(dir, "services", "svc", "token"))
+	if err != nil || string(tokFile) != token {
+		t.Fatalf("token file %q (%v), want the service token", tokFile, err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "services", "svc", "token")); st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode %v, want 0600", st.Mode().Perm())
+	}
+
+	// The same configuration is no new version.
+	if in, err = m.Update("svc", parse(t, v1)); err != nil || in.LatestVersion != 1 {
+		t.Fatalf("no-op update: %+v, %v", in, err)
+	}
+	// A renaming update is refused.
+	if _, err := m.Update("svc", parse(t, strings.Replace(v2, `"svc"`, `"other"`, 1))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("rename: %v, want ErrInvalid", err)
+	}
+
+	in, err = m.Update("svc", parse(t, v2))
+	if err != nil || in.PendingVersion != 2 || in.Status != Updating {
+		t.Fatalf("update answered %+v, %v; want Updating with version 2 pending", in, err)
+	}
+	in = settle(t, m, "svc")
+	if in.Status != Running || in.CurrentVersion != 2 || in.Token != token {
+		t.Fatalf("after update: %+v; want Running at 2 with the same token", in)
+	}
+	if v, err := call(t, svc, "b"); err != nil || v != 2 {
+		t.Fatalf("request after update: version %d, %v", v, err)
+	}
+
+	// A failing version leaves version 2 serving and says why.
+	if _, err = m.Update("svc", parse(t, bad)); err != nil {
+		t.Fatal(err)
+	}
+	in = settle(t, m, "svc")
+	if in.Status != Running || in.CurrentVersion != 2 || in.LatestVersion != 3 || in.Reason != "UpdateFailed" ||
+		!strings.Contains(in.Message, "version 3 failed to load") || !strings.Contains(in.Message, `unknown field "nope"`) {
+		t.Fatalf("after failed update: %+v", in)
+	}
+	if v, err := call(t, svc, "c"); err != nil || v != 2 {
+		t.Fatalf("request after failed update: version %d, %v", v, err)
+	}
+
+	// Switch back to version 1.
+	if _, err := m.SwitchVersion("svc", 9); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("switch to a missing version: %v, want ErrInvalid", err)
+	}
+	if _, err = m.SwitchVersion("svc", 1); err != nil {
+		t.Fatal(err)
+	}
+	in = settle(t, m, "svc")
+	if in.CurrentVersion != 1 || in.Status != Running || in.Message != "" || in.Token != token {
+		t.Fatalf("after switching to 1: %+v", in)
+	}
+	vs := svc.Versions()
+	if len(vs) != 3 || !vs[0].Current || vs[1].Current || string(vs[2].Config) != bad {
+		t.Fatalf("versions %+v", vs)
+	}
+
+	// Stop: nothing serves, the scheduler is stopped, the state survives.
+	l, _ := svc.Acquire()
+	l.Release()
+	if in, err = m.Stop(t.Context(), "svc"); err != nil || in.Status != Stopped || in.RunningInstance != 0 {
+		t.Fatalf("stop: %+v, %v", in, err)
+	}
+	if _, ok := svc.Acquire(); ok {
+		t.Fatal("a stopped service still serves")
+	}
+	if _, err := l.Scheduler.Do(t.Context(), []byte("x")); !errors.Is(err, scheduler.ErrStopped) {
+		t.Fatalf("the stopped version's scheduler answered %v, want ErrStopped", err)
+	}
+	if ok, _ := m.Ready(); !ok {
+		t.Fatal("a service stopped on purpose makes the server unready")
+	}
+	if _, err = m.Start("svc"); err != nil {
+		t.Fatal(err)
+	}
+	if in = settle(t, m, "svc"); in.Status != Running || in.CurrentVersion != 1 {
+		t.Fatalf("after start: %+v", in)
+	}
+
+	reasons := map[string]bool{}
+	for _, e := range svc.Events() {
+		reasons[e.Reason] = true
+	}
+	for _, want := range []string{"Created", "Running", "Updating", "UpdateFailed", "Stopped", "Starting", "Drained"} {
+		if !reasons[want] {
+			t.Errorf("no %s event in %v", want, svc.Events())
+		}
+	}
+
+	if err := m.Delete(t.Context(), "svc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Describe("svc"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("describe after delete: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "services", "svc")); !os.IsNotExist(err) {
+		t.Fatalf("state of a deleted service remains: %v", err)
+	}
+	// A new service of the same name starts afresh, with a new token.
+	if in, err = m.Create(parse(t, v1)); err != nil || in.LatestVersion != 1 || in.Token == token {
+		t.Fatalf("create after delete: %+v, %v", in, err)
+	}
+}
+
+func TestScaleOnlyKeepsTheModel(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	if _, err := m.Deploy(t.Context(), parse(t, v1)); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := m.Get("svc")
+	before, _ := svc.Acquire()
+	before.Release()
+
+	if _, err := m.Update("svc", parse(t, strings.Replace(v1, `"instance":1`, `"instance":3`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	in := settle(t, m, "svc")
+	after, _ := svc.Acquire()
+	after.Release()
+	if in.RunningInstance != 3 || after.Version != 2 {
+		t.Fatalf("after scaling: %+v (version %d)", in, after.Version)
+	}
+	if after.Processor != before.Processor {
+		t.Fatal("a change of metadata.instance alone reloaded the model")
+	}
+	if got, want := after.Scheduler.Config().Workers, 3*servicejson.DefaultWorkerThreads; got != want {
+		t.Fatalf("workers %d, want %d (instance x worker_threads)", got, want)
+	}
+	if _, err := call(t, svc, "x"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Any other change loads a new model.
+	if _, err := m.Update("svc", parse(t, v2)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m, "svc")
+	again, _ := svc.Acquire()
+	again.Release()
+	if again.Processor == after.Processor {
+		t.Fatal("a change of model_config did not reload the model")
+	}
+}
+
+func TestTokenRules(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	withToken := func(js, tok string) string {
+		return strings.Replace(js, `"processor"`, `"token":"`+tok+`","processor"`, 1)
+	}
+	if _, err := m.Deploy(t.Context(), parse(t, withToken(v1, "T1"))); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		config, want string
+	}{
+		{v2, "T1"},                  // no token in the new config: it survives
+		{withToken(v1, "T2"), "T2"}, // the config changes it
+		{v2 + " ", "T2"},            // no token again: the last one survives
+	}
+	for i, st := range steps {
+		if _, err := m.Update("svc", parse(t, st.config)); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		in := settle(t, m, "svc")
+		svc, _ := m.Get("svc")
+		l, _ := svc.Acquire()
+		l.Release()
+		if in.Token != st.want || string(l.Token) != st.want {
+			t.Fatalf("step %d: token %q (live %q), want %q", i, in.Token, l.Token, st.want)
+		}
+	}
+}
+
+func TestBusyServiceRefusesASecondOperation(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	spec := parse(t, v1)
+	svc, created, err := m.register(spec)
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	// register returns the service with its operation lock held, as a
+	// load in progress holds it.
+	if _, err := m.Update("svc", parse(t, v2)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("update during an operation: %v, want ErrBusy", err)
+	}
+	if _, err := m.Stop(t.Context(), "svc"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("stop during an operation: %v, want ErrBusy", err)
+	}
+	m.leave(svc)
+	if _, err := m.Stop(t.Context(), "svc"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRestore(t *testing.T) {
+	dir := t.TempDir()
+	m1 := NewManager(Options{StateDir: dir})
+	run := func(js string) Info {
+		t.Helper()
+		spec := parse(t, js)
+		if _, err := m1.Deploy(t.Context(), spec); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := m1.Describe(spec.Name)
+		return in
+	}
+	a := run(v1)
+	a = run(v2) // version 2
+	b := run(`{"name":"b","processor":"echo","token":"fixed","metadata":{"instance":2}}`)
+	run(`{"name":"stopped","processor":"echo","metadata":{"instance":1}}`)
+	if _, err := m1.Stop(t.Context(), "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	run(`{"name":"corrupt","processor":"echo","metadata":{"instance":1}}`)
+	run(`{"name":"badver","processor":"echo","metadata":{"instance":1}}`)
+	// No Shutdown: the state dir is left as a crash leaves it.
+	must(t, os.WriteFile(filepath.Join(dir, "services", "corrupt", stateFile), []byte(`{"name":"corr`), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "services", "badver", "versions", "1.json"), []byte(`{"name":"badver"`), 0o600))
+	must(t, os.MkdirAll(filepath.Join(dir, "services", "legacy"), 0o700)) // a token-only directory
+	must(t, os.WriteFile(filepath.Join(dir, "services", "legacy", "token"), []byte("tok"), 0o600))
+
+	m2 := newManager(t, dir)
+	n, problems := m2.Restore()
+	if n != 4 || len(problems) != 1 || !strings.Contains(problems[0].Error(), "corrupt") || !strings.Contains(problems[0].Error(), "moved aside") {
+		t.Fatalf("restored %d, problems %v; want 4 and one about corrupt", n, problems)
+	}
+	if _, ok := m2.Get("corrupt"); ok {
+		t.Fatal("a service with a corrupt state.json was restored")
+	}
+	if aside, _ := filepath.Glob(filepath.Join(dir, "services", "corrupt.corrupt-*")); len(aside) != 1 {
+		t.Fatalf("corrupt state not moved aside: %v", aside)
+	}
+	for _, want := range []Info{a, b} {
+		got := settle(t, m2, want.Name)
+		if got.Status != Running || got.Token != want.Token || got.CurrentVersion != want.CurrentVersion || got.TotalInstance != want.TotalInstance {
+			t.Fatalf("restored %s: %+v, want token, version and instances of %+v", want.Name, got, want)
+		}
+	}
+	if in := settle(t, m2, "stopped"); in.Status != Stopped {
+		t.Fatalf("a stopped service came back %s", in.Status)
+	}
+	bv := settle(t, m2, "badver")
+	if bv.Status != Failed || bv.Reason != "RestoreFailed" || !strings.Contains(bv.Message, "1.json") {
+		t.Fatalf("service with an unreadable version: %+v", bv)
+	}
+	// It can be repaired with an update.
+	if _, err := m2.Update("badver", parse(t, `{"name":"badver","processor":"echo","metadata":{"instance":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if in := settle(t, m2, "badver"); in.Status != Running || in.CurrentVersion != 2 {
+		t.Fatalf("repaired service: %+v", in)
+	}
+
+	// serve --deploy of a restored service: same config is a no-op, a
+	// different one an update.
+	if _, err := m2.Deploy(t.Context(), parse(t, v2)); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := m2.Describe("svc"); in.LatestVersion != 2 {
+		t.Fatalf("deploying the same config made version %d", in.LatestVersion)
+	}
+	if _, err := m2.Deploy(t.Context(), parse(t, v1)); err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := m2.Describe("svc"); in.LatestVersion != 3 || in.CurrentVersion != 3 || in.Token != a.Token {
+		t.Fatalf("deploying a changed config: %+v", in)
+	}
+	m1.Shutdown(context.Background())
+}
+
+func TestShutdownKeepsServicesRestorable(t *testing.T) {
+	dir := t.TempDir()
+	m1 := NewManager(Options{StateDir: dir})
+	if _, err := m1.Deploy(t.Context(), parse(t, v1)); err != nil {
+		t.Fatal(err)
+	}
+	m1.Shutdown(context.Background())
+	m2 := newManager(t, dir)
+	if n, problems := m2.Restore(); n != 1 || problems != nil {
+		t.Fatalf("restored %d, %v", n, problems)
+	}
+	if in := settle(t, m2, "svc"); in.Status != Running {
+		t.Fatalf("after a graceful shutdown the service came back %s", in.Status)
+	}
+}
+
+func TestDrainWaitsForRequestsHoldingTheOldVersion(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	if _, err := m.Deploy(t.Context(), parse(t, v1)); err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := m.Get("svc")
+	held, _ := svc.Acquire() // a request that has not reached the scheduler yet
+	if _, err := m.Update("svc", parse(t, v2)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m, "svc")
+	time.Sleep(20 * time.Millisecond)
+	// The old version must still take the held request.
+	if _, err := held.Scheduler.Do(t.Context(), []byte("late")); err != nil {
+		t.Fatalf("a request holding the old version failed after the swap: %v", err)
+	}
+	held.Release()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := held.Scheduler.Do(t.Context(), []byte("x")); errors.Is(err, scheduler.ErrStopped) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old version was never stopped after its last request")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestScaleOnlyAndSameConfig(t *testing.T) {
+	tests := []struct {
+		a, b        string
+		same, scale bool
+	}{
+		{v1, v1, true, false},
+		{v1, `{"metadata":{"instance":1},"processor":"echo","name":"svc"}`, true, false},
+		{v1, `{"name":"svc","processor":"echo","metadata.instance":"1"}`, true, false},
+		{v1, strings.Replace(v1, `"instance":1`, `"instance":2`, 1), false, true},
+		{v1, v2, false, false},
+		{v1, strings.Replace(v2, `"instance":1`, `"instance":2`, 1), false, false},
+	}
+	for i, tc := range tests {
+		a, b := parse(t, tc.a), parse(t, tc.b)
+		if got := sameConfig(a, b); got != tc.same {
+			t.Errorf("%d: sameConfig = %v, want %v", i, got, tc.same)
+		}
+		if got := scaleOnly(a, b); got != tc.scale {
+			t.Errorf("%d: scaleOnly = %v, want %v", i, got, tc.scale)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
