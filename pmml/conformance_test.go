@@ -25,6 +25,19 @@ func conformanceDir() string {
 	return filepath.Join("..", "..", "shared", "conformance", "pmml")
 }
 
+// knownFailures lists in-scope cases this evaluator does not match, with
+// the reason. The test fails when a listed case starts passing, so the
+// list stays true.
+var knownFailures = map[string]string{
+	"dmg-GeneralRegressionCox": "expected 0.9509 is PMML4S's value; the PMML formula (baseline cumulative hazard at childs=5, " +
+		"0.78244, times exp(sum beta*(x-referencePoint)) = 2.98247) gives 2.33363, which is also what JPMML's rattle-CoxRegressionLung case expects and passes",
+	"dmg-GeneralRegressionCoxStrata": "same as dmg-GeneralRegressionCox, for the stratum's baseline table",
+	"dmg-NearestNeighborCategorical": "the nearest instances by the model's squaredEuclidean measure are IDs 2 (distance 1.003), 11 (2.040) and 200 (3.077); " +
+		"PMML4S reports 1, 2, 11 (ID 1 is at 6.021); the predicted class (Low) matches",
+	"dmg-MiningWeightedMajorityVote": "all three trees reach class 3 for this record (nodes 7, 4 and 3, VariableWeights 0.4, 1.0 and 0.5), so PROB_3 is 1; " +
+		"PMML4S reports 0.5556; PREDICTION (3) matches",
+}
+
 type confCase struct {
 	name, modelType, tol string
 }
@@ -225,8 +238,10 @@ func TestConformance(t *testing.T) {
 	type tally struct{ pass, total int }
 	byType := map[string]*tally{}
 	var failures []string
+	skipped := 0
 	for _, cc := range cases {
 		if !cc.inScope() {
+			skipped++
 			continue
 		}
 		ty := cc.topType()
@@ -235,6 +250,15 @@ func TestConformance(t *testing.T) {
 		}
 		byType[ty].total++
 		rows, probs, err := runCase(dir, cc)
+		if reason, known := knownFailures[cc.name]; known {
+			if err == nil && len(probs) == 0 {
+				t.Errorf("%s passes now: remove it from knownFailures", cc.name)
+				byType[ty].pass++
+				continue
+			}
+			failures = append(failures, fmt.Sprintf("%s: %s", cc.name, reason))
+			continue
+		}
 		switch {
 		case err != nil:
 			failures = append(failures, fmt.Sprintf("%s: %v", cc.name, err))
@@ -270,6 +294,8 @@ func TestConformance(t *testing.T) {
 		total += byType[k].total
 	}
 	fmt.Fprintf(&b, "| **all** | **%d** | **%d** |\n\n", pass, total)
+	fmt.Fprintf(&b, "Out of scope and not run: %d cases (AnomalyDetectionModel, AssociationModel, sas-*). The\n", skipped)
+	b.WriteString("unsupported model types fail to load with a LoadError naming the element and its line.\n\n")
 	if len(failures) == 0 {
 		b.WriteString("No failures.\n")
 	} else {
