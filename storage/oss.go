@@ -38,7 +38,7 @@ func ParseOSSURL(rawURL string) (bucket, key string, err error) {
 		return "", "", fmt.Errorf("bucket %q: want 3 to 63 lowercase letters, digits and hyphens, starting and ending with a letter or digit", bucket)
 	}
 	if strings.ContainsAny(key, "?#") {
-		return "", "", fmt.Errorf("key %q: oss:// URLs take no query or fragment; credentials come from the environment or the credentials file", key)
+		return "", "", errors.New("oss:// URLs take no query string or fragment; credentials come from the environment or the credentials file")
 	}
 	return bucket, key, nil
 }
@@ -167,10 +167,10 @@ func (t *ossTarget) notFound(ctx context.Context, headErr error) error {
 	if err != nil {
 		return t.ossError(err)
 	}
-	if len(res.Objects) > 0 {
-		return &FetchError{URL: t.red, Err: fmt.Errorf("%w: %q is a folder, not an object; use oss://%s/%s/ (with the trailing slash) to fetch everything in it", ErrNotFound, t.key, t.name, t.key)}
+	if len(res.Objects) == 0 {
+		return headErr
 	}
-	return t.ossError(headErr)
+	return &FetchError{URL: t.red, Err: fmt.Errorf("%w: %q is a folder, not an object; use oss://%s/%s/ (with the trailing slash) to fetch everything in it", ErrNotFound, t.key, t.name, t.key)}
 }
 
 // retry runs op until it succeeds, fails for good or runs out of retries
