@@ -1,0 +1,179 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eas-server/eas-server/internal/server"
+)
+
+const admin = "admin-secret"
+
+func adminHdr(tok string) map[string]string { return map[string]string{"Authorization": tok} }
+
+// controlRoutes lists every control-plane route with a body that would
+// succeed, so that a 401 can only come from the admin check.
+var controlRoutes = []struct{ method, path, body string }{
+	{"POST", "/api/v2/services", `{"name":"fresh","processor":"echo","metadata":{"instance":1}}`},
+	{"GET", "/api/v2/services", ""},
+	{"GET", "/api/v2/services/local/echo", ""},
+	{"PUT", "/api/v2/services/local/echo", echoT},
+	{"DELETE", "/api/v2/services/local/echo", ""},
+	{"PUT", "/api/v2/services/local/echo/start", ""},
+	{"PUT", "/api/v2/services/local/echo/stop", ""},
+	{"GET", "/api/v2/services/local/echo/events", ""},
+	{"GET", "/api/v2/services/local/echo/versions", ""},
+	{"PUT", "/api/v2/services/local/echo/version", `{"Version":1}`},
+}
+
+func TestControlPlaneNeedsTheAdminToken(t *testing.T) {
+	st := newStack(t, server.Options{AdminToken: admin}, echoT)
+	disabled := newStack(t, server.Options{}, echoT)
+	for _, rt := range controlRoutes {
+		for name, tc := range map[string]struct {
+			url string
+			hdr map[string]string
+		}{
+			"missing":          {st.URL, nil},
+			"wrong":            {st.URL, adminHdr("admin-secreT")},
+			"prefix":           {st.URL, adminHdr("admin")},
+			"bearer wrong":     {st.URL, adminHdr("Bearer nope")},
+			"service token":    {st.URL, adminHdr("T")},
+			"disabled, any":    {disabled.URL, adminHdr("")},
+			"disabled, string": {disabled.URL, adminHdr("anything")},
+		} {
+			r := do(t, rt.method, tc.url+rt.path, []byte(rt.body), tc.hdr)
+			var eo server.ErrorObject
+			if r.code != http.StatusUnauthorized || json.Unmarshal([]byte(r.body), &eo) != nil || eo.Code != "Unauthorized" {
+				t.Errorf("%s %s with %s token: %d %s, want 401 Unauthorized", rt.method, rt.path, name, r.code, r.body)
+			}
+		}
+	}
+	// The service is untouched by all of that.
+	if r := do(t, "POST", st.URL+"/api/predict/echo", []byte("hi"), map[string]string{"Authorization": "T"}); r.code != 200 {
+		t.Fatalf("service after refused control requests: %d %s", r.code, r.body)
+	}
+	// With the token (raw and Bearer) every route passes the check.
+	for i, rt := range controlRoutes {
+		tok := admin
+		if i%2 == 1 {
+			tok = "Bearer " + admin
+		}
+		if r := do(t, rt.method, st.URL+rt.path, []byte(rt.body), adminHdr(tok)); r.code == http.StatusUnauthorized {
+			t.Errorf("%s %s with the admin token: 401 %s", rt.method, rt.path, r.body)
+		}
+	}
+}
+
+func TestControlPlaneErrors(t *testing.T) {
+	st := newStack(t, server.Options{AdminToken: admin}, echoT)
+	h := adminHdr(admin)
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		kind                     string
+		msg                      []string
+	}{
+		{"invalid json", "POST", "/api/v2/services", `{"name":"x",}`, 400, "InvalidParameter", []string{"invalid service.json", "1:"}},
+		{"every problem", "POST", "/api/v2/services", `{"name":"9x","processor":"echo","metdata":{"instance":1}}`, 400, "InvalidParameter", []string{"name", "did you mean metadata"}},
+		{"unserved code", "POST", "/api/v2/services", `{"name":"c","processor":"caffe_cpu","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"caffe_cpu", "does not serve"}},
+		{"exists", "POST", "/api/v2/services", echoT, 409, "AlreadyExists", []string{"echo", "modify"}},
+		{"unknown describe", "GET", "/api/v2/services/local/nope", "", 404, "NotFound", []string{`"nope"`}},
+		{"unknown update", "PUT", "/api/v2/services/local/nope", strings.Replace(echoT, `"echo","processor"`, `"nope","processor"`, 1), 404, "NotFound", nil},
+		{"rename", "PUT", "/api/v2/services/local/echo", `{"name":"other","processor":"echo","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"renamed"}},
+		{"unknown events", "GET", "/api/v2/services/local/nope/events", "", 404, "NotFound", nil},
+		{"unknown versions", "GET", "/api/v2/services/local/nope/versions", "", 404, "NotFound", nil},
+		{"unknown stop", "PUT", "/api/v2/services/local/nope/stop", "", 404, "NotFound", nil},
+		{"unknown delete", "DELETE", "/api/v2/services/local/nope", "", 404, "NotFound", nil},
+		{"bad version body", "PUT", "/api/v2/services/local/echo/version", `{"Version":"x"}`, 400, "InvalidParameter", []string{`{"Version": N}`}},
+		{"missing version", "PUT", "/api/v2/services/local/echo/version", `{"Version":7}`, 400, "InvalidParameter", []string{"version 7 does not exist", "1 to 1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, tc.method, st.URL+tc.path, []byte(tc.body), h)
+			var eo server.ErrorObject
+			if err := json.Unmarshal([]byte(r.body), &eo); err != nil {
+				t.Fatalf("body %q is not an error object: %v", r.body, err)
+			}
+			if r.code != tc.code || eo.Code != tc.kind {
+				t.Fatalf("%d %s, want %d %s (%s)", r.code, eo.Code, tc.code, tc.kind, eo.Message)
+			}
+			for _, w := range tc.msg {
+				if !strings.Contains(eo.Message, w) {
+					t.Errorf("message %q lacks %q", eo.Message, w)
+				}
+			}
+		})
+	}
+}
+
+func TestControlPlaneServiceObject(t *testing.T) {
+	st := newStack(t, server.Options{AdminToken: admin})
+	h := adminHdr(admin)
+	r := do(t, "POST", st.URL+"/api/v2/services", []byte(`{"name":"gen","processor":"echo","metadata":{"instance":2}}`), h)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var obj server.ServiceObject
+	must(t, json.Unmarshal([]byte(r.body), &obj))
+	if obj.Status != "Creating" || obj.AccessToken == "" || obj.CurrentVersion != 1 {
+		t.Fatalf("create answered %+v", obj)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for obj.Status != "Running" {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %s", obj.Status)
+		}
+		time.Sleep(5 * time.Millisecond)
+		r = do(t, "GET", st.URL+"/api/v2/services/cn-hangzhou/gen", nil, h)
+		must(t, json.Unmarshal([]byte(r.body), &obj))
+	}
+	host := strings.TrimPrefix(st.URL, "http://")
+	if obj.IntranetEndpoint != "http://"+host+"/api/predict/gen" || obj.Region != "cn-hangzhou" ||
+		obj.RunningInstance != 2 || obj.TotalInstance != 2 || obj.LatestVersion != 1 || obj.CreateTime.IsZero() ||
+		!strings.Contains(obj.ServiceConfig, `"instance":2`) {
+		t.Fatalf("service object %+v", obj)
+	}
+	if r := do(t, "POST", obj.IntranetEndpoint, []byte("hi"), map[string]string{"Authorization": obj.AccessToken}); r.code != 200 || r.body != "hi" {
+		t.Fatalf("predict with the listed token: %d %q", r.code, r.body)
+	}
+
+	var list server.ServiceList
+	r = do(t, "GET", st.URL+"/api/v2/services", nil, h)
+	must(t, json.Unmarshal([]byte(r.body), &list))
+	if list.TotalCount != 1 || list.Services[0].ServiceName != "gen" {
+		t.Fatalf("list %+v", list)
+	}
+
+	// Stop answers 503 on the data plane; readiness ignores a service
+	// stopped on purpose.
+	if r := do(t, "PUT", st.URL+"/api/v2/services/local/gen/stop", nil, h); r.code != 200 {
+		t.Fatalf("stop: %d %s", r.code, r.body)
+	}
+	if r := do(t, "POST", obj.IntranetEndpoint, []byte("hi"), map[string]string{"Authorization": obj.AccessToken}); r.code != 503 || !strings.Contains(r.body, "Stopped") {
+		t.Fatalf("predict on a stopped service: %d %q", r.code, r.body)
+	}
+	if r := do(t, "POST", obj.IntranetEndpoint, []byte("hi"), nil); r.code != 401 {
+		t.Fatalf("predict on a stopped service without a token: %d, want 401", r.code)
+	}
+	if r := do(t, "GET", st.URL+"/readyz", nil, nil); r.code != 200 {
+		t.Fatalf("readyz with a stopped service: %d %s", r.code, r.body)
+	}
+
+	var events server.EventList
+	r = do(t, "GET", st.URL+"/api/v2/services/local/gen/events", nil, h)
+	must(t, json.Unmarshal([]byte(r.body), &events))
+	if n := len(events.Events); n < 3 || events.Events[n-1].Reason != "Stopped" || events.Events[0].Reason != "Created" {
+		t.Fatalf("events %+v", events)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
