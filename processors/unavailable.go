@@ -16,7 +16,6 @@ var unavailable = []struct {
 	{"parameter_sever", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
 	{"xgboost", "XGBoost models are not served by this build yet: export the model to PMML (sklearn2pmml) or ONNX (onnxmltools) and use pmml or onnx_cpu"},
 	{"triton", "the Triton proxy is not in this build yet: serve the model's ONNX file with onnx_cpu, whose /v2 routes speak the same KServe v2 protocol"},
-	{"pmml", "the PMML processor is not in this build yet"},
 }
 
 // unavailableReason returns the reason a known EAS code is not served.

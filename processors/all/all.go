@@ -4,4 +4,5 @@ package all
 import (
 	_ "github.com/eas-server/eas-server/processors/echo" // echo
 	_ "github.com/eas-server/eas-server/processors/onnx" // pytorch_*, onnx_*
+	_ "github.com/eas-server/eas-server/processors/pmml" // pmml
 )

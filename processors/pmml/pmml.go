@@ -1,0 +1,413 @@
+// Package pmml is the `pmml` processor: it serves PMML models with our own
+// evaluator (package pmml at the repository root) in EAS's JSON format.
+//
+// Request: a JSON array of records, or one record object; keys are the
+// model's input field names; values are numbers, numeric strings, strings,
+// booleans or null (missing). Response: a JSON array with one object per
+// record, keys = the model's outputs (the target field, then the
+// OutputFields), in model order.
+//
+// A record with a value the model cannot take (text for a numeric field, an
+// invalid value under invalidValueTreatment="returnInvalid") is handled per
+// model_config "on_bad_record": "fail" (default) answers 400 for the whole
+// request naming the record and field; "error_entry" answers 200 with
+// {"error": "..."} in that record's place and scores the others.
+//
+// Requests batch: the scheduler hands Run many requests at once and they are
+// scored in one call over all their records.
+package pmml
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/eas-server/eas-server/pmml"
+	"github.com/eas-server/eas-server/processors"
+)
+
+func init() {
+	processors.Register("pmml", "PMML 3.x-4.4 models (regression, trees, ensembles, neural networks, SVM, ...) scored by our evaluator; EAS JSON records",
+		func() processors.Processor { return &Processor{} })
+}
+
+// Config is the pmml processor's model_config.
+type Config struct {
+	// MissingValueDefaults fills a missing input with false, 0, 0.0 or ""
+	// (EAS's behaviour) where the model defines no missing-value treatment
+	// for the field. Default true; false keeps pure PMML semantics.
+	MissingValueDefaults *bool `json:"missing_value_defaults"`
+	// OnBadRecord is "fail" (400 for the request) or "error_entry".
+	OnBadRecord string `json:"on_bad_record"`
+}
+
+// Processor serves one PMML model. It is safe for concurrent use.
+type Processor struct {
+	spec      processors.Spec
+	cfg       Config
+	file      string
+	model     *pmml.Model
+	inputIdx  map[string]int // input name -> record position
+	errorMode bool           // on_bad_record = error_entry
+}
+
+// payload is one request's records.
+type payload struct {
+	records []pmml.Record
+	bad     []error // per record: a decode problem, or nil
+}
+
+// Configure reads model_config and checks model_entry, without I/O.
+func (p *Processor) Configure(spec processors.Spec) error {
+	p.spec = spec
+	raw := []byte(spec.ModelConfig)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("model_config: %w", err)
+		}
+		raw = []byte(s)
+	}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p.cfg); err != nil {
+			return fmt.Errorf("model_config: %v; pmml accepts {\"missing_value_defaults\": true|false, \"on_bad_record\": \"fail\"|\"error_entry\"}", err)
+		}
+	}
+	switch p.cfg.OnBadRecord {
+	case "", "fail":
+	case "error_entry":
+		p.errorMode = true
+	default:
+		return fmt.Errorf("model_config.on_bad_record: must be \"fail\" or \"error_entry\", got %q", p.cfg.OnBadRecord)
+	}
+	if spec.ModelPath == "" {
+		return fmt.Errorf("model_path: the pmml processor needs a model; set model_path to a .pmml file or a directory holding one")
+	}
+	return nil
+}
+
+// Load finds and compiles the PMML file.
+func (p *Processor) Load(ctx context.Context) error {
+	file, err := findModel(p.spec.ModelPath, p.spec.ModelEntry)
+	if err != nil {
+		return err
+	}
+	defaults := p.cfg.MissingValueDefaults == nil || *p.cfg.MissingValueDefaults
+	m, err := pmml.ParseFile(file, pmml.Options{MissingValueDefaults: defaults})
+	if err != nil {
+		return err
+	}
+	p.file, p.model = file, m
+	p.inputIdx = make(map[string]int, len(m.Inputs()))
+	for i, f := range m.Inputs() {
+		p.inputIdx[f.Name] = i
+	}
+	if p.spec.Logger != nil {
+		p.spec.Logger.Info("pmml model loaded", "file", file, "model", m.ModelType(), "function", m.FunctionName(),
+			"inputs", len(m.Inputs()), "outputs", len(m.Outputs()))
+	}
+	return nil
+}
+
+// findModel resolves model_path (a file, or a directory holding exactly one
+// .pmml/.xml file, or the one model_entry names).
+func findModel(path, entry string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	if !st.IsDir() {
+		return path, nil
+	}
+	if entry != "" {
+		f := filepath.Join(path, filepath.Clean("/" + entry))
+		if _, err := os.Stat(f); err != nil {
+			return "", fmt.Errorf("model_entry: %q not found in %s", entry, path)
+		}
+		return f, nil
+	}
+	var found []string
+	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			ext := strings.ToLower(filepath.Ext(p))
+			if ext == ".pmml" || ext == ".xml" {
+				found = append(found, p)
+			}
+		}
+		return nil
+	})
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("model_path: no .pmml or .xml file in %s", path)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("model_path: %d PMML files in %s (%s); set model_entry to the one to serve", len(found), path, strings.Join(found, ", "))
+}
+
+// Metadata lists the model's input and output fields with PMML data types.
+func (p *Processor) Metadata() processors.Metadata {
+	conv := func(fs []pmml.Field) []processors.IOSpec {
+		out := make([]processors.IOSpec, len(fs))
+		for i, f := range fs {
+			out[i] = processors.IOSpec{Name: f.Name, DType: f.DataType.String()}
+		}
+		return out
+	}
+	return processors.Metadata{
+		Processor: "pmml",
+		Inputs:    conv(p.model.Inputs()),
+		Outputs:   conv(p.model.Outputs()),
+		Extra: map[string]any{
+			"model_type":    p.model.ModelType(),
+			"function_name": p.model.FunctionName(),
+			"pmml_version":  p.model.Version(),
+			"model_file":    filepath.Base(p.file),
+		},
+	}
+}
+
+// Decode parses the EAS JSON records.
+func (p *Processor) Decode(req *processors.Request) (any, error) {
+	body := bytes.TrimSpace(req.Body)
+	if len(body) == 0 {
+		return nil, processors.BadInput("empty body; send a JSON array of records, e.g. [{\"%s\": 1}]", p.exampleField())
+	}
+	var objs []map[string]json.RawMessage
+	switch body[0] {
+	case '[':
+		if err := json.Unmarshal(body, &objs); err != nil {
+			return nil, processors.BadInput("body is not a JSON array of record objects: %v", err)
+		}
+	case '{':
+		var one map[string]json.RawMessage
+		if err := json.Unmarshal(body, &one); err != nil {
+			return nil, processors.BadInput("body is not a JSON record object: %v", err)
+		}
+		objs = []map[string]json.RawMessage{one}
+	default:
+		return nil, processors.BadInput("body must be a JSON array of records or one record object, e.g. [{\"%s\": 1}]", p.exampleField())
+	}
+	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs))}
+	inputs := p.model.Inputs()
+	for i, obj := range objs {
+		if obj == nil {
+			return nil, processors.BadInput("record %d is null; each record must be a JSON object", i)
+		}
+		rec := p.model.NewRecord()
+		for name, raw := range obj {
+			j, ok := p.inputIdx[name]
+			if !ok {
+				continue // EAS ignores keys the model does not read
+			}
+			v, err := toValue(raw, inputs[j].DataType)
+			if err != nil {
+				pl.bad[i] = fmt.Errorf("record %d, field %q: %v", i, name, err)
+				if !p.errorMode {
+					return nil, processors.BadInput("%v", pl.bad[i])
+				}
+				break
+			}
+			rec.Values[j] = v
+		}
+		pl.records[i] = rec
+	}
+	return pl, nil
+}
+
+func (p *Processor) exampleField() string {
+	if in := p.model.Inputs(); len(in) > 0 {
+		return in[0].Name
+	}
+	return "x"
+}
+
+// toValue converts one JSON value for a field of type dt.
+func toValue(raw json.RawMessage, dt pmml.DataType) (pmml.Value, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return pmml.MissingValue, nil
+	}
+	switch raw[0] {
+	case 'n':
+		return pmml.MissingValue, nil
+	case 't', 'f':
+		var b bool
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return pmml.Value{}, err
+		}
+		return pmml.BoolValue(b), nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return pmml.Value{}, err
+		}
+		if isNumeric(dt) {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				if strings.TrimSpace(s) == "" {
+					return pmml.MissingValue, nil
+				}
+				return pmml.Value{}, fmt.Errorf("%q is not a number; the field is %s", s, dt)
+			}
+			return pmml.FloatValue(f), nil
+		}
+		return pmml.StringValue(s), nil
+	case '{', '[':
+		return pmml.Value{}, fmt.Errorf("objects and arrays are not field values")
+	default:
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return pmml.Value{}, fmt.Errorf("bad number %s", raw)
+		}
+		if !isNumeric(dt) && dt != pmml.TypeBoolean {
+			// A number for a string field: keep its text ("1" matches a
+			// category written as 1).
+			return pmml.StringValue(string(raw)), nil
+		}
+		return pmml.FloatValue(f), nil
+	}
+}
+
+func isNumeric(dt pmml.DataType) bool {
+	return dt == pmml.TypeDouble || dt == pmml.TypeFloat || dt == pmml.TypeInteger
+}
+
+// BatchKey lets every request join a batch: records are independent rows.
+func (p *Processor) BatchKey(any) (string, bool) { return "pmml", true }
+
+// result is one request's answer.
+type result struct {
+	results []pmml.Result
+	bad     []error
+}
+
+// Run scores every record of every request of the batch in one call.
+func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
+	n := 0
+	for _, b := range batch {
+		n += len(b.(*payload).records)
+	}
+	in := make([]pmml.Record, 0, n)
+	for _, b := range batch {
+		in = append(in, b.(*payload).records...)
+	}
+	out := make([]pmml.Result, n)
+	for i := range out {
+		out[i] = p.model.NewResult()
+	}
+	if err := p.model.Score(in, out); err != nil {
+		return nil, err
+	}
+	res := make([]any, len(batch))
+	off := 0
+	for i, b := range batch {
+		pl := b.(*payload)
+		k := len(pl.records)
+		res[i] = &result{results: out[off : off+k], bad: pl.bad}
+		off += k
+	}
+	return res, nil
+}
+
+// Encode writes the JSON array of result objects.
+func (p *Processor) Encode(_, r any) (*processors.Response, error) {
+	res := r.(*result)
+	outputs := p.model.Outputs()
+	b := make([]byte, 0, 64*len(res.results))
+	b = append(b, '[')
+	for i, rr := range res.results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		err := res.bad[i]
+		if err == nil {
+			err = rr.Err
+			if err != nil {
+				err = fmt.Errorf("record %d: %v", i, err)
+			}
+		}
+		if err != nil {
+			if !p.errorMode {
+				return nil, processors.BadInput("%v", err)
+			}
+			b = append(b, `{"error":`...)
+			b = appendString(b, err.Error())
+			b = append(b, '}')
+			continue
+		}
+		b = append(b, '{')
+		for j, f := range outputs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, f.Name)
+			b = append(b, ':')
+			b = appendValue(b, rr.Values[j])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return &processors.Response{Body: b, ContentType: "application/json"}, nil
+}
+
+func appendValue(b []byte, v pmml.Value) []byte {
+	switch x := v.Any().(type) {
+	case nil:
+		return append(b, "null"...)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return append(b, "null"...)
+		}
+		return strconv.AppendFloat(b, x, 'g', -1, 64)
+	case bool:
+		return strconv.AppendBool(b, x)
+	case string:
+		return appendString(b, x)
+	default:
+		return appendString(b, fmt.Sprint(x))
+	}
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+var (
+	_ processors.Processor = (*Processor)(nil)
+	_ processors.Batcher   = (*Processor)(nil)
+)
