@@ -129,7 +129,7 @@ func findModel(path, entry string) (string, error) {
 		return path, nil
 	}
 	if entry != "" {
-		f := filepath.Join(path, filepath.Clean("/" + entry))
+		f := filepath.Join(path, filepath.Clean("/"+entry))
 		if _, err := os.Stat(f); err != nil {
 			return "", fmt.Errorf("model_entry: %q not found in %s", entry, path)
 		}
