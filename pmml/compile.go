@@ -122,6 +122,17 @@ func (c *ctx) eval(m *model) *prediction {
 	p.reset()
 	p.evaluated = true
 	m.impl.score(c, m, p)
+	if !p.ok && m.targets != nil {
+		// The model could not predict (missing inputs): the Target's
+		// defaults stand in, as the specification says.
+		switch {
+		case m.classification() && m.targets.priors != nil:
+			p.probs = m.targets.priors
+			p.setCatFromProbs(m)
+		case !m.classification() && m.targets.hasDef:
+			p.ok, p.val, p.rescaled = true, FloatValue(m.targets.def), true
+		}
+	}
 	if p.ok && m.targets != nil && !m.classification() && p.val.K == Float && !p.rescaled {
 		p.val.F = m.targets.apply(p.val.F)
 	}
@@ -156,6 +167,8 @@ type targetDef struct {
 	hasMin, hasMax   bool
 	cast             string
 	priors           []float64 // by category index; nil when none
+	def              float64   // TargetValue defaultValue of a regression
+	hasDef           bool
 }
 
 func (t *targetDef) apply(v float64) float64 {
@@ -545,6 +558,23 @@ func (cc *compiler) dataScope(top *node) error {
 		byName[mf.name] = mf
 	}
 	cc.data = newScope(nil)
+	// Inputs are the DataFields some MiningSchema of the document uses as
+	// an input; DataFields nothing uses stay out of Inputs.
+	used := map[string]bool{}
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.name == "MiningField" {
+			switch n.attrOr("usageType", "active") {
+			case "target", "predicted", "supplementary":
+			default:
+				used[n.attr("name")] = true
+			}
+		}
+		for _, c := range n.children {
+			walk(c)
+		}
+	}
+	walk(top)
 	targets := map[string]bool{}
 	for _, mf := range mfs {
 		if mf.usage == "target" || mf.usage == "predicted" {
@@ -564,7 +594,7 @@ func (cc *compiler) dataScope(top *node) error {
 		t := &treat{df: df, mf: mf, src: df.raw, defaults: cc.opts.MissingValueDefaults && !mf.hasReplacement && !mf.treatmentSet}
 		s := cc.addSlot(df.name, df.dt, df.op, t)
 		cc.data.names[df.name] = s
-		if targets[df.name] {
+		if targets[df.name] || !used[df.name] {
 			continue
 		}
 		df.isInput = true
@@ -862,6 +892,12 @@ func (cc *compiler) targets(n *node, m *model) error {
 			return t.errf("castInteger %q is not one of round, ceiling, floor", td.cast)
 		}
 		for _, tv := range t.all("TargetValue") {
+			if tv.has("defaultValue") && !m.classification() {
+				if td.def, err = tv.float("defaultValue", 0); err != nil {
+					return err
+				}
+				td.hasDef = true
+			}
 			if !tv.has("value") {
 				continue
 			}
