@@ -349,6 +349,11 @@ func (c *ctx) get(i int) Value {
 		return MissingValue
 	}
 	v := s.expr.eval(c)
+	if v.K == Float && (s.dt == TypeDouble || s.dt == TypeUnknown) {
+		// The common case needs no conversion.
+		c.vals[i] = v
+		return v
+	}
 	if s.dt != TypeUnknown && v.K != Missing && v.K != invalidKind {
 		if cv, ok := convert(v, s.dt); ok {
 			v = cv

@@ -7,6 +7,7 @@ import (
 
 type numPred struct {
 	src  expr
+	slot int // the field's slot when src is a plain FieldRef, else -1
 	exp  float64
 	coef float64
 }
@@ -34,10 +35,25 @@ func (t *regTable) value(c *ctx) (float64, bool) {
 	y := t.intercept
 	for i := range t.nums {
 		np := &t.nums[i]
-		v := np.src.eval(c)
-		x, ok := v.num()
-		if v.K == Missing || !ok {
-			return 0, false
+		var v Value
+		if np.slot >= 0 {
+			if c.done[np.slot] {
+				v = c.vals[np.slot]
+			} else {
+				v = c.get(np.slot)
+			}
+		} else {
+			v = np.src.eval(c)
+		}
+		var x float64
+		if v.K == Float {
+			x = v.F
+		} else {
+			f, ok := v.num()
+			if v.K == Missing || !ok {
+				return 0, false
+			}
+			x = f
 		}
 		if np.exp != 1 {
 			x = math.Pow(x, np.exp)
@@ -95,7 +111,10 @@ func (cc *compiler) regTable(t *node, m *model, sc *scope) (*regTable, error) {
 			if err != nil {
 				return nil, err
 			}
-			np := numPred{src: src}
+			np := numPred{src: src, slot: -1}
+			if fr, ok := src.(*fieldRef); ok && fr.missing.K == Missing {
+				np.slot = fr.slot
+			}
 			if np.exp, err = c.float("exponent", 1); err != nil {
 				return nil, err
 			}
