@@ -15,7 +15,8 @@
 //     its oldest request has waited MaxBatchTimeout since arrival, or no other
 //     run is in progress (idle dispatch: waiting cannot help, so no latency is
 //     added at low load). Only payloads with equal batch keys share a batch;
-//     others wait for their own.
+//     others wait for their own. With preferred batch sizes, a batch of
+//     the largest preferred size the queue can fill leaves at once.
 //   - A panic in the run function fails only the requests of that batch.
 package scheduler
 
@@ -71,6 +72,10 @@ type Config struct {
 	Batching        bool          // rpc.batching
 	MaxBatchSize    int           // rpc.max_batch_size
 	MaxBatchTimeout time.Duration // rpc.max_batch_timeout
+	// PreferredBatchSizes (rpc.preferred_batch_sizes): when the queue holds
+	// enough requests for one of these sizes, the largest such batch leaves
+	// at once; otherwise the usual rules apply and any size may leave.
+	PreferredBatchSizes []int
 }
 
 func (c *Config) normalise() {
@@ -366,7 +371,10 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 			}
 		}
 	}
-	if n < s.cfg.MaxBatchSize && s.othersBusy() > 0 {
+	if p := s.preferredAtMost(n); p > 0 {
+		// A preferred size can be formed: it leaves now, the rest waits.
+		n = p
+	} else if n < s.cfg.MaxBatchSize && s.othersBusy() > 0 {
 		// Other runs are in progress, so more requests are likely to come:
 		// wait for the batch to fill, up to the oldest request's timeout.
 		if wait := time.Until(head.arrived.Add(s.cfg.MaxBatchTimeout)); wait > 0 {
@@ -386,6 +394,17 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	clear(s.queue[len(kept):])
 	s.queue = kept
 	return batch, 0
+}
+
+// preferredAtMost returns the largest preferred batch size <= n, or 0.
+func (s *Scheduler) preferredAtMost(n int) int {
+	best := 0
+	for _, p := range s.cfg.PreferredBatchSizes {
+		if p <= n && p > best {
+			best = p
+		}
+	}
+	return best
 }
 
 func (s *Scheduler) takeLocked(i int) {

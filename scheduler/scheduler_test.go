@@ -417,3 +417,24 @@ func cpuTime() int64 {
 }
 
 func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }
+
+func TestPreferredBatchSizes(t *testing.T) {
+	d := &double{release: make(chan struct{})}
+	s := New(Config{Workers: 1, Batching: true, MaxBatchSize: 16, PreferredBatchSizes: []int{4, 8}, MaxBatchTimeout: time.Second, Timeout: time.Minute},
+		d.run, sameKey, Observer{}, nil)
+	defer s.Stop(context.Background())
+	go s.Do(context.Background(), 0)
+	waitFor(t, func() bool { return len(d.batchSizes()) == 1 })
+	var wg sync.WaitGroup
+	for i := range 14 {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Do(context.Background(), i) }()
+	}
+	waitFor(t, func() bool { return s.QueueDepth() == 14 })
+	close(d.release)
+	wg.Wait()
+	// 14 queued: a preferred 8, then a preferred 4, then the last 2 at idle.
+	if got := fmt.Sprint(d.batchSizes()); got != "[1 8 4 2]" {
+		t.Errorf("batch sizes = %s, want [1 8 4 2]", got)
+	}
+}
