@@ -18,7 +18,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd())
+	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd())
 	root.AddCommand(clientCmds()...)
 	return root
 }
