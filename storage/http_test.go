@@ -468,23 +468,26 @@ func TestLocalPaths(t *testing.T) {
 	}
 }
 
-func TestModelSHA256(t *testing.T) {
+func TestSplitModelSHA256(t *testing.T) {
 	sum := strings.Repeat("aB", 32)
 	tests := []struct {
-		config, want, err string
+		config, want, rest, err string
 	}{
-		{``, "", ""},
-		{`{"threads": 2}`, "", ""},
-		{`{"model_sha256": "` + sum + `"}`, strings.ToLower(sum), ""},
-		{`"{\"model_sha256\": \"` + sum + `\"}"`, strings.ToLower(sum), ""},
-		{`"free text"`, "", ""},
-		{`{"model_sha256": 12}`, "", "want a string of 64 hex digits"},
-		{`{"model_sha256": "abc"}`, "", "want 64 hex digits, got 3"},
+		{``, "", ``, ""},
+		{`{"threads": 2}`, "", `{"threads": 2}`, ""},
+		{`{"model_sha256": "` + sum + `", "threads": 2}`, strings.ToLower(sum), `{"threads":2}`, ""},
+		{`"{\"model_sha256\": \"` + sum + `\"}"`, strings.ToLower(sum), `"{}"`, ""},
+		{`"free text"`, "", `"free text"`, ""},
+		{`{"model_sha256": 12}`, "", "", "want a string of 64 hex digits"},
+		{`{"model_sha256": "abc"}`, "", "", "want 64 hex digits, got 3"},
 	}
 	for _, tc := range tests {
-		got, err := ModelSHA256(json.RawMessage(tc.config))
-		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ModelSHA256(%s) = %q, %v; want %q, %q", tc.config, got, err, tc.want, tc.err)
+		got, rest, err := SplitModelSHA256(json.RawMessage(tc.config))
+		if got != tc.want || string(rest) != tc.rest || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("SplitModelSHA256(%s) = %q, %s, %v; want %q, %s, %q", tc.config, got, rest, err, tc.want, tc.rest, tc.err)
+		}
+		if only, _ := ModelSHA256(json.RawMessage(tc.config)); only != tc.want {
+			t.Errorf("ModelSHA256(%s) = %q; want %q", tc.config, only, tc.want)
 		}
 	}
 }

@@ -342,26 +342,47 @@ func Fetch(ctx context.Context, rawURL, baseDir, cacheDir string) (string, error
 // there is none. model_config may be a JSON object or a string holding one,
 // as EAS allows; a string that is not JSON has no checksum.
 func ModelSHA256(modelConfig json.RawMessage) (string, error) {
+	sum, _, err := SplitModelSHA256(modelConfig)
+	return sum, err
+}
+
+// SplitModelSHA256 takes "model_sha256" out of model_config: it returns the
+// checksum (lowercased, "" when absent) and model_config without the key, in
+// the form it came in (an object, or a string holding one), so that a
+// processor that reads model_config strictly never sees a key meant for the
+// loader. Without the key, rest is modelConfig unchanged.
+func SplitModelSHA256(modelConfig json.RawMessage) (sum string, rest json.RawMessage, err error) {
 	if len(modelConfig) == 0 {
-		return "", nil
+		return "", modelConfig, nil
 	}
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(modelConfig, &obj); err != nil {
+	quoted := false
+	if json.Unmarshal(modelConfig, &obj) != nil || obj == nil {
 		var s string
-		if json.Unmarshal(modelConfig, &s) != nil || json.Unmarshal([]byte(s), &obj) != nil {
-			return "", nil
+		if json.Unmarshal(modelConfig, &s) != nil || json.Unmarshal([]byte(s), &obj) != nil || obj == nil {
+			return "", modelConfig, nil
 		}
+		quoted = true
 	}
 	raw, ok := obj["model_sha256"]
 	if !ok {
-		return "", nil
+		return "", modelConfig, nil
 	}
-	var sum string
 	if err := json.Unmarshal(raw, &sum); err != nil {
-		return "", fmt.Errorf("model_sha256: want a string of 64 hex digits, got %s", raw)
+		return "", nil, fmt.Errorf("model_sha256: want a string of 64 hex digits, got %s", raw)
 	}
 	if err := checkSHA256Hex(sum); err != nil {
-		return "", fmt.Errorf("model_sha256: %w", err)
+		return "", nil, fmt.Errorf("model_sha256: %w", err)
 	}
-	return strings.ToLower(sum), nil
+	delete(obj, "model_sha256")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return "", nil, err
+	}
+	if quoted {
+		if b, err = json.Marshal(string(b)); err != nil {
+			return "", nil, err
+		}
+	}
+	return strings.ToLower(sum), b, nil
 }
