@@ -592,8 +592,16 @@ func (cc *compiler) dataScope(top *node) error {
 			mf = &miningField{name: df.name, usage: "active", invalid: "returnInvalid", outliers: "asIs"}
 		}
 		t := &treat{df: df, mf: mf, src: df.raw, defaults: cc.opts.MissingValueDefaults && !mf.hasReplacement && !mf.treatmentSet}
-		s := cc.addSlot(df.name, df.dt, df.op, t)
-		cc.data.names[df.name] = s
+		// A field with nothing to treat is read straight from its input
+		// slot; an unconvertible input then fails the record at load time,
+		// which is what returnInvalid asks for.
+		direct := !t.defaults && !mf.hasReplacement && mf.invalid == "returnInvalid" && mf.outliers == "asIs" &&
+			len(df.missing) == 0 && len(df.invalid) == 0 && len(df.valid) == 0 && len(df.intervals) == 0
+		if direct {
+			cc.data.names[df.name] = df.raw
+		} else {
+			cc.data.names[df.name] = cc.addSlot(df.name, df.dt, df.op, t)
+		}
 		if targets[df.name] || !used[df.name] {
 			continue
 		}
@@ -605,6 +613,7 @@ func (cc *compiler) dataScope(top *node) error {
 			}
 		}
 		cc.m.inputs = append(cc.m.inputs, f)
+		cc.m.inDirect = append(cc.m.inDirect, direct)
 		cc.m.inSlots = append(cc.m.inSlots, df.raw)
 		cc.m.inTypes = append(cc.m.inTypes, df.dt)
 	}

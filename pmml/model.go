@@ -64,18 +64,19 @@ func (e *RecordError) Error() string {
 // Model is a compiled PMML model. It is immutable after Parse and safe for
 // concurrent use by any number of goroutines.
 type Model struct {
-	opts    Options
-	slots   []slot
-	inputs  []Field
-	inSlots []int      // raw slot of each input
-	inTypes []DataType // conversion target of each input
-	outputs []Field
-	outSlot []int // slot of each output
-	top     *model
-	models  []*model // every (sub)model, indexed by prediction slot
-	version string
-	pool    sync.Pool
-	nframe  int
+	opts     Options
+	slots    []slot
+	inputs   []Field
+	inSlots  []int      // raw slot of each input
+	inTypes  []DataType // conversion target of each input
+	inDirect []bool     // the input is read without a MiningSchema treatment
+	outputs  []Field
+	outSlot  []int // slot of each output
+	top      *model
+	models   []*model // every (sub)model, indexed by prediction slot
+	version  string
+	pool     sync.Pool
+	nframe   int
 }
 
 // slot is one field value in the evaluation context: an input, a derived
@@ -310,9 +311,20 @@ func (c *ctx) scoreOne(in []Value, out *Result) {
 	c.fp = 0
 	c.depth = 0
 	for i, s := range m.inSlots {
-		v, ok := convert(in[i], m.inTypes[i])
-		if !ok {
-			v = Value{K: invalidKind, S: in[i].String()}
+		v := in[i]
+		if v.K != Float || m.inTypes[i] != TypeDouble {
+			var ok bool
+			if v, ok = convert(in[i], m.inTypes[i]); !ok {
+				if m.inDirect[i] {
+					c.fail(m.inputs[i].Name, "invalid value %q: want a %s", in[i].String(), m.inTypes[i])
+					v = MissingValue
+				} else {
+					v = Value{K: invalidKind, S: in[i].String()}
+				}
+			}
+		}
+		if v.K == Float && v.F != v.F {
+			v = MissingValue // NaN is PMML's missing number
 		}
 		c.vals[s] = v
 		c.done[s] = true
