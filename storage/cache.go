@@ -19,7 +19,7 @@ import (
 //
 //	CACHE/entries/<hash of url>-<hash of version>/meta.json
 //	CACHE/entries/<hash of url>-<hash of version>/data/...   the file, the unpacked archive or the prefix
-//	CACHE/partial/<hash of url>.*                            downloads a later fetch resumes
+//	CACHE/partial/<hash of url and options>*                 downloads a later fetch resumes
 //	CACHE/tmp/                                               staging, emptied when a Fetcher starts
 //
 // An entry appears by a rename of a complete staging directory, so a crash
@@ -69,12 +69,16 @@ func (c *cache) setup() {
 type cacheRef struct {
 	c   *cache
 	url string
-	key string // hash of url
+	key string // hash of url: names its entries
+	// part names its partial downloads: a hash of everything the download
+	// depends on, so that two fetches of one URL that cannot share a
+	// download (other checksum, other endpoint) never share a file.
+	part string
 }
 
-func (c *cache) ref(rawURL string) *cacheRef {
+func (c *cache) ref(rawURL, flightKey string) *cacheRef {
 	c.setup()
-	return &cacheRef{c: c, url: rawURL, key: hashHex(rawURL, 32)}
+	return &cacheRef{c: c, url: rawURL, key: hashHex(rawURL, 32), part: hashHex(flightKey, 32)}
 }
 
 func (r *cacheRef) done() {}
@@ -85,7 +89,7 @@ func (r *cacheRef) partial(suffix string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, r.key+suffix), nil
+	return filepath.Join(dir, r.part+suffix), nil
 }
 
 type entry struct {

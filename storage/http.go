@@ -69,8 +69,13 @@ func retryable(err error) bool {
 	if errors.As(err, &fe) {
 		return fe.Retryable
 	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ue *url.Error
+	var oe *net.OpError
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // backoff waits before retry number n (0-based), or until ctx ends.
@@ -180,6 +185,13 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, opts FetchOption
 			opts.Logger.Info("model unchanged since cached", "url", red, "cached", prev.meta.Version)
 			return prev.path(), nil
 		case http.StatusOK:
+			if et := resp.Header.Get("ETag"); hasPrev && et != "" && et == prev.meta.ETag {
+				// The server ignores conditional requests but names the
+				// same version: keep the copy.
+				resp.Body.Close()
+				c.touch(prev)
+				return prev.path(), nil
+			}
 			offset = 0
 			state = partialState{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
 			total = resp.ContentLength
@@ -212,6 +224,10 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, opts FetchOption
 			return "", err
 		}
 		if !startLogged {
+			if err := checkRoom(filepath.Dir(partPath), total-offset); err != nil {
+				resp.Body.Close()
+				return "", &FetchError{URL: red, Err: err}
+			}
 			opts.Logger.Info("model download started", "url", red, "bytes", total, "resume_at", offset)
 			startLogged = true
 		}

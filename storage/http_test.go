@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -502,5 +505,40 @@ func TestRedact(t *testing.T) {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%s) = %s; want %s", in, got, want)
 		}
+	}
+}
+
+func TestDiskFull(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "4611686018427387904") // 4 EiB
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	_, err := testFetcher(t.TempDir()).Fetch(t.Context(), srv.URL+"/huge.bin", FetchOptions{})
+	var fe *FetchError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrDiskFull) || fe.Retryable || !strings.Contains(err.Error(), "needs 4611686018427387904 bytes but only") {
+		t.Fatalf("Fetch = %v; want a final ErrDiskFull naming the sizes", err)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{&os.PathError{Op: "write", Path: "/cache/x", Err: syscall.ENOSPC}, false},
+		{io.ErrUnexpectedEOF, true},
+		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
+		{fmt.Errorf("get: %w", context.Canceled), false},
+		{&FetchError{Retryable: true, Err: errors.New("x")}, true},
+		{errors.New("sha256 mismatch"), false},
+	}
+	for _, tc := range tests {
+		if got := retryable(tc.err); got != tc.want {
+			t.Errorf("retryable(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+	if err := classify(&os.PathError{Op: "write", Path: "/c/x", Err: syscall.ENOSPC}, "/c"); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "no space left under /c") {
+		t.Errorf("classify(ENOSPC) = %v", err)
 	}
 }

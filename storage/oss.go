@@ -241,6 +241,13 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 	if errors.Is(err, ErrNotFound) {
 		err = t.notFound(ctx, err)
 	}
+	if errors.Is(err, ErrUnreachable) {
+		if prev, ok := c.latest(); ok {
+			opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", t.red, "err", err)
+			c.touch(prev)
+			return prev.path(), nil
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -257,6 +264,9 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 	part, err := c.partial("-" + base)
 	if err != nil {
 		return "", err
+	}
+	if err := checkRoom(filepath.Dir(part), size); err != nil {
+		return "", &FetchError{URL: t.red, Err: err}
 	}
 	opts.Logger.Info("model download started", "url", t.red, "bytes", size)
 	start := time.Now()
@@ -333,6 +343,13 @@ func (f *Fetcher) listPrefix(ctx context.Context, t *ossTarget, log *slog.Logger
 // objects still missing.
 func (f *Fetcher) fetchOSSPrefix(ctx context.Context, t *ossTarget, opts FetchOptions, c *cacheRef) (string, error) {
 	objs, err := f.listPrefix(ctx, t, opts.Logger)
+	if errors.Is(err, ErrUnreachable) {
+		if prev, ok := c.latest(); ok {
+			opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", t.red, "err", err)
+			c.touch(prev)
+			return prev.path(), nil
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -358,6 +375,9 @@ func (f *Fetcher) fetchOSSPrefix(ctx context.Context, t *ossTarget, opts FetchOp
 	finished := map[string]string{} // key -> etag of objects complete in dir
 	if b, err := os.ReadFile(donePath); err == nil {
 		_ = json.Unmarshal(b, &finished)
+	}
+	if err := checkRoom(filepath.Dir(dir), total); err != nil {
+		return "", &FetchError{URL: t.red, Err: err}
 	}
 	opts.Logger.Info("model download started", "url", t.red, "objects", len(objs), "bytes", total)
 	start := time.Now()

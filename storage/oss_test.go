@@ -29,6 +29,7 @@ var testCreds = &Credentials{AccessKeyID: "LTAItestkey", AccessKeySecret: "test-
 // and, when verify is on, checks the OSS v1 signature as OSS does.
 type fakeOSS struct {
 	endpoint string
+	srv      *httptest.Server
 	backend  *s3mem.Backend
 	verify   bool
 
@@ -82,6 +83,7 @@ func newFakeOSS(t *testing.T) *fakeOSS {
 		inner.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
+	fo.srv = srv
 	fo.endpoint = srv.URL // http://127.0.0.1:port: the SDK uses path-style for an IP
 	return fo
 }
@@ -183,6 +185,12 @@ func TestOSSObjectCachedAcrossRestart(t *testing.T) {
 	}
 	if again != p || len(fo.requests(isGet)) != 1 {
 		t.Errorf("restart: %s with %d GETs; want %s with no second download", again, len(fo.requests(isGet)), p)
+	}
+	// With OSS out of reach, a restart serves the cached copy.
+	fo.srv.Close()
+	offline, err := ossFetcher(cache).Fetch(t.Context(), u, FetchOptions{})
+	if err != nil || offline != p {
+		t.Errorf("offline restart = %s, %v; want the cached %s", offline, err, p)
 	}
 }
 
@@ -402,5 +410,3 @@ func TestOSSEndpoint(t *testing.T) {
 		}
 	}
 }
-
-

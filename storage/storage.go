@@ -273,7 +273,7 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 	path, err := f.group.do(ctx, key, sub, func(ctx context.Context, progress func(done, total int64)) (string, error) {
 		o := opts
 		o.Progress = progress
-		ref := f.cache.ref(rawURL)
+		ref := f.cache.ref(rawURL, key)
 		defer ref.done()
 		return do(ctx, rawURL, o, ref)
 	})
@@ -296,6 +296,22 @@ func classify(err error, cacheDir string) error {
 		return fmt.Errorf("%w: no space left under %s: free disk space, lower the cache bound or move the state directory (%w)", ErrDiskFull, cacheDir, err)
 	}
 	return err
+}
+
+// checkRoom fails with ErrDiskFull before a download of need bytes that
+// cannot fit, rather than after filling the disk.
+func checkRoom(dir string, need int64) error {
+	if need <= 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	free := freeBytes(dir)
+	if free >= 0 && free < need {
+		return fmt.Errorf("%w: the model needs %d bytes but only %d are free under %s: free disk space, lower the cache bound or move the state directory", ErrDiskFull, need, free, dir)
+	}
+	return nil
 }
 
 // Redact returns rawURL without user info or query string, so that it can be
