@@ -36,8 +36,10 @@ type FetchError struct {
 	Err       error
 }
 
+// Error says what failed and how to fix it, naming the redacted URL.
 func (e *FetchError) Error() string { return fmt.Sprintf("fetch %s: %v", e.URL, e.Err) }
 
+// Unwrap returns the cause, for errors.Is with the sentinels below.
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // Sentinel causes a FetchError wraps; test them with errors.Is.
