@@ -485,6 +485,9 @@ type UploadOptions struct {
 	CheckpointDir string
 	// Progress, when set, is called with the bytes sent and the file's size.
 	Progress func(done, total int64)
+	// RetryBackoff is the first wait before retrying a failed upload
+	// (3 retries); 0 means 500ms.
+	RetryBackoff time.Duration
 }
 
 // Upload puts the local file at src on OSS at dstURL (oss://bucket/key; a
@@ -531,17 +534,24 @@ func Upload(ctx context.Context, src, dstURL string, opts UploadOptions) (string
 	if opts.Progress != nil {
 		opts.Progress(0, size)
 	}
-	if size <= opts.PartSize {
-		err = t.bucket.PutObjectFromFile(t.key, src, listener, oss.WithContext(ctx))
-	} else {
+	if size > opts.PartSize {
 		if err := os.MkdirAll(opts.CheckpointDir, 0o700); err != nil {
 			return "", fmt.Errorf("upload checkpoint directory: %w", err)
 		}
-		err = t.bucket.UploadFile(t.key, src, opts.PartSize, oss.Routines(opts.Parallel),
-			oss.CheckpointDir(true, opts.CheckpointDir), listener, oss.WithContext(ctx))
 	}
+	// A retry of a multipart upload resumes from its checkpoint: only the
+	// parts not yet acknowledged go up again.
+	f := &Fetcher{Retries: 3, RetryBackoff: opts.RetryBackoff}
+	f.init()
+	err = f.retry(ctx, slog.New(slog.DiscardHandler), t.red, func() (bool, error) {
+		if size <= opts.PartSize {
+			return false, t.ossError(t.bucket.PutObjectFromFile(t.key, src, listener, oss.WithContext(ctx)))
+		}
+		return true, t.ossError(t.bucket.UploadFile(t.key, src, opts.PartSize, oss.Routines(opts.Parallel),
+			oss.CheckpointDir(true, opts.CheckpointDir), listener, oss.WithContext(ctx)))
+	})
 	if err != nil {
-		e := t.ossError(err)
+		e := err
 		var fe *FetchError
 		if errors.As(e, &fe) && errors.Is(fe, ErrAccessDenied) {
 			fe.Err = fmt.Errorf("%w (uploads need oss:PutObject)", fe.Err)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -36,8 +37,8 @@ type fakeOSS struct {
 	mu   sync.Mutex
 	reqs []string // "METHOD /path range"
 	// failGet makes the given number of the next ranged GETs fail with a
-	// dropped connection.
-	failGet int
+	// dropped connection; failPart does it to uploads of part 3.
+	failGet, failPart int
 }
 
 func newFakeOSS(t *testing.T) *fakeOSS {
@@ -55,6 +56,10 @@ func newFakeOSS(t *testing.T) *fakeOSS {
 		fail := fo.failGet > 0 && r.Method == http.MethodGet && r.Header.Get("Range") != ""
 		if fail {
 			fo.failGet--
+		}
+		if fo.failPart > 0 && r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "3" {
+			fo.failPart--
+			fail = true
 		}
 		verify := fo.verify
 		fo.mu.Unlock()
@@ -385,7 +390,20 @@ func TestUpload(t *testing.T) {
 	if parts := fo.requests(func(r string) bool { return strings.HasPrefix(r, "PUT /models/big.bin") }); len(parts) != 7 {
 		t.Errorf("big upload sent %d PUTs; want 7 parts of 100 KiB", len(parts))
 	}
-	_, err := Upload(t.Context(), small, "oss://models/x/", UploadOptions{Endpoint: fo.endpoint, Credentials: &Credentials{AccessKeyID: "LTAIother", AccessKeySecret: "x", Source: "test"}})
+	// A part that fails is sent again; the parts already up are not.
+	fo.failPart = 1
+	got, err := Upload(t.Context(), big, "oss://models/again/", UploadOptions{Endpoint: fo.endpoint, Credentials: testCreds, PartSize: 100 << 10, Parallel: 1, CheckpointDir: t.TempDir(), RetryBackoff: time.Millisecond})
+	if err != nil || got != "oss://models/again/big.bin" {
+		t.Fatalf("upload with a failing part = %s, %v", got, err)
+	}
+	if parts := fo.requests(func(r string) bool { return strings.HasPrefix(r, "PUT /models/again/big.bin") }); len(parts) != 8 {
+		t.Errorf("resumed upload sent %d part PUTs; want 7 + the one retried", len(parts))
+	}
+	p, err := ossFetcher(t.TempDir()).Fetch(t.Context(), got, FetchOptions{OSSEndpoint: fo.endpoint})
+	if b, _ := os.ReadFile(p); err != nil || !bytes.Equal(b, bigBlob) {
+		t.Errorf("resumed upload fetched back: %d bytes, %v", len(b), err)
+	}
+	_, err = Upload(t.Context(), small, "oss://models/x/", UploadOptions{Endpoint: fo.endpoint, Credentials: &Credentials{AccessKeyID: "LTAIother", AccessKeySecret: "x", Source: "test"}})
 	if !errors.Is(err, ErrAccessDenied) || !strings.Contains(err.Error(), "oss:PutObject") {
 		t.Errorf("upload with an unknown key = %v; want access denied naming oss:PutObject", err)
 	}
