@@ -1,0 +1,104 @@
+package trees
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// xgbExpected is a case's <name>.expected.json, written by
+// scripts/gen-tree-models.py from XGBoost's own predictions.
+type xgbExpected struct {
+	Rows         [][]*float64 `json:"rows"`
+	MarginWidth  int          `json:"margin_width"`
+	PredictWidth int          `json:"predict_width"`
+	Margin       []float64    `json:"margin"`
+	Predict      []float64    `json:"predict"`
+	Formats      []string     `json:"formats"`
+}
+
+func readExpected(t testing.TB, path string) *xgbExpected {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e xgbExpected
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	return &e
+}
+
+// flatRows returns the rows as one row-major slice, NaN for missing.
+func (e *xgbExpected) flatRows() []float64 {
+	var out []float64
+	for _, r := range e.Rows {
+		for _, v := range r {
+			if v == nil {
+				out = append(out, math.NaN())
+			} else {
+				out = append(out, *v)
+			}
+		}
+	}
+	return out
+}
+
+// xgbCases lists the generated cases.
+func xgbCases(t testing.TB) []string {
+	t.Helper()
+	files, _ := filepath.Glob("testdata/xgboost/*.expected.json")
+	if len(files) == 0 {
+		t.Fatal("no testdata/xgboost/*.expected.json; run /usr/bin/python3 scripts/gen-tree-models.py")
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".expected.json"))
+	}
+	return names
+}
+
+// TestXGBoostBitExact checks every generated case, in every format it was
+// saved in, against XGBoost's own margins and predictions bit for bit.
+func TestXGBoostBitExact(t *testing.T) {
+	for _, name := range xgbCases(t) {
+		exp := readExpected(t, filepath.Join("testdata/xgboost", name+".expected.json"))
+		rows := exp.flatRows()
+		for _, format := range exp.Formats {
+			t.Run(name+"."+format, func(t *testing.T) {
+				m, err := Load(filepath.Join("testdata/xgboost", name+"."+format))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.NumGroups() != exp.MarginWidth || m.PredictWidth() != exp.PredictWidth {
+					t.Fatalf("widths %d/%d, want %d/%d", m.NumGroups(), m.PredictWidth(), exp.MarginWidth, exp.PredictWidth)
+				}
+				check := func(what string, got, want []float64) {
+					t.Helper()
+					bad := 0
+					for i := range want {
+						if float32(got[i]) != float32(want[i]) || got[i] != float64(float32(got[i])) {
+							if bad++; bad <= 5 {
+								t.Errorf("%s[%d] = %.9g (%#x), xgboost %.9g (%#x)", what, i, got[i], math.Float32bits(float32(got[i])), want[i], math.Float32bits(float32(want[i])))
+							}
+						}
+					}
+				}
+				got := make([]float64, len(exp.Margin))
+				if err := m.Margins(got, rows); err != nil {
+					t.Fatal(err)
+				}
+				check("margin", got, exp.Margin)
+				got = make([]float64, len(exp.Predict))
+				if err := m.Predict(got, rows); err != nil {
+					t.Fatal(err)
+				}
+				check("predict", got, exp.Predict)
+			})
+		}
+	}
+}
