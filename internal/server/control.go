@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -95,7 +96,8 @@ func (s *Server) updateService(c *gin.Context) {
 
 func (s *Server) deleteService(c *gin.Context) {
 	name := c.Param("name")
-	if err := s.opt.Manager.Delete(c.Request.Context(), name); err != nil {
+	// A client that goes away must not cut the drain short.
+	if err := s.opt.Manager.Delete(context.WithoutCancel(c.Request.Context()), name); err != nil {
 		s.controlErr(c, err)
 		return
 	}
@@ -108,7 +110,7 @@ func (s *Server) startService(c *gin.Context) {
 }
 
 func (s *Server) stopService(c *gin.Context) {
-	info, err := s.opt.Manager.Stop(c.Request.Context(), c.Param("name"))
+	info, err := s.opt.Manager.Stop(context.WithoutCancel(c.Request.Context()), c.Param("name"))
 	s.answer(c, info, err)
 }
 
