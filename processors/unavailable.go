@@ -11,7 +11,6 @@ var unavailable = []struct {
 	reason string
 }{
 	{"caffe_", "Caffe models are not served here: convert the model to ONNX and use onnx_cpu (or onnx_cu100 with a GPU)"},
-	{"tensorflow_", "TensorFlow SavedModels are not served by this build yet: convert the model to ONNX (python -m tf2onnx.convert --saved-model DIR --output model.onnx) and use onnx_cpu"},
 	{"parameter_server", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
 	{"parameter_sever", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
 	{"xgboost", "XGBoost models are not served by this build yet: export the model to PMML (sklearn2pmml) or ONNX (onnxmltools) and use pmml or onnx_cpu"},

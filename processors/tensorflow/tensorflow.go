@@ -1,0 +1,553 @@
+// Package tensorflow serves TensorFlow SavedModels for the tensorflow_cpu_*
+// and tensorflow_gpu_* processor codes without libtensorflow: at load each
+// serving signature is translated to ONNX (package tf2onnx) and run by the
+// ONNX processor's runtime; requests speak the EAS TensorFlow protobuf
+// (PredictRequest / PredictResponse) and KServe v2.
+//
+// A signature that cannot be translated is not served; when it is the
+// default signature (serving_default, or the only one) the deploy fails with
+// the message naming every op it would need. A .onnx file inside the model
+// directory (a tf2onnx export) is served directly as serving_default.
+package tensorflow
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/processors/onnx"
+	"github.com/eas-server/eas-server/savedmodel"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/tf2onnx"
+	"github.com/eas-server/eas-server/wire/tfpb"
+)
+
+// codeInfo describes one registered code.
+type codeInfo struct {
+	gpu bool
+	cpu string // the CPU code a failed GPU deploy suggests
+}
+
+var codes = map[string]codeInfo{}
+
+func init() {
+	for _, v := range []string{"1.12", "1.14", "1.15", "2.3", "2.4", "2.7"} {
+		codes["tensorflow_cpu_"+v] = codeInfo{}
+	}
+	for _, v := range []string{"1.12", "1.14", "1.15", "2.4", "2.7"} {
+		codes["tensorflow_gpu_"+v] = codeInfo{gpu: true, cpu: "tensorflow_cpu_" + v}
+	}
+	for code, ci := range codes {
+		desc := "TensorFlow SavedModel translated to ONNX, ONNX Runtime on CPU, EAS TF protobuf"
+		if ci.gpu {
+			desc = "TensorFlow SavedModel translated to ONNX, ONNX Runtime CUDA execution provider, EAS TF protobuf"
+		}
+		processors.Register(code, desc, func() processors.Processor { return New(code) })
+	}
+}
+
+// signature is one served signature.
+type signature struct {
+	name      string
+	method    string
+	inputs    []tf2onnx.Port
+	outputs   []tf2onnx.Port
+	batchable bool
+	rt        *onnx.Model
+}
+
+// Model is a SavedModel whose signatures run on ONNX Runtime. Run, Decode,
+// Encode and BatchKey are safe for concurrent use after Load.
+type Model struct {
+	code string
+	info codeInfo
+	spec processors.Spec
+
+	sigs       map[string]*signature
+	refused    map[string]error // signatures that could not be translated
+	defaultSig string
+	source     string // "savedmodel" or the .onnx file served directly
+}
+
+// New returns an unconfigured model for code.
+func New(code string) *Model { return &Model{code: code, info: codes[code]} }
+
+// Platform names the runtime for KServe model metadata.
+func (m *Model) Platform() string { return "tensorflow_savedmodel" }
+
+// Configure checks spec without any I/O.
+func (m *Model) Configure(spec processors.Spec) error {
+	if ci, ok := codes[spec.Code]; ok {
+		m.code, m.info = spec.Code, ci
+	}
+	m.spec = spec
+	if spec.ModelPath == "" {
+		return fmt.Errorf("model_path: required for processor %q; point it at the SavedModel directory (the one holding saved_model.pb, or its parent holding version directories)", m.code)
+	}
+	// The runtime's options (threads, graph optimisation, device) come from
+	// the same model_config the onnx processor reads; check it now.
+	probe := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
+	probeSpec := spec
+	probeSpec.ModelPath = "model.onnx"
+	probeSpec.ModelEntry = ""
+	return probe.Configure(probeSpec)
+}
+
+// Load reads the SavedModel, translates its signatures and starts one ONNX
+// Runtime session per served signature.
+func (m *Model) Load(ctx context.Context) error {
+	if f, err := findONNX(m.spec.ModelPath); err != nil {
+		return err
+	} else if f != "" {
+		return m.loadONNX(ctx, f)
+	}
+	sm, err := savedmodel.Load(m.spec.ModelPath)
+	if err != nil {
+		return err
+	}
+	m.source = "savedmodel"
+	m.sigs, m.refused = map[string]*signature{}, map[string]error{}
+	names := sm.SignatureNames()
+	if len(names) == 0 {
+		return errors.New("saved_model.pb: the serving MetaGraph has no signatures")
+	}
+	// With serving_default, it decides the deploy; without it, the first
+	// signature that translates becomes the default, and the deploy fails
+	// only when none does.
+	m.defaultSig = ""
+	hasDefault := slices.Contains(names, tfpb.DefaultSignature)
+	if hasDefault {
+		m.defaultSig = tfpb.DefaultSignature
+	}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			m.Close()
+			return err
+		}
+		ts, err := tf2onnx.Convert(sm, name)
+		if err != nil {
+			if name == m.defaultSig {
+				m.Close()
+				return err
+			}
+			m.refused[name] = err
+			if m.spec.Logger != nil {
+				m.spec.Logger.Warn("tensorflow signature not served", "signature", name, "error", err)
+			}
+			continue
+		}
+		rt, err := m.startRuntime(ctx, ts.Model)
+		if err != nil {
+			m.Close()
+			return fmt.Errorf("signature %q: %w", name, err)
+		}
+		m.sigs[name] = &signature{name: name, method: ts.Method, inputs: ts.Inputs, outputs: ts.Outputs, batchable: ts.Batchable, rt: rt}
+		if m.defaultSig == "" {
+			m.defaultSig = name
+		}
+	}
+	if len(m.sigs) == 0 {
+		msgs := make([]string, 0, len(m.refused))
+		for _, name := range names {
+			msgs = append(msgs, m.refused[name].Error())
+		}
+		return fmt.Errorf("no signature of the SavedModel can be served: %s", strings.Join(msgs, "; "))
+	}
+	if m.spec.Logger != nil {
+		m.spec.Logger.Info("tensorflow savedmodel loaded", "dir", sm.Dir, "signatures", len(m.sigs), "refused", len(m.refused))
+	}
+	return nil
+}
+
+// startRuntime writes model to a temporary file, loads it through the ONNX
+// processor and removes the file (the session keeps the model).
+func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, error) {
+	f, err := os.CreateTemp("", "eas-tf2onnx-*.onnx")
+	if err != nil {
+		return nil, fmt.Errorf("write translated model: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(model); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write translated model: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write translated model: %w", err)
+	}
+	rt := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
+	spec := m.spec
+	spec.ModelPath, spec.ModelEntry = f.Name(), ""
+	if err := rt.Configure(spec); err != nil {
+		return nil, err
+	}
+	if err := rt.Load(ctx); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// findONNX returns the .onnx file of a tf2onnx export inside the model
+// directory, "" when there is none.
+func findONNX(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	if !st.IsDir() {
+		if strings.EqualFold(filepath.Ext(path), ".onnx") {
+			return path, nil
+		}
+		return "", nil
+	}
+	var found []string
+	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(path, p)
+		if d.IsDir() && strings.Count(rel, string(filepath.Separator)) >= 2 {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.EqualFold(filepath.Ext(p), ".onnx") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("model_path: %d .onnx files in %s; keep one tf2onnx export, or none to translate the SavedModel", len(found), path)
+}
+
+// loadONNX serves a tf2onnx export as the serving_default signature.
+func (m *Model) loadONNX(ctx context.Context, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("model_path: %w", err)
+	}
+	rt, err := m.startRuntime(ctx, data)
+	if err != nil {
+		return err
+	}
+	md := rt.Metadata()
+	ports := func(ios []processors.IOSpec) []tf2onnx.Port {
+		out := make([]tf2onnx.Port, len(ios))
+		for i, io := range ios {
+			dt, _ := tensor.ParseDType(io.DType)
+			out[i] = tf2onnx.Port{Key: io.Name, DType: dt, Shape: io.Shape}
+		}
+		return out
+	}
+	sig := &signature{name: tfpb.DefaultSignature, method: "tensorflow/serving/predict", inputs: ports(md.Inputs), outputs: ports(md.Outputs), rt: rt}
+	sig.batchable = true
+	for _, p := range append(slices.Clone(sig.inputs), sig.outputs...) {
+		if len(p.Shape) == 0 || p.Shape[0] != -1 {
+			sig.batchable = false
+		}
+	}
+	m.sigs = map[string]*signature{sig.name: sig}
+	m.refused = map[string]error{}
+	m.defaultSig = sig.name
+	m.source = filepath.Base(file)
+	return nil
+}
+
+// Close releases every session.
+func (m *Model) Close() error {
+	var errs []error
+	for _, s := range m.sigs {
+		if s.rt != nil {
+			errs = append(errs, s.rt.Close())
+		}
+	}
+	m.sigs = nil
+	return errors.Join(errs...)
+}
+
+// request is a decoded PredictRequest.
+type request struct {
+	signature string
+	inputs    []tensor.Tensor
+	outputs   []string
+}
+
+// Decode parses the EAS TF protobuf.
+func (m *Model) Decode(req *processors.Request) (any, error) {
+	r, err := tfpb.DecodeRequest(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &request{signature: r.SignatureName, inputs: r.Inputs, outputs: r.OutputFilter}, nil
+}
+
+// Encode writes a PredictResponse.
+func (m *Model) Encode(payload, result any) (*processors.Response, error) {
+	res, ok := result.(*processors.TensorResult)
+	if !ok {
+		return nil, fmt.Errorf("tensorflow: result is %T, want *processors.TensorResult", result)
+	}
+	b, err := tfpb.EncodeResponse(res.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	return &processors.Response{Body: b}, nil
+}
+
+// asRequest accepts our payload or a KServe one (default signature).
+func (m *Model) asRequest(p any) (*request, error) {
+	switch p := p.(type) {
+	case *request:
+		return p, nil
+	case *processors.TensorPayload:
+		return &request{signature: m.defaultSig, inputs: p.Inputs, outputs: p.Outputs}, nil
+	}
+	return nil, fmt.Errorf("tensorflow: payload is %T", p)
+}
+
+func (m *Model) lookup(name string) (*signature, error) {
+	if s, ok := m.sigs[name]; ok {
+		return s, nil
+	}
+	if err, ok := m.refused[name]; ok {
+		return nil, processors.BadInput("signature %q is not served: %v", name, err)
+	}
+	return nil, processors.BadInput("unknown signature_name %q; the model serves %s", name, strings.Join(m.servedNames(), ", "))
+}
+
+func (m *Model) servedNames() []string {
+	names := make([]string, 0, len(m.sigs))
+	for n := range m.sigs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// prepare checks a request against its signature and returns the ONNX
+// payload.
+func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
+	p := &processors.TensorPayload{}
+	byKey := make(map[string]tf2onnx.Port, len(s.inputs))
+	for _, in := range s.inputs {
+		byKey[in.Key] = in
+	}
+	seen := map[string]bool{}
+	for _, t := range r.inputs {
+		port, ok := byKey[t.Name]
+		if !ok {
+			return nil, processors.BadInput("signature %q has no input %q; its inputs are %s", s.name, t.Name, describe(s.inputs))
+		}
+		seen[t.Name] = true
+		if t.DType != port.DType {
+			return nil, processors.BadInput("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
+		}
+		switch port.Kind {
+		case tf2onnx.Plain:
+			p.Inputs = append(p.Inputs, t)
+		case tf2onnx.Scalar:
+			if t.NumElements() != 1 || len(t.Shape) > 1 {
+				return nil, processors.BadInput("signature %q input %q is a scalar; got shape %s", s.name, t.Name, tensor.FormatShape(t.Shape))
+			}
+			t.Shape = []int64{1}
+			p.Inputs = append(p.Inputs, t)
+		case tf2onnx.AnyRank:
+			shape := slices.Clone(t.Shape)
+			t.Shape = []int64{t.NumElements()}
+			p.Inputs = append(p.Inputs, t, int64Vector(t.Name+tf2onnx.ShapeSuffix, shape))
+		}
+	}
+	for _, in := range s.inputs {
+		if !seen[in.Key] {
+			return nil, processors.BadInput("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
+		}
+	}
+	for _, o := range r.outputs {
+		if !slices.ContainsFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == o }) {
+			return nil, processors.BadInput("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
+		}
+	}
+	return p, nil
+}
+
+// finish turns ONNX outputs back into the signature's tensors, in the order
+// asked for (all outputs by key when no filter was given).
+func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.TensorResult, error) {
+	byName := make(map[string]tensor.Tensor, len(outs))
+	for _, o := range outs {
+		byName[o.Name] = o
+	}
+	want := r.outputs
+	if len(want) == 0 {
+		for _, o := range s.outputs {
+			want = append(want, o.Key)
+		}
+	}
+	res := &processors.TensorResult{}
+	for _, name := range want {
+		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
+		port := s.outputs[i]
+		t, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("tensorflow: runtime returned no output %q", name)
+		}
+		switch port.Kind {
+		case tf2onnx.Scalar:
+			t.Shape = []int64{}
+		case tf2onnx.AnyRank:
+			st, ok := byName[name+tf2onnx.ShapeSuffix]
+			if !ok || st.DType != tensor.Int64 {
+				return nil, fmt.Errorf("tensorflow: runtime returned no shape for output %q", name)
+			}
+			shape := make([]int64, st.NumElements())
+			for j := range shape {
+				shape[j] = int64(binary.LittleEndian.Uint64(st.Data[8*j:]))
+			}
+			t.Shape = shape
+		}
+		res.Outputs = append(res.Outputs, t)
+	}
+	return res, nil
+}
+
+// onnxOutputs lists the ONNX outputs a request needs.
+func (s *signature) onnxOutputs(r *request) []string {
+	if len(r.outputs) == 0 {
+		return nil
+	}
+	var out []string
+	for _, name := range r.outputs {
+		out = append(out, name)
+		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
+		if s.outputs[i].Kind == tf2onnx.AnyRank {
+			out = append(out, name+tf2onnx.ShapeSuffix)
+		}
+	}
+	return out
+}
+
+func int64Vector(name string, v []int64) tensor.Tensor {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return tensor.Tensor{Name: name, DType: tensor.Int64, Shape: []int64{int64(len(v))}, Data: b}
+}
+
+func describe(ps []tf2onnx.Port) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		shape := "unknown shape"
+		if p.Shape != nil {
+			shape = tensor.FormatShape(p.Shape)
+		}
+		parts[i] = fmt.Sprintf("%q %s %s", p.Key, tfName(p.DType), shape)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// tfName names a dtype as TensorFlow does (DT_FLOAT).
+func tfName(d tensor.DType) string {
+	if dt, ok := savedmodel.TFDType(d); ok {
+		return dt.String()
+	}
+	return d.String()
+}
+
+// BatchKey lets requests to one batchable signature share a run when their
+// inputs agree after the first dimension.
+func (m *Model) BatchKey(payload any) (string, bool) {
+	r, err := m.asRequest(payload)
+	if err != nil {
+		return "", false
+	}
+	s, ok := m.sigs[r.signature]
+	if !ok || !s.batchable {
+		return "", false
+	}
+	p, err := s.prepare(r)
+	if err != nil {
+		return "", false
+	}
+	if _, err := tensor.BatchSize(p.Inputs); err != nil {
+		return "", false
+	}
+	slices.SortFunc(p.Inputs, func(a, b tensor.Tensor) int { return strings.Compare(a.Name, b.Name) })
+	return r.signature + "\x00" + strings.Join(r.outputs, ",") + "\x00" + tensor.TrailingKey(p.Inputs), true
+}
+
+// Run executes a batch; payloads of one batchable signature run merged.
+func (m *Model) Run(ctx context.Context, batch []any) ([]any, error) {
+	if m.sigs == nil {
+		return nil, errors.New("tensorflow model is not loaded")
+	}
+	reqs := make([]*request, len(batch))
+	sigs := make([]*signature, len(batch))
+	payloads := make([]any, len(batch))
+	for i, b := range batch {
+		r, err := m.asRequest(b)
+		if err != nil {
+			return nil, err
+		}
+		s, err := m.lookup(r.signature)
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.prepare(r)
+		if err != nil {
+			return nil, err
+		}
+		p.Outputs = s.onnxOutputs(r)
+		reqs[i], sigs[i], payloads[i] = r, s, p
+	}
+	results := make([]any, len(batch))
+	merge := len(batch) > 1
+	for i := 1; i < len(batch) && merge; i++ {
+		merge = sigs[i] == sigs[0] && sigs[0].batchable && slices.Equal(reqs[i].outputs, reqs[0].outputs)
+	}
+	var outs []any
+	var err error
+	if merge {
+		if outs, err = sigs[0].rt.Run(ctx, payloads); err != nil {
+			return nil, err
+		}
+	} else {
+		outs = make([]any, len(batch))
+		for i := range batch {
+			o, err := sigs[i].rt.Run(ctx, payloads[i:i+1])
+			if err != nil {
+				return nil, err
+			}
+			outs[i] = o[0]
+		}
+	}
+	for i, o := range outs {
+		tr, ok := o.(*processors.TensorResult)
+		if !ok {
+			return nil, fmt.Errorf("tensorflow: runtime result is %T", o)
+		}
+		if results[i], err = sigs[i].finish(reqs[i], tr.Outputs); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+var (
+	_ processors.Processor   = (*Model)(nil)
+	_ processors.TensorModel = (*Model)(nil)
+	_ processors.Batcher     = (*Model)(nil)
+	_ processors.Closer      = (*Model)(nil)
+)

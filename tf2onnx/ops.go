@@ -1,0 +1,589 @@
+package tf2onnx
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
+
+	"github.com/eas-server/eas-server/savedmodel"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
+)
+
+// Attribute readers. TF2 exports strip attributes equal to their OpDef
+// default, so each reader takes the default TensorFlow's ops.pbtxt declares.
+
+func (n *node) s(name, def string) string {
+	if a, ok := n.attr[name]; ok {
+		return string(a.GetS())
+	}
+	return def
+}
+
+func (n *node) i(name string, def int64) int64 {
+	if a, ok := n.attr[name]; ok {
+		return a.GetI()
+	}
+	return def
+}
+
+func (n *node) f(name string, def float32) float32 {
+	if a, ok := n.attr[name]; ok {
+		return a.GetF()
+	}
+	return def
+}
+
+func (n *node) b(name string, def bool) bool {
+	if a, ok := n.attr[name]; ok {
+		return a.GetB()
+	}
+	return def
+}
+
+func (n *node) ilist(name string, def []int64) []int64 {
+	if a, ok := n.attr[name]; ok && a.GetList() != nil {
+		return a.GetList().I
+	}
+	return def
+}
+
+func (n *node) dtype(name string, def tensor.DType) tensor.DType {
+	if a, ok := n.attr[name]; ok {
+		if d, ok := savedmodel.DTypeOf(a.GetType()); ok {
+			return d
+		}
+		return tensor.Invalid
+	}
+	return def
+}
+
+// rankHint reads the rank of output 0 from the _output_shapes attribute TF1
+// graphs carry; -1 when absent or unknown.
+func (n *node) rankHint() int {
+	a, ok := n.attr["_output_shapes"]
+	if !ok || a.GetList() == nil || len(a.GetList().Shape) == 0 {
+		return -1
+	}
+	s := a.GetList().Shape[0]
+	if s.UnknownRank {
+		return -1
+	}
+	return len(s.Dim)
+}
+
+var unaryOps = map[string]string{
+	"Sqrt": "Sqrt", "Neg": "Neg", "Abs": "Abs", "Floor": "Floor", "Ceil": "Ceil", "Round": "Round",
+	"Relu": "Relu", "Elu": "Elu", "Selu": "Selu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
+	"Softplus": "Softplus", "Softsign": "Softsign", "Erf": "Erf", "Exp": "Exp", "Log": "Log",
+	"Sign": "Sign", "Reciprocal": "Reciprocal", "Inv": "Reciprocal", "Sin": "Sin", "Cos": "Cos",
+	"LogicalNot": "Not", "IsNan": "IsNaN",
+}
+
+var binaryOps = map[string]string{
+	"Add": "Add", "AddV2": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div",
+	"Maximum": "Max", "Minimum": "Min", "Pow": "Pow",
+	"Equal": "Equal", "Less": "Less", "LessEqual": "LessOrEqual", "Greater": "Greater",
+	"GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And", "LogicalOr": "Or",
+}
+
+var boolResult = map[string]bool{
+	"Equal": true, "NotEqual": true, "Less": true, "LessEqual": true, "Greater": true, "GreaterEqual": true,
+	"LogicalAnd": true, "LogicalOr": true, "LogicalNot": true, "IsNan": true,
+}
+
+var reduceOps = map[string]string{
+	"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin", "Prod": "ReduceProd",
+}
+
+// unsupportedWhy explains ops that are known and deliberately not translated.
+var unsupportedWhy = map[string]string{
+	"Assign":                       "stateful variable updates are not served",
+	"AssignAdd":                    "stateful variable updates are not served",
+	"AssignSub":                    "stateful variable updates are not served",
+	"AssignVariableOp":             "stateful variable updates are not served",
+	"AssignAddVariableOp":          "stateful variable updates are not served",
+	"AssignSubVariableOp":          "stateful variable updates are not served",
+	"TRTEngineOp":                  "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
+	"ParseExample":                 "tf.Example parsing is not translated; use a predict signature taking dense tensors",
+	"ParseExampleV2":               "tf.Example parsing is not translated; use a predict signature taking dense tensors",
+	"StatelessWhile":               "control flow is not translated",
+	"While":                        "control flow is not translated",
+	"StatelessIf":                  "control flow is not translated",
+	"If":                           "control flow is not translated",
+	"HashTableV2":                  "lookup tables are not translated",
+	"LookupTableFindV2":            "lookup tables are not translated",
+	"Placeholder":                  "a placeholder that is not a signature input has no value",
+	"FusedBatchNormTrain":          "batch normalisation in training mode is not served",
+	"MirrorPadSymmetric":           "MirrorPad SYMMETRIC has no ONNX equivalent",
+	"StridedSliceDynamic":          "non-constant begin/end/strides are not supported",
+	"TransposeDynamic":             "a non-constant permutation is not supported",
+	"BatchMatMulRankless":          "",
+	"ConcatDynamic":                "a non-constant axis is not supported",
+	"ResourceGatherBatch":          "batch_dims > 0 is not supported",
+	"GatherV2Batch":                "batch_dims > 0 is not supported",
+	"Conv2DGrouped":                "grouped convolution needs a constant filter",
+	"DepthwiseConv2dNativeDynamic": "the filter must be a constant or a variable",
+}
+
+// translate emits the ONNX nodes for n and records its outputs.
+func (c *converter) translate(n *node) {
+	T := n.dtype("T", tensor.Float32)
+	same := func(name string) *value { return &value{name: name, dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank} }
+	if onnxOp, ok := unaryOps[n.op]; ok {
+		x := c.in(n, 0)
+		v := same(c.op1(onnxOp, x.name))
+		if boolResult[n.op] {
+			v.dtype = tensor.Bool
+		}
+		c.set(n, 0, v)
+		return
+	}
+	if onnxOp, ok := binaryOps[n.op]; ok {
+		a, b := c.in(n, 0), c.in(n, 1)
+		v := &value{name: c.op1(onnxOp, a.name, b.name), dtype: a.dtype, rank: maxRank(a, b)}
+		if boolResult[n.op] {
+			v.dtype = tensor.Bool
+		}
+		c.set(n, 0, v)
+		return
+	}
+	if onnxOp, ok := reduceOps[n.op]; ok {
+		x, axes := c.in(n, 0), c.in(n, 1)
+		keep := int64(0)
+		if n.b("keep_dims", false) {
+			keep = 1
+		}
+		c.set(n, 0, &value{name: c.op1(onnxOp, x.name, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1)), dtype: x.dtype, rank: -1})
+		return
+	}
+	switch n.op {
+	case "Const":
+		t, err := savedmodel.TensorFromProto(n.attr["value"].GetTensor())
+		if err != nil {
+			c.fail(fmt.Errorf("constant %q: %w", n.name, err))
+			return
+		}
+		c.set(n, 0, c.constValue(t))
+	case "Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics", "EnsureShape", "PlaceholderWithDefault":
+		c.set(n, 0, c.in(n, 0))
+	case "IdentityN":
+		for i := range n.inputs {
+			c.set(n, i, c.in(n, i))
+		}
+	case "NoOp":
+		c.set(n, 0, &value{name: "_noop", rank: -1})
+	case "VariableV2", "Variable", "VarHandleOp":
+		t, err := c.model.ReadVariable(n.name, c.keys)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		t.Name = ""
+		c.set(n, 0, c.constValue(t))
+	case "ReadVariableOp":
+		c.set(n, 0, c.in(n, 0))
+	case "ResourceGather", "GatherV2", "Gather":
+		params, idx := c.in(n, 0), c.in(n, 1)
+		if n.i("batch_dims", 0) != 0 {
+			c.unsupported(n, "batch_dims > 0 is not supported")
+			return
+		}
+		axis := int64(0)
+		if n.op == "GatherV2" {
+			a, ok := ints(c.in(n, 2).konst)
+			if !ok || len(a) != 1 {
+				c.unsupported(n, "a non-constant axis is not supported")
+				return
+			}
+			axis = a[0]
+		}
+		c.set(n, 0, &value{name: c.op1("Gather", params.name, idx.name, attrInt("axis", axis)), dtype: params.dtype, rank: -1})
+	case "MatMul":
+		a, b := c.in(n, 0), c.in(n, 1)
+		an, bn := a.name, b.name
+		if n.b("transpose_a", false) {
+			an = c.op1("Transpose", an, attrInts("perm", []int64{1, 0}))
+		}
+		if n.b("transpose_b", false) {
+			bn = c.op1("Transpose", bn, attrInts("perm", []int64{1, 0}))
+		}
+		c.set(n, 0, &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: 2})
+	case "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3":
+		a, b := c.in(n, 0), c.in(n, 1)
+		an, bn := a.name, b.name
+		if n.b("adj_x", false) {
+			an = c.op1("Einsum", an, attrString("equation", "...ij->...ji"))
+		}
+		if n.b("adj_y", false) {
+			bn = c.op1("Einsum", bn, attrString("equation", "...ij->...ji"))
+		}
+		v := &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: maxRank(a, b)}
+		if n.op == "BatchMatMulV3" {
+			if to := n.dtype("Tout", a.dtype); to != a.dtype {
+				v = &value{name: c.op1("Cast", v.name, attrInt("to", onnxType(to))), dtype: to, rank: v.rank}
+			}
+		}
+		c.set(n, 0, v)
+	case "Einsum":
+		var ins []string
+		for i := range n.inputs {
+			ins = append(ins, c.in(n, i).name)
+		}
+		c.set(n, 0, &value{name: c.op1("Einsum", ins, attrString("equation", n.s("equation", ""))), dtype: c.in(n, 0).dtype, rank: -1})
+	case "BiasAdd", "BiasAddV1":
+		x, b := c.in(n, 0), c.in(n, 1)
+		bn := b.name
+		if n.s("data_format", "NHWC") == "NCHW" {
+			r := x.rank
+			if r < 0 {
+				r = n.rankHint()
+			}
+			if r < 0 {
+				r = 4
+			}
+			if r > 2 {
+				axes := make([]int64, r-2)
+				for i := range axes {
+					axes[i] = int64(i + 1)
+				}
+				bn = c.op1("Unsqueeze", bn, c.i64Const(axes))
+			}
+		}
+		c.set(n, 0, &value{name: c.op1("Add", x.name, bn), dtype: x.dtype, rank: x.rank})
+	case "AddN":
+		var ins []string
+		for i := range n.inputs {
+			ins = append(ins, c.in(n, i).name)
+		}
+		c.set(n, 0, &value{name: c.op1("Sum", ins), dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank})
+	case "DivNoNan":
+		x, y := c.in(n, 0), c.in(n, 1)
+		zero := c.scalar(n, y.dtype, 0)
+		isZero := c.op1("Equal", y.name, zero)
+		div := c.op1("Div", x.name, y.name)
+		c.set(n, 0, &value{name: c.op1("Where", isZero, zero, div), dtype: x.dtype, rank: maxRank(x, y)})
+	case "Square":
+		x := c.in(n, 0)
+		c.set(n, 0, same(c.op1("Mul", x.name, x.name)))
+	case "SquaredDifference":
+		x, y := c.in(n, 0), c.in(n, 1)
+		d := c.op1("Sub", x.name, y.name)
+		c.set(n, 0, &value{name: c.op1("Mul", d, d), dtype: x.dtype, rank: maxRank(x, y)})
+	case "Rsqrt":
+		x := c.in(n, 0)
+		c.set(n, 0, same(c.op1("Reciprocal", c.op1("Sqrt", x.name))))
+	case "NotEqual":
+		a, b := c.in(n, 0), c.in(n, 1)
+		c.set(n, 0, &value{name: c.op1("Not", c.op1("Equal", a.name, b.name)), dtype: tensor.Bool, rank: maxRank(a, b)})
+	case "FloorDiv":
+		a, b := c.in(n, 0), c.in(n, 1)
+		if isFloat(a.dtype) {
+			c.set(n, 0, &value{name: c.op1("Floor", c.op1("Div", a.name, b.name)), dtype: a.dtype, rank: maxRank(a, b)})
+			return
+		}
+		c.unsupported(n, "integer FloorDiv is not translated")
+	case "FloorMod":
+		a, b := c.in(n, 0), c.in(n, 1)
+		if isFloat(a.dtype) {
+			c.unsupported(n, "floating FloorMod is not translated")
+			return
+		}
+		c.set(n, 0, &value{name: c.op1("Mod", a.name, b.name, attrInt("fmod", 0)), dtype: a.dtype, rank: maxRank(a, b)})
+	case "Cast":
+		x := c.in(n, 0)
+		to := n.dtype("DstT", tensor.Float32)
+		if to == tensor.Invalid {
+			c.unsupported(n, "the target dtype is not supported")
+			return
+		}
+		c.set(n, 0, &value{name: c.op1("Cast", x.name, attrInt("to", onnxType(to))), dtype: to, rank: x.rank})
+	case "ClipByValue":
+		x, lo, hi := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+		c.set(n, 0, same(c.op1("Max", c.op1("Min", x.name, hi.name), lo.name)))
+	case "Relu6":
+		x := c.in(n, 0)
+		c.set(n, 0, same(c.op1("Clip", x.name, c.scalar(n, x.dtype, 0), c.scalar(n, x.dtype, 6))))
+	case "LeakyRelu":
+		x := c.in(n, 0)
+		c.set(n, 0, same(c.op1("LeakyRelu", x.name, attrFloat("alpha", n.f("alpha", 0.2)))))
+	case "Softmax", "LogSoftmax":
+		x := c.in(n, 0)
+		c.set(n, 0, same(c.op1(n.op, x.name, attrInt("axis", -1))))
+	case "Conv2D":
+		c.conv2D(n, false)
+	case "DepthwiseConv2dNative":
+		c.conv2D(n, true)
+	case "Conv2DBackpropInput":
+		c.conv2DTranspose(n)
+	case "MaxPool", "AvgPool":
+		c.pool(n)
+	case "Pad", "PadV2", "MirrorPad":
+		x, p := c.in(n, 0), c.in(n, 1)
+		pads := c.op1("Reshape", c.op1("Transpose", c.asInt64(p), attrInts("perm", []int64{1, 0})), c.i64Const([]int64{-1}))
+		args := []any{x.name, pads}
+		switch n.op {
+		case "PadV2":
+			args = append(args, c.in(n, 2).name)
+		case "MirrorPad":
+			if mode := n.s("mode", ""); mode != "REFLECT" {
+				c.unsupported(n, fmt.Sprintf("mode %s has no ONNX equivalent (only REFLECT)", mode))
+				return
+			}
+			args = append(args, attrString("mode", "reflect"))
+		}
+		c.set(n, 0, &value{name: c.op1("Pad", args...), dtype: x.dtype, rank: x.rank})
+	case "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3":
+		c.batchNorm(n)
+	case "Reshape":
+		x, s := c.in(n, 0), c.in(n, 1)
+		r := -1
+		if is, ok := ints(s.konst); ok {
+			r = len(is)
+		}
+		c.set(n, 0, &value{name: c.op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
+	case "Shape", "Size", "Rank":
+		x := c.in(n, 0)
+		out := n.dtype("out_type", tensor.Int32)
+		var v string
+		r := 1
+		switch n.op {
+		case "Shape":
+			v = c.op1("Shape", x.name)
+		case "Size":
+			v, r = c.op1("Size", x.name), 0
+		case "Rank":
+			v, r = c.op1("Size", c.op1("Shape", x.name)), 0
+			out = tensor.Int32
+		}
+		if out != tensor.Int64 {
+			v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+		}
+		c.set(n, 0, &value{name: v, dtype: out, rank: r})
+	case "Squeeze":
+		x := c.in(n, 0)
+		dims := n.ilist("squeeze_dims", nil)
+		if len(dims) == 0 {
+			c.set(n, 0, &value{name: c.op1("Squeeze", x.name), dtype: x.dtype, rank: -1})
+			return
+		}
+		c.set(n, 0, &value{name: c.op1("Squeeze", x.name, c.i64Const(dims)), dtype: x.dtype, rank: addRank(x.rank, -len(dims))})
+	case "ExpandDims":
+		x, a := c.in(n, 0), c.in(n, 1)
+		c.set(n, 0, &value{name: c.op1("Unsqueeze", x.name, c.as1D(a)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+	case "Transpose":
+		x, p := c.in(n, 0), c.in(n, 1)
+		perm, ok := ints(p.konst)
+		if !ok {
+			c.unsupported(n, "a non-constant permutation is not supported")
+			return
+		}
+		c.set(n, 0, &value{name: c.op1("Transpose", x.name, attrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
+	case "ConcatV2", "Concat":
+		k := len(n.inputs) - 1
+		axisIdx, first := k, 0
+		if n.op == "Concat" {
+			axisIdx, first = 0, 1
+		}
+		axis, ok := ints(c.in(n, axisIdx).konst)
+		if !ok || len(axis) != 1 {
+			c.unsupported(n, "a non-constant axis is not supported")
+			return
+		}
+		var ins []string
+		for i := first; i < first+k; i++ {
+			ins = append(ins, c.in(n, i).name)
+		}
+		x := c.in(n, first)
+		c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
+	case "Pack":
+		axis := n.i("axis", 0)
+		ax := c.i64Const([]int64{axis})
+		var ins []string
+		for i := range n.inputs {
+			ins = append(ins, c.op1("Unsqueeze", c.in(n, i).name, ax))
+		}
+		x := c.in(n, 0)
+		c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+	case "Unpack":
+		x := c.in(n, 0)
+		num, axis := n.i("num", 0), n.i("axis", 0)
+		if num <= 0 {
+			c.unsupported(n, "num must be positive")
+			return
+		}
+		parts := c.opN("Split", int(num), x.name, attrInt("axis", axis), attrInt("num_outputs", num))
+		ax := c.i64Const([]int64{axis})
+		for i, p := range parts {
+			c.set(n, i, &value{name: c.op1("Squeeze", p, ax), dtype: x.dtype, rank: addRank(x.rank, -1)})
+		}
+	case "Split":
+		a, x := c.in(n, 0), c.in(n, 1)
+		axis, ok := ints(a.konst)
+		num := n.i("num_split", 1)
+		if !ok || len(axis) != 1 || num <= 0 {
+			c.unsupported(n, "a non-constant axis is not supported")
+			return
+		}
+		for i, p := range c.opN("Split", int(num), x.name, attrInt("axis", axis[0]), attrInt("num_outputs", num)) {
+			c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
+		}
+	case "SplitV":
+		x, s, a := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+		sizes, ok1 := ints(s.konst)
+		axis, ok2 := ints(a.konst)
+		if !ok1 || !ok2 || len(axis) != 1 {
+			c.unsupported(n, "non-constant sizes or axis are not supported")
+			return
+		}
+		splitIn := c.i64Const(sizes)
+		for _, sz := range sizes {
+			if sz < 0 {
+				// One size is inferred: sizes = dim - sum(others).
+				var known int64
+				for _, z := range sizes {
+					if z >= 0 {
+						known += z
+					}
+				}
+				dim := c.op1("Gather", c.op1("Shape", x.name), c.i64Const([]int64{axis[0]}))
+				rest := c.op1("Sub", dim, c.i64Const([]int64{known}))
+				var pieces []string
+				for _, z := range sizes {
+					if z < 0 {
+						pieces = append(pieces, rest)
+					} else {
+						pieces = append(pieces, c.i64Const([]int64{z}))
+					}
+				}
+				splitIn = c.op1("Concat", pieces, attrInt("axis", 0))
+				break
+			}
+		}
+		for i, p := range c.opN("Split", len(sizes), x.name, splitIn, attrInt("axis", axis[0])) {
+			c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
+		}
+	case "Slice":
+		x, b, s := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+		begin, size := c.as1D(b), c.as1D(s)
+		minus1 := c.op1("Equal", size, c.i64Const([]int64{-1}))
+		end := c.op1("Where", minus1, c.i64Const([]int64{math.MaxInt64}), c.op1("Add", begin, size))
+		c.set(n, 0, &value{name: c.op1("Slice", x.name, begin, end), dtype: x.dtype, rank: x.rank})
+	case "StridedSlice":
+		c.stridedSlice(n)
+	case "Tile":
+		x, m := c.in(n, 0), c.in(n, 1)
+		c.set(n, 0, &value{name: c.op1("Tile", x.name, c.as1D(m)), dtype: x.dtype, rank: x.rank})
+	case "Fill":
+		d, v := c.in(n, 0), c.in(n, 1)
+		c.set(n, 0, &value{name: c.op1("Expand", v.name, c.as1D(d)), dtype: v.dtype, rank: -1})
+	case "Range":
+		s, l, d := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+		c.set(n, 0, &value{name: c.op1("Range", s.name, l.name, d.name), dtype: s.dtype, rank: 1})
+	case "ZerosLike", "OnesLike":
+		x := c.in(n, 0)
+		f := 0.0
+		if n.op == "OnesLike" {
+			f = 1
+		}
+		c.set(n, 0, &value{name: c.op1("Expand", c.scalar(n, x.dtype, f), c.op1("Shape", x.name)), dtype: x.dtype, rank: x.rank})
+	case "Select", "SelectV2":
+		cond, t, e := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+		cn := cond.name
+		if n.op == "Select" && cond.rank == 1 && t.rank > 1 {
+			// TF1 Select picks whole rows with a vector condition.
+			axes := make([]int64, t.rank-1)
+			for i := range axes {
+				axes[i] = int64(i + 1)
+			}
+			cn = c.op1("Unsqueeze", cn, c.i64Const(axes))
+		}
+		c.set(n, 0, &value{name: c.op1("Where", cn, t.name, e.name), dtype: t.dtype, rank: maxRank(t, e)})
+	case "ArgMax", "ArgMin":
+		x, a := c.in(n, 0), c.in(n, 1)
+		axis, ok := ints(a.konst)
+		if !ok || len(axis) != 1 {
+			c.unsupported(n, "a non-constant axis is not supported")
+			return
+		}
+		out := n.dtype("output_type", tensor.Int64)
+		v := c.op1(n.op, x.name, attrInt("axis", axis[0]), attrInt("keepdims", 0))
+		if out != tensor.Int64 {
+			v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+		}
+		c.set(n, 0, &value{name: v, dtype: out, rank: addRank(x.rank, -1)})
+	case "OneHot":
+		idx, depth, on, off := c.in(n, 0), c.in(n, 1), c.in(n, 2), c.in(n, 3)
+		vals := c.op1("Concat", c.op1("Reshape", off.name, c.i64Const([]int64{1})), c.op1("Reshape", on.name, c.i64Const([]int64{1})), attrInt("axis", 0))
+		// TF gives an all-off row for an out-of-range index, ONNX wraps
+		// negative ones: map negatives to depth, which is out of range.
+		in64 := c.asInt64(idx)
+		d64 := c.asInt64(depth)
+		neg := c.op1("Less", in64, c.i64Scalar(0))
+		safe := c.op1("Where", neg, c.op1("Reshape", d64, c.i64Const([]int64{})), in64)
+		c.set(n, 0, &value{name: c.op1("OneHot", safe, d64, vals, attrInt("axis", n.i("axis", -1))), dtype: on.dtype, rank: addRank(idx.rank, 1)})
+	case "TopKV2":
+		x, k := c.in(n, 0), c.in(n, 1)
+		outs := c.opN("TopK", 2, x.name, c.as1D(k), attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
+		c.set(n, 0, &value{name: outs[0], dtype: x.dtype, rank: x.rank})
+		it := n.dtype("index_type", tensor.Int32)
+		c.set(n, 1, &value{name: c.op1("Cast", outs[1], attrInt("to", onnxType(it))), dtype: it, rank: x.rank})
+	case "All", "Any":
+		x, axes := c.in(n, 0), c.in(n, 1)
+		keep := int64(0)
+		if n.b("keep_dims", false) {
+			keep = 1
+		}
+		red := "ReduceMin"
+		if n.op == "Any" {
+			red = "ReduceMax"
+		}
+		xi := c.op1("Cast", x.name, attrInt("to", int64(onnxpb.TensorProto_INT32)))
+		r := c.op1(red, xi, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1))
+		c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
+	case "Placeholder":
+		c.unsupported(n, fmt.Sprintf("placeholder %q is not an input of the signature, so it has no value", n.name))
+	default:
+		why := unsupportedWhy[n.op]
+		if why == "" {
+			why = "not supported"
+		}
+		if strings.HasPrefix(n.op, "_") {
+			why = "an internal TensorFlow op"
+		}
+		c.unsupported(n, why)
+	}
+	_ = T
+}
+
+func isFloat(d tensor.DType) bool {
+	return d == tensor.Float32 || d == tensor.Float64 || d == tensor.Float16 || d == tensor.BFloat16
+}
+
+func maxRank(a, b *value) int {
+	if a.rank < 0 || b.rank < 0 {
+		return -1
+	}
+	return max(a.rank, b.rank)
+}
+
+func addRank(r, d int) int {
+	if r < 0 {
+		return -1
+	}
+	return r + d
+}
+
+// scalar adds a scalar constant of dtype dt.
+func (c *converter) scalar(n *node, dt tensor.DType, f float64) string {
+	t, err := scalarOf(dt, f)
+	if err != nil {
+		c.fail(fmt.Errorf("node %q: %w", n.name, err))
+		return "_error"
+	}
+	return c.constant(t)
+}
+
+var _ = typespb.DataType_DT_FLOAT

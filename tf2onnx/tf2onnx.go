@@ -1,0 +1,385 @@
+// Package tf2onnx translates the serving signatures of a TensorFlow
+// SavedModel (read by package savedmodel) into ONNX models that ONNX Runtime
+// runs, so that TensorFlow models are served without libtensorflow.
+//
+// The translation works on the subgraph one signature needs: function calls
+// (StatefulPartitionedCall, PartitionedCall) are inlined, the signature's
+// inputs are cut points whatever op produces them, variables become
+// initializers, and each TensorFlow op maps to a few ONNX opset-18 nodes.
+// Ops outside the supported set (control flow, hash tables, string ops,
+// stateful assignments, custom ops) make the translation fail with one
+// error naming every such op, so a deploy fails up front instead of at the
+// first request.
+package tf2onnx
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
+	"github.com/eas-server/eas-server/savedmodel"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
+)
+
+// Opset is the ONNX opset the translation targets.
+const Opset = 18
+
+// PortKind says how a signature tensor travels to and from the ONNX model,
+// given that the ONNX Runtime binding handles neither scalars nor tensors of
+// unknown rank.
+type PortKind int
+
+const (
+	// Plain tensors go as they are.
+	Plain PortKind = iota
+	// Scalar tensors travel as shape [1].
+	Scalar
+	// AnyRank tensors travel flattened to one dimension, with their shape
+	// as an int64 vector in a companion tensor named Name + ShapeSuffix.
+	AnyRank
+)
+
+// ShapeSuffix names the companion shape tensor of an AnyRank port.
+const ShapeSuffix = "__shape"
+
+// Port is one signature input or output as the ONNX model sees it.
+type Port struct {
+	Key   string       // the signature key, also the ONNX value name
+	DType tensor.DType // element type
+	Shape []int64      // the signature's shape; nil = unknown rank; -1 = any size
+	Kind  PortKind
+}
+
+// Signature is a translated signature.
+type Signature struct {
+	Name    string
+	Method  string
+	Inputs  []Port // sorted by key
+	Outputs []Port // sorted by key
+	// Model is a serialized ONNX ModelProto.
+	Model []byte
+	// Batchable is true when every input and output has a dynamic first
+	// dimension, so requests can be concatenated along it.
+	Batchable bool
+}
+
+// UnsupportedError lists the ops of a signature that cannot be translated.
+type UnsupportedError struct {
+	Signature string
+	Ops       map[string][]string // op -> nodes using it
+	Reasons   map[string]string   // op -> why, where it is more than "not supported"
+}
+
+func (e *UnsupportedError) Error() string {
+	ops := make([]string, 0, len(e.Ops))
+	for op := range e.Ops {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		nodes := e.Ops[op]
+		more := ""
+		if len(nodes) > 3 {
+			more = fmt.Sprintf(" and %d more", len(nodes)-3)
+			nodes = nodes[:3]
+		}
+		parts[i] = fmt.Sprintf("%s (%s%s)", op, strings.Join(nodes, ", "), more)
+		if r := e.Reasons[op]; r != "" {
+			parts[i] += ": " + r
+		}
+	}
+	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
+		"export a signature without them (control flow, lookup tables, string ops, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
+}
+
+// Convert translates one signature of m.
+func Convert(m *savedmodel.Model, signature string) (*Signature, error) {
+	sd, ok := m.MetaGraph.SignatureDef[signature]
+	if !ok {
+		return nil, fmt.Errorf("no signature %q; the model has %s", signature, strings.Join(m.SignatureNames(), ", "))
+	}
+	keys, err := m.VariableKeys()
+	if err != nil {
+		return nil, err
+	}
+	c := &converter{
+		model: m, sig: signature, keys: keys,
+		g:      newFlatGraph(m.MetaGraph.GraphDef),
+		vals:   map[ref]*value{},
+		unsup:  map[string][]string{},
+		reason: map[string]string{},
+	}
+	return c.run(sd)
+}
+
+// value is what a TensorFlow tensor became in the ONNX graph.
+type value struct {
+	name  string         // ONNX value name
+	dtype tensor.DType   // element type; Invalid for resources
+	konst *tensor.Tensor // known constant value, when there is one
+	rank  int            // -1 when unknown
+}
+
+type converter struct {
+	model  *savedmodel.Model
+	sig    string
+	keys   map[string]string
+	g      *flatGraph
+	vals   map[ref]*value
+	unsup  map[string][]string
+	reason map[string]string
+	fatal  error
+
+	nodes []*onnxpb.NodeProto
+	inits []*onnxpb.TensorProto
+	seq   int
+}
+
+func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
+	out := &Signature{Name: c.sig, Method: sd.MethodName, Batchable: true}
+	graph := &onnxpb.GraphProto{Name: c.sig}
+	inKeys := sortedKeys(sd.Inputs)
+	for _, k := range inKeys {
+		ti := sd.Inputs[k]
+		p, err := port(k, ti)
+		if err != nil {
+			return nil, fmt.Errorf("signature %q input %q: %w", c.sig, k, err)
+		}
+		r, err := c.tensorRef(ti)
+		if err != nil {
+			return nil, fmt.Errorf("signature %q input %q: %w", c.sig, k, err)
+		}
+		v := &value{dtype: p.DType, rank: len(p.Shape)}
+		switch p.Kind {
+		case Plain:
+			v.name = k
+			graph.Input = append(graph.Input, valueInfo(k, p.DType, p.Shape))
+		case Scalar:
+			graph.Input = append(graph.Input, valueInfo(k, p.DType, []int64{1}))
+			v.name = c.op1("Reshape", k, c.i64Const([]int64{}))
+		case AnyRank:
+			v.rank = -1
+			graph.Input = append(graph.Input, valueInfo(k, p.DType, []int64{-1}), valueInfo(k+ShapeSuffix, tensor.Int64, []int64{-1}))
+			v.name = c.op1("Reshape", k, k+ShapeSuffix)
+		}
+		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
+			out.Batchable = false
+		}
+		c.vals[r] = v
+		out.Inputs = append(out.Inputs, p)
+	}
+	outKeys := sortedKeys(sd.Outputs)
+	outVals := make([]*value, len(outKeys))
+	for i, k := range outKeys {
+		ti := sd.Outputs[k]
+		p, err := port(k, ti)
+		if err != nil {
+			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
+		}
+		r, err := c.tensorRef(ti)
+		if err != nil {
+			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
+		}
+		outVals[i] = c.visit(r)
+		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
+			out.Batchable = false
+		}
+		out.Outputs = append(out.Outputs, p)
+	}
+	if c.fatal != nil {
+		return nil, fmt.Errorf("signature %q: %w", c.sig, c.fatal)
+	}
+	if len(c.unsup) > 0 {
+		return nil, &UnsupportedError{Signature: c.sig, Ops: c.unsup, Reasons: c.reason}
+	}
+	for i, p := range out.Outputs {
+		v := outVals[i]
+		src := v.name
+		if v.dtype != p.DType && v.dtype != tensor.Invalid {
+			src = c.op1("Cast", src, attrInt("to", onnxType(p.DType)))
+		}
+		switch p.Kind {
+		case Plain:
+			c.emit("Identity", []string{src}, []string{p.Key})
+			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, p.Shape))
+		case Scalar:
+			c.emit("Reshape", []string{src, c.i64Const([]int64{1})}, []string{p.Key})
+			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, []int64{1}))
+		case AnyRank:
+			c.emit("Reshape", []string{src, c.i64Const([]int64{-1})}, []string{p.Key})
+			c.emit("Shape", []string{src}, []string{p.Key + ShapeSuffix})
+			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, []int64{-1}), valueInfo(p.Key+ShapeSuffix, tensor.Int64, []int64{-1}))
+		}
+	}
+	if len(out.Inputs) == 0 {
+		out.Batchable = false
+	}
+	graph.Node = c.nodes
+	graph.Initializer = c.inits
+	mp := &onnxpb.ModelProto{
+		IrVersion:    8,
+		ProducerName: "eas-server tf2onnx",
+		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: "", Version: Opset}},
+		Graph:        graph,
+	}
+	b, err := proto.Marshal(mp)
+	if err != nil {
+		return nil, fmt.Errorf("signature %q: encode onnx model: %w", c.sig, err)
+	}
+	out.Model = b
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func port(key string, ti *corepb.TensorInfo) (Port, error) {
+	if ti.GetName() == "" {
+		return Port{}, errors.New("only dense tensors are supported (sparse and composite signature tensors are not)")
+	}
+	dt, ok := savedmodel.DTypeOf(ti.Dtype)
+	if !ok {
+		return Port{}, fmt.Errorf("dtype %s is not supported", ti.Dtype)
+	}
+	shape, err := savedmodel.ShapeOf(ti.TensorShape)
+	if err != nil {
+		return Port{}, err
+	}
+	p := Port{Key: key, DType: dt, Shape: shape}
+	switch {
+	case shape == nil:
+		p.Kind = AnyRank
+	case len(shape) == 0:
+		p.Kind = Scalar
+	}
+	return p, nil
+}
+
+// tensorRef resolves a signature tensor name ("node:0") in the flat graph.
+func (c *converter) tensorRef(ti *corepb.TensorInfo) (ref, error) {
+	name, idx, _ := savedmodel.SplitInput(ti.GetName())
+	return c.g.resolve(ref{name, idx}, 0)
+}
+
+// visit returns the ONNX value of r, translating what it depends on first.
+// Errors are collected (unsupported ops) or kept in c.fatal; the returned
+// value is then a placeholder so the walk can go on and find every op.
+func (c *converter) visit(r ref) *value {
+	type frame struct {
+		r    ref
+		done bool
+	}
+	stack := []frame{{r: r}}
+	onStack := map[ref]bool{}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		rr, err := c.g.resolve(f.r, 0)
+		if err != nil {
+			c.fail(err)
+			c.vals[f.r] = &value{name: "_error", rank: -1}
+			continue
+		}
+		if rr != f.r {
+			if v, ok := c.vals[rr]; ok {
+				c.vals[f.r] = v
+				continue
+			}
+			if f.done {
+				c.vals[f.r] = c.vals[rr]
+				continue
+			}
+			stack = append(stack, frame{r: f.r, done: true}, frame{r: rr})
+			continue
+		}
+		if _, ok := c.vals[rr]; ok {
+			continue
+		}
+		n := c.g.nodes[rr.node]
+		if !f.done {
+			if onStack[rr] {
+				c.fail(fmt.Errorf("cycle through node %q; loops are not supported", n.name))
+				c.vals[rr] = &value{name: "_error", rank: -1}
+				continue
+			}
+			onStack[rr] = true
+			stack = append(stack, frame{r: rr, done: true})
+			if stopsWalk[n.op] {
+				continue
+			}
+			for _, in := range n.inputs {
+				if _, ok := c.vals[in]; !ok {
+					stack = append(stack, frame{r: in})
+				}
+			}
+			continue
+		}
+		delete(onStack, rr)
+		if _, ok := c.vals[rr]; ok {
+			continue
+		}
+		c.translate(n)
+		if _, ok := c.vals[rr]; !ok {
+			c.vals[rr] = &value{name: "_error", rank: -1}
+		}
+	}
+	v := c.vals[r]
+	if v == nil {
+		return &value{name: "_error", rank: -1}
+	}
+	return v
+}
+
+// stopsWalk lists ops whose inputs are not translated (they are read
+// differently, or not at all).
+var stopsWalk = map[string]bool{"VariableV2": true, "VarHandleOp": true, "Variable": true, "Placeholder": true}
+
+func (c *converter) fail(err error) {
+	if c.fatal == nil {
+		c.fatal = err
+	}
+}
+
+func (c *converter) unsupported(n *node, why string) {
+	if !slices.Contains(c.unsup[n.op], n.name) {
+		c.unsup[n.op] = append(c.unsup[n.op], n.name)
+	}
+	if why != "" && c.reason[n.op] == "" {
+		c.reason[n.op] = why
+	}
+}
+
+// in returns the value of n's i-th input.
+func (c *converter) in(n *node, i int) *value {
+	if i >= len(n.inputs) {
+		c.fail(fmt.Errorf("node %q (%s) has %d inputs, needs more than %d", n.name, n.op, len(n.inputs), i))
+		return &value{name: "_error", rank: -1}
+	}
+	rr, err := c.g.resolve(n.inputs[i], 0)
+	if err != nil {
+		c.fail(err)
+		return &value{name: "_error", rank: -1}
+	}
+	if v := c.vals[rr]; v != nil {
+		return v
+	}
+	return &value{name: "_error", rank: -1}
+}
+
+// set records output i of n.
+func (c *converter) set(n *node, i int, v *value) { c.vals[ref{n.name, i}] = v }
