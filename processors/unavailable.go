@@ -11,9 +11,6 @@ var unavailable = []struct {
 	reason string
 }{
 	{"caffe_", "Caffe models are not served here: convert the model to ONNX and use onnx_cpu (or onnx_cu100 with a GPU)"},
-	{"parameter_server", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
-	{"parameter_sever", "tree-ensemble models are not served by this build yet: export the model to PMML and use pmml"},
-	{"xgboost", "XGBoost models are not served by this build yet: export the model to PMML (sklearn2pmml) or ONNX (onnxmltools) and use pmml or onnx_cpu"},
 	{"triton", "the Triton proxy is not in this build yet: serve the model's ONNX file with onnx_cpu, whose /v2 routes speak the same KServe v2 protocol"},
 }
 

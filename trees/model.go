@@ -387,3 +387,15 @@ func (m *Model) finish64(out []float64) {
 		}
 	}
 }
+
+// Probabilities reports whether Scores are class probabilities: binary
+// models with a logistic link and multiclass models.
+func (m *Model) Probabilities() bool {
+	switch m.Kind {
+	case Binary:
+		return m.transform == tSigmoid
+	case Multiclass:
+		return true
+	}
+	return false
+}

@@ -5,5 +5,6 @@ import (
 	_ "github.com/eas-server/eas-server/processors/echo"       // echo
 	_ "github.com/eas-server/eas-server/processors/onnx"       // pytorch_*, onnx_*
 	_ "github.com/eas-server/eas-server/processors/pmml"       // pmml
+	_ "github.com/eas-server/eas-server/processors/ps"         // parameter_server, xgboost
 	_ "github.com/eas-server/eas-server/processors/tensorflow" // tensorflow_cpu_*, tensorflow_gpu_*
 )

@@ -1,0 +1,509 @@
+// Package ps is the tree-ensemble processor, registered as
+// `parameter_server`, `parameter_sever` (the spelling old EAS pages use)
+// and `xgboost`. It serves XGBoost models (JSON, UBJSON, legacy binary)
+// and LightGBM models (text, JSON dump) with package trees, whose numbers
+// match the libraries': bit for bit for XGBoost, within 1e-9 for LightGBM.
+//
+// Request: EAS's JSON array of records (feature name -> value; a missing
+// key or null is a missing value), one record object, or the dense form
+// {"columns": [...], "data": [[...], ...]} (columns default to the model's
+// order). Feature names come from model_config "features", else the
+// model, else XGBoost's defaults f0, f1, ...
+//
+// Response: one object per record, as the PS processor answers:
+// {"label": <class or value>, "score": <its probability or value>,
+// "details": [{"<class>": p}, ...]}; with model_config
+// {"output": "margin"}, {"margin": m} (a list for multiclass).
+//
+// KServe v2 works too: one FP32 (or FP64) input of shape [N, F], one
+// output "scores" of shape [N, K].
+//
+// Requests batch: Run scores all records of all requests of a batch in
+// one call.
+package ps
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/trees"
+)
+
+func init() {
+	for _, code := range []string{"parameter_server", "parameter_sever", "xgboost"} {
+		processors.Register(code, "XGBoost (JSON, UBJSON, binary) and LightGBM (text, JSON) tree ensembles, scored natively with the libraries' exact numbers; EAS JSON records",
+			func() processors.Processor { return &Processor{} })
+	}
+}
+
+// Config is the processor's model_config.
+type Config struct {
+	// Output is "" or "prediction" (label, score, details) or "margin"
+	// (raw margins before the objective's link).
+	Output string `json:"output"`
+	// Features names the model's columns in order; it overrides the
+	// names the model carries.
+	Features []string `json:"features"`
+	// Classes names the classes of a classifier, for "label" and the
+	// keys of "details"; default "0", "1", ...
+	Classes []string `json:"classes"`
+}
+
+// Processor serves one tree-ensemble model. It is safe for concurrent use.
+type Processor struct {
+	spec     processors.Spec
+	cfg      Config
+	margin   bool
+	file     string
+	model    *trees.Model
+	features []string
+	index    map[string]int
+	classes  []string
+}
+
+// payload is one request: its records as rows of NumFeatures values.
+type payload struct {
+	rows []float64
+	n    int
+}
+
+// Configure reads model_config, without I/O.
+func (p *Processor) Configure(spec processors.Spec) error {
+	p.spec = spec
+	raw := []byte(spec.ModelConfig)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("model_config: %w", err)
+		}
+		raw = []byte(s)
+	}
+	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p.cfg); err != nil {
+			return fmt.Errorf("model_config: %v; %s accepts {\"output\": \"prediction\"|\"margin\", \"features\": [names...], \"classes\": [names...]}", err, spec.Code)
+		}
+	}
+	switch p.cfg.Output {
+	case "", "prediction":
+	case "margin":
+		p.margin = true
+	default:
+		return fmt.Errorf("model_config.output: must be \"prediction\" or \"margin\", got %q", p.cfg.Output)
+	}
+	if spec.ModelPath == "" {
+		return fmt.Errorf("model_path: the %s processor needs a model; set model_path to an XGBoost (.json, .ubj, .bin) or LightGBM (.txt, .model) file", spec.Code)
+	}
+	return nil
+}
+
+// Load reads and compiles the model and resolves the feature names.
+func (p *Processor) Load(ctx context.Context) error {
+	file, err := findModel(p.spec.ModelPath, p.spec.ModelEntry)
+	if err != nil {
+		return err
+	}
+	m, err := trees.Load(file)
+	if err != nil {
+		return err
+	}
+	names := m.FeatureNames
+	if len(p.cfg.Features) > 0 {
+		if len(p.cfg.Features) != m.NumFeatures {
+			return fmt.Errorf("model_config.features: %d names, but the model has %d features", len(p.cfg.Features), m.NumFeatures)
+		}
+		names = p.cfg.Features
+	}
+	if names == nil {
+		names = make([]string, m.NumFeatures)
+		for i := range names {
+			names[i] = "f" + strconv.Itoa(i)
+		}
+	}
+	index := make(map[string]int, len(names))
+	for i, n := range names {
+		if _, dup := index[n]; dup {
+			return fmt.Errorf("feature name %q appears twice; set model_config.features to unique names", n)
+		}
+		index[n] = i
+	}
+	classes := p.cfg.Classes
+	if nc := m.NumClass; nc > 0 {
+		if len(classes) > 0 && len(classes) != nc {
+			return fmt.Errorf("model_config.classes: %d names, but the model has %d classes", len(classes), nc)
+		}
+		if len(classes) == 0 {
+			classes = make([]string, nc)
+			for i := range classes {
+				classes[i] = strconv.Itoa(i)
+			}
+		}
+	} else if len(classes) > 0 {
+		return fmt.Errorf("model_config.classes: the model is a %s model, not a classifier", m.Kind)
+	}
+	p.file, p.model, p.features, p.index, p.classes = file, m, names, index, classes
+	if p.spec.Logger != nil {
+		p.spec.Logger.Info("tree model loaded", "file", file, "format", m.Format, "booster", m.Booster,
+			"objective", m.Objective, "trees", m.NumTrees, "features", m.NumFeatures)
+	}
+	return nil
+}
+
+// modelExts are the extensions a model directory is searched for.
+var modelExts = map[string]bool{".json": true, ".ubj": true, ".bin": true, ".model": true, ".txt": true, ".xgb": true, ".lgb": true}
+
+// findModel resolves model_path: a file, or a directory holding exactly one
+// model file, or the one model_entry names.
+func findModel(path, entry string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("model_path: %w", err)
+	}
+	if !st.IsDir() {
+		return path, nil
+	}
+	if entry != "" {
+		f := filepath.Join(path, filepath.Clean("/"+entry))
+		if _, err := os.Stat(f); err != nil {
+			return "", fmt.Errorf("model_entry: %q not found in %s", entry, path)
+		}
+		return f, nil
+	}
+	var found []string
+	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && modelExts[strings.ToLower(filepath.Ext(p))] {
+			found = append(found, p)
+		}
+		return nil
+	})
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("model_path: no model file (.json, .ubj, .bin, .model, .txt) in %s", path)
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("model_path: %d model files in %s (%s); set model_entry to the one to serve", len(found), path, strings.Join(found, ", "))
+}
+
+// Platform names the runtime for KServe model metadata.
+func (p *Processor) Platform() string { return p.model.Library }
+
+// outputDType is the KServe datatype of the scores: XGBoost computes in
+// float32, LightGBM in float64.
+func (p *Processor) outputDType() tensor.DType {
+	if p.model.Float32() {
+		return tensor.Float32
+	}
+	return tensor.Float64
+}
+
+// width is the number of values per record: margins, or Scores (class
+// probabilities even for multi:softmax, whose label is then the argmax).
+func (p *Processor) width() int {
+	return p.model.NumGroups()
+}
+
+// Metadata describes the one [N, F] input and the scores output; the
+// feature names the JSON form takes are in Extra["features"].
+func (p *Processor) Metadata() processors.Metadata {
+	m := p.model
+	return processors.Metadata{
+		Processor: p.spec.Code,
+		Inputs:    []processors.IOSpec{{Name: "input", DType: "FP32", Shape: []int64{-1, int64(m.NumFeatures)}}},
+		Outputs:   []processors.IOSpec{{Name: "scores", DType: p.outputDType().String(), Shape: []int64{-1, int64(p.width())}}},
+		Extra: map[string]any{
+			"library":    m.Library,
+			"format":     m.Format,
+			"booster":    m.Booster,
+			"objective":  m.Objective,
+			"kind":       m.Kind.String(),
+			"trees":      m.NumTrees,
+			"features":   p.features,
+			"classes":    p.classes,
+			"output":     map[bool]string{true: "margin", false: "prediction"}[p.margin],
+			"model_file": filepath.Base(p.file),
+		},
+	}
+}
+
+// Decode parses the EAS JSON records or the dense form.
+func (p *Processor) Decode(req *processors.Request) (any, error) {
+	rows, n, err := decodeRecords(req.Body, p.index, p.model.NumFeatures)
+	if err != nil {
+		return nil, processors.BadInput("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
+	}
+	return &payload{rows: rows, n: n}, nil
+}
+
+// BatchKey lets every request join a batch: records are independent rows.
+func (p *Processor) BatchKey(any) (string, bool) { return "trees", true }
+
+// result is one request's scores, width values per record.
+type result struct {
+	vals  []float64
+	n     int
+	width int
+}
+
+// Run scores every record of every request of the batch in one call.
+// Tensor payloads (KServe v2) run on their own and answer tensors.
+func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
+	res := make([]any, len(batch))
+	total := 0
+	for i, b := range batch {
+		switch pl := b.(type) {
+		case *payload:
+			total += pl.n
+		case *processors.TensorPayload:
+			r, err := p.runTensor(pl)
+			if err != nil {
+				return nil, err
+			}
+			res[i] = r
+		default:
+			return nil, fmt.Errorf("ps: unexpected payload %T", b)
+		}
+	}
+	if total == 0 {
+		for i, b := range batch {
+			if pl, ok := b.(*payload); ok {
+				res[i] = &result{n: pl.n, width: p.width()}
+			}
+		}
+		return res, nil
+	}
+	F, w := p.model.NumFeatures, p.width()
+	rows := make([]float64, 0, total*F)
+	for _, b := range batch {
+		if pl, ok := b.(*payload); ok {
+			rows = append(rows, pl.rows...)
+		}
+	}
+	if len(batch) == 1 {
+		rows = batch[0].(*payload).rows
+	}
+	out := make([]float64, total*w)
+	var err error
+	if p.margin {
+		err = p.model.Margins(out, rows)
+	} else {
+		err = p.model.Scores(out, rows)
+	}
+	if err != nil {
+		return nil, err
+	}
+	off := 0
+	for i, b := range batch {
+		if pl, ok := b.(*payload); ok {
+			res[i] = &result{vals: out[off*w : (off+pl.n)*w], n: pl.n, width: w}
+			off += pl.n
+		}
+	}
+	return res, nil
+}
+
+// runTensor scores a KServe [N, F] FP32 or FP64 tensor.
+func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorResult, error) {
+	F := p.model.NumFeatures
+	if len(pl.Inputs) != 1 {
+		return nil, processors.BadInput("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(pl.Inputs), F)
+	}
+	in := pl.Inputs[0]
+	if len(in.Shape) != 2 || in.Shape[1] != int64(F) || in.Shape[0] < 0 {
+		return nil, processors.BadInput("input %q: shape %s, the model takes [-1, %d]", in.Name, tensor.FormatShape(in.Shape), F)
+	}
+	if err := in.Validate(); err != nil {
+		return nil, processors.BadInput("input %q: %v", in.Name, err)
+	}
+	n := int(in.Shape[0])
+	w := p.width()
+	out := make([]float64, n*w)
+	var err error
+	switch in.DType {
+	case tensor.Float32:
+		x := make([]float32, n*F)
+		for i := range x {
+			x[i] = math.Float32frombits(uint32(in.Data[4*i]) | uint32(in.Data[4*i+1])<<8 | uint32(in.Data[4*i+2])<<16 | uint32(in.Data[4*i+3])<<24)
+		}
+		if p.margin {
+			err = p.model.MarginsFloat32(out, x)
+		} else {
+			err = p.model.ScoresFloat32(out, x)
+		}
+	case tensor.Float64:
+		x := make([]float64, n*F)
+		for i := range x {
+			var u uint64
+			for k := 7; k >= 0; k-- {
+				u = u<<8 | uint64(in.Data[8*i+k])
+			}
+			x[i] = math.Float64frombits(u)
+		}
+		if p.margin {
+			err = p.model.Margins(out, x)
+		} else {
+			err = p.model.Scores(out, x)
+		}
+	default:
+		return nil, processors.BadInput("input %q: datatype %s; the model takes FP32 (or FP64)", in.Name, in.DType)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dt := p.outputDType()
+	t := tensor.Tensor{Name: "scores", DType: dt, Shape: []int64{int64(n), int64(w)}, Data: make([]byte, n*w*dt.Size())}
+	for i, v := range out {
+		if dt == tensor.Float32 {
+			u := math.Float32bits(float32(v))
+			t.Data[4*i], t.Data[4*i+1], t.Data[4*i+2], t.Data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		} else {
+			u := math.Float64bits(v)
+			for k := 0; k < 8; k++ {
+				t.Data[8*i+k] = byte(u >> (8 * k))
+			}
+		}
+	}
+	return &processors.TensorResult{Outputs: []tensor.Tensor{t}}, nil
+}
+
+// Encode writes the JSON array of per-record objects.
+func (p *Processor) Encode(_, r any) (*processors.Response, error) {
+	res, ok := r.(*result)
+	if !ok {
+		return nil, fmt.Errorf("ps: unexpected result %T", r)
+	}
+	bits := 64
+	if p.model.Float32() {
+		bits = 32
+	}
+	b := make([]byte, 0, 64*res.n*max(res.width, 1))
+	b = append(b, '[')
+	for i := 0; i < res.n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		v := res.vals[i*res.width : (i+1)*res.width]
+		b = p.appendRecord(b, v, bits)
+	}
+	b = append(b, ']')
+	return &processors.Response{Body: b, ContentType: "application/json"}, nil
+}
+
+// appendRecord writes one record's answer.
+func (p *Processor) appendRecord(b []byte, v []float64, bits int) []byte {
+	m := p.model
+	if p.margin {
+		b = append(b, `{"margin":`...)
+		if len(v) == 1 {
+			b = appendNum(b, v[0], bits)
+		} else {
+			b = append(b, '[')
+			for j, x := range v {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendNum(b, x, bits)
+			}
+			b = append(b, ']')
+		}
+		return append(b, '}')
+	}
+	switch {
+	case m.Kind == trees.Multiclass:
+		best := 0
+		for j, x := range v {
+			if x > v[best] {
+				best = j
+			}
+		}
+		b = append(b, `{"label":`...)
+		b = p.appendClass(b, best)
+		b = append(b, `,"score":`...)
+		b = appendNum(b, v[best], bits)
+		b = append(b, `,"details":[`...)
+		for j, x := range v {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = appendString(b, p.classes[j])
+			b = append(b, ':')
+			b = appendNum(b, x, bits)
+			b = append(b, '}')
+		}
+		return append(b, "]}"...)
+	case m.Kind == trees.Binary:
+		s := v[0]
+		label := 0
+		if m.Probabilities() {
+			if s > 0.5 {
+				label = 1
+			}
+		} else if s > 0 {
+			label = 1
+		}
+		b = append(b, `{"label":`...)
+		b = p.appendClass(b, label)
+		b = append(b, `,"score":`...)
+		if m.Probabilities() {
+			q := 1 - s
+			if bits == 32 {
+				q = float64(1 - float32(s))
+			}
+			if label == 0 {
+				b = appendNum(b, q, bits)
+			} else {
+				b = appendNum(b, s, bits)
+			}
+			b = append(b, `,"details":[{`...)
+			b = appendString(b, p.classes[0])
+			b = append(b, ':')
+			b = appendNum(b, q, bits)
+			b = append(b, "},{"...)
+			b = appendString(b, p.classes[1])
+			b = append(b, ':')
+			b = appendNum(b, s, bits)
+			return append(b, "}]}"...)
+		}
+		b = appendNum(b, s, bits)
+		return append(b, '}')
+	}
+	b = append(b, `{"label":`...)
+	b = appendNum(b, v[0], bits)
+	b = append(b, `,"score":`...)
+	b = appendNum(b, v[0], bits)
+	return append(b, '}')
+}
+
+// appendClass writes class k as its index, or its configured name.
+func (p *Processor) appendClass(b []byte, k int) []byte {
+	if len(p.cfg.Classes) > 0 {
+		return appendString(b, p.classes[k])
+	}
+	return strconv.AppendInt(b, int64(k), 10)
+}
+
+// appendNum writes x in its shortest form at the model's precision, so a
+// float32 score reads back to the same bits; non-finite values are null.
+func appendNum(b []byte, x float64, bits int) []byte {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, x, 'g', -1, bits)
+}
+
+var (
+	_ processors.Processor   = (*Processor)(nil)
+	_ processors.Batcher     = (*Processor)(nil)
+	_ processors.TensorModel = (*Processor)(nil)
+)
