@@ -76,12 +76,19 @@ func (cc *compiler) mining(n *node, m *model, sc *scope) ([]outField, error) {
 		}
 		var child *node
 		for _, c := range s.children {
-			if modelElements[c.name] {
+			switch {
+			case modelElements[c.name]:
+				if child != nil {
+					return nil, c.errf("Segment holds more than one model")
+				}
 				child = c
-				break
-			}
-			if knownModels[c.name] {
+			case knownModels[c.name]:
 				return nil, c.unsupported("model type " + c.name + " inside a Segment")
+			case c.name == "VariableWeight" || ignorable(c.name):
+			case c.name == "True" || c.name == "False" || c.name == "SimplePredicate" ||
+				c.name == "SimpleSetPredicate" || c.name == "CompoundPredicate":
+			default:
+				return nil, c.unsupported("")
 			}
 		}
 		if child == nil {
