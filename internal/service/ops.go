@@ -25,21 +25,35 @@ func (m *Manager) lookup(name string) (*Service, error) {
 	return s, nil
 }
 
-// enter reports whether the service may still be operated on; the caller
-// holds its operation lock.
+// enter reports whether the service may still be operated on and marks it
+// busy; the caller holds its operation lock.
 func (m *Manager) enter(s *Service) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.busy = !s.deleted
 	return !s.deleted
 }
 
-func (m *Manager) leave(s *Service) { s.op.Unlock() }
+// leave ends an operation.
+func (m *Manager) leave(s *Service) {
+	s.mu.Lock()
+	s.busy = false
+	s.mu.Unlock()
+	s.op.Unlock()
+}
 
-// begin takes s's operation lock without waiting.
+// begin takes s's operation lock. While another operation is in progress
+// it fails with ErrBusy at once; when that operation has already published
+// its outcome, begin waits for it to let go.
 func (m *Manager) begin(s *Service) error {
 	if !s.op.TryLock() {
-		st, msg, _ := s.State()
-		return fmt.Errorf("service %q is %s (%s): %w; wait until it is Running, Failed or Stopped and retry", s.Name, st, msg, ErrBusy)
+		s.mu.Lock()
+		busy, st, msg := s.busy, s.rec.Status, s.rec.Message
+		s.mu.Unlock()
+		if busy {
+			return fmt.Errorf("service %q is %s (%s): %w; wait until it is Running, Failed or Stopped and retry", s.Name, st, msg, ErrBusy)
+		}
+		s.op.Lock()
 	}
 	if !m.enter(s) {
 		s.op.Unlock()
@@ -137,6 +151,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	s.live.Store(nl)
 	from := s.rec.CurrentVersion
 	s.rec.CurrentVersion, s.spec, s.token, s.pending = v, spec, token, 0
+	s.busy = false // the outcome is published
 	s.setStatusLocked(Running, "", "")
 	switch {
 	case scaled:
@@ -160,7 +175,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 func (m *Manager) loadFailed(s *Service, v int, old *Live, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending = 0
+	s.pending, s.busy = 0, false
 	if old != nil {
 		msg := fmt.Sprintf("version %d failed to load: %v; version %d keeps serving", v, err, old.Version)
 		s.setStatusLocked(Running, msg, "UpdateFailed")
@@ -381,6 +396,7 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
+	s.busy = true
 	if s.deleted {
 		s.mu.Unlock()
 		return fmt.Errorf("service %q: %w", name, ErrNotFound)

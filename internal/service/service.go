@@ -90,7 +90,13 @@ type Service struct {
 	pending  int                  // version being loaded; 0 = none
 	since    time.Time            // when rec.Status began
 	cancelOp func()               // cancels the asynchronous operation in progress
-	deleted  bool
+	// busy is true from the start of an operation until its outcome is
+	// published. An operation that finds the lock held but busy false only
+	// waits for the other's short tail (saving state, handing off a drain)
+	// instead of failing with ErrBusy, so that a client that saw the
+	// outcome can go on at once.
+	busy    bool
+	deleted bool
 }
 
 // State returns the status, its message and when it began.
