@@ -657,7 +657,19 @@ func (t *treat) eval(c *ctx) Value {
 			return t.mf.replacement
 		}
 		if t.defaults {
-			return zeroOf(t.dataType())
+			// EAS fills false, 0 or "". A filler the DataField would call
+			// invalid (a "" for a field with listed values) stays missing
+			// rather than failing the record.
+			z := zeroOf(t.dataType())
+			if t.df != nil && t.df.op != Continuous && len(t.df.valid) > 0 {
+				for _, v := range t.df.valid {
+					if equalValues(v, z) {
+						return z
+					}
+				}
+				return MissingValue
+			}
+			return z
 		}
 	}
 	return v

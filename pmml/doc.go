@@ -39,7 +39,9 @@
 //   - Missing inputs follow the model (missingValueReplacement, tree
 //     missingValueStrategy, ...). Options.MissingValueDefaults fills a
 //     missing input with false, 0 or "" the way EAS does, but only where the
-//     MiningField declares no missingValueReplacement or missingValueTreatment.
+//     MiningField declares no missingValueReplacement or missingValueTreatment
+//     (and not with a value the DataField lists as invalid: a categorical
+//     field with listed values is not filled with "").
 //   - invalidValueTreatment defaults to returnInvalid: the record gets a
 //     *RecordError in Result.Err and missing values.
 //   - modelChain and selectFirst mining models expose their segments'

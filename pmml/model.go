@@ -15,7 +15,9 @@ type Options struct {
 	// MissingValueDefaults fills a missing input with its type's zero value
 	// (false, 0, 0.0, "") the way EAS does, but only for fields whose
 	// MiningField declares neither missingValueReplacement nor
-	// missingValueTreatment. Off (the zero value) keeps pure PMML semantics:
+	// missingValueTreatment, and only when the filler is valid for the field
+	// (a categorical field with listed values is never filled with "").
+	// Off (the zero value) keeps pure PMML semantics:
 	// a missing input stays missing and the model's own strategies apply.
 	MissingValueDefaults bool
 }

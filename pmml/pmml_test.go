@@ -175,6 +175,18 @@ func TestMissingValueDefaults(t *testing.T) {
 	if g, w := outVal(t, eas, res, "p_1"), outVal(t, pure, want, "p_1"); g != w || g.IsMissing() {
 		t.Errorf("defaults: p_1 = %v, want %v (sex filled with 0)", g, w)
 	}
+	// A categorical field with listed values is not filled with "": rf.pmml's
+	// outlook stays missing, so the trees' own missing handling applies.
+	rf := mustParse(t, "testdata/rf.pmml", Options{MissingValueDefaults: true})
+	r := scoreOne(t, rf, record(t, rf, map[string]Value{"humidity": FloatValue(60)}))
+	if r.Err != nil {
+		t.Fatalf("rf with defaults: %v", r.Err)
+	}
+	// temperature filled with 0: T1 yes; T2 outlook missing, no true child: null;
+	// T3: 60<=70 and 0<30: yes.
+	if got := outVal(t, rf, r, "play"); got.S != "yes" {
+		t.Errorf("rf with defaults: play = %v, want yes", got)
+	}
 	// age has a missingValueReplacement (54): the model's own treatment wins.
 	delete(in, "age")
 	a := scoreOne(t, eas, record(t, eas, in))
