@@ -18,8 +18,8 @@ const (
 )
 
 // kZeroThreshold is LightGBM's bound under which a value counts as zero for
-// missing_type=Zero.
-const kZeroThreshold = 1e-35
+// missing_type=Zero: the float 1e-35f, compared in double.
+var kZeroThreshold = float64(float32(1e-35))
 
 // number is the arithmetic of an ensemble: float32 for XGBoost (it casts its
 // inputs and sums leaves in float32), float64 for LightGBM.
@@ -92,7 +92,7 @@ func (e *ensemble[T]) slow(n *node[T], v T) int32 {
 		switch {
 		case v != v:
 			return def
-		case n.feat&flagZeroMiss != 0 && v >= -kZeroThreshold && v <= kZeroThreshold:
+		case n.feat&flagZeroMiss != 0 && float64(v) >= -kZeroThreshold && float64(v) <= kZeroThreshold:
 			return def
 		case v < n.thr:
 			return n.left
@@ -109,8 +109,9 @@ func (e *ensemble[T]) slow(n *node[T], v T) int32 {
 		v = 0
 	}
 	if inLeft {
-		// LightGBM: negative or absent categories go right.
-		if v < 0 || float64(v) >= float64(len(set))*32 || !catBit(set, int(v)) {
+		// LightGBM: negative (after truncation to int) or absent
+		// categories go right.
+		if v <= -1 || float64(v) >= float64(len(set))*32 || !catBit(set, int(v)) {
 			return n.right
 		}
 		return n.left
