@@ -71,3 +71,14 @@ func ShapeOf(s *shapepb.TensorShapeProto) ([]int64, error) {
 	}
 	return out, nil
 }
+
+func typesDType(v int32) typespb.DataType { return typespb.DataType(v) }
+
+// shapeOf builds a TensorShapeProto.
+func shapeOf(dims ...int64) *shapepb.TensorShapeProto {
+	s := &shapepb.TensorShapeProto{}
+	for _, d := range dims {
+		s.Dim = append(s.Dim, &shapepb.TensorShapeProto_Dim{Size: d})
+	}
+	return s
+}
