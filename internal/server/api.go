@@ -76,3 +76,20 @@ type ErrorObject struct {
 	Code    string // Unauthorized, NotFound, Conflict, InvalidParameter, ...
 	Message string
 }
+
+// InstanceObject is one replica of a service (metadata.instance of them run
+// in this process, sharing one loaded model).
+type InstanceObject struct {
+	InstanceName string // <service>-v<version>-<index>
+	Status       string // Running
+	Version      int
+	StartTime    time.Time
+	QueueDepth   int // requests waiting, for the whole service
+}
+
+// InstanceList answers GET .../instances.
+type InstanceList struct {
+	ServiceName string
+	Instances   []InstanceObject
+	TotalCount  int
+}

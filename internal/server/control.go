@@ -33,6 +33,7 @@ func (s *Server) controlRoutes(r *gin.Engine) {
 	g.PUT("/:region/:name/start", s.startService)
 	g.PUT("/:region/:name/stop", s.stopService)
 	g.GET("/:region/:name/events", s.serviceEvents)
+	g.GET("/:region/:name/instances", s.serviceInstances)
 	g.GET("/:region/:name/versions", s.serviceVersions)
 	g.PUT("/:region/:name/version", s.switchVersion)
 }
@@ -124,6 +125,30 @@ func (s *Server) serviceEvents(c *gin.Context) {
 	for _, e := range svc.Events() {
 		out.Events = append(out.Events, EventObject(e))
 	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) serviceInstances(c *gin.Context) {
+	svc, ok := s.opt.Manager.Get(c.Param("name"))
+	if !ok {
+		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+		return
+	}
+	out := InstanceList{ServiceName: svc.Name, Instances: []InstanceObject{}}
+	if live, ok := svc.Acquire(); ok {
+		depth := live.Scheduler.QueueDepth()
+		for i := range live.Instances() {
+			out.Instances = append(out.Instances, InstanceObject{
+				InstanceName: fmt.Sprintf("%s-v%d-%d", svc.Name, live.Version, i),
+				Status:       "Running",
+				Version:      live.Version,
+				StartTime:    live.Started,
+				QueueDepth:   depth,
+			})
+		}
+		live.Release()
+	}
+	out.TotalCount = len(out.Instances)
 	c.JSON(http.StatusOK, out)
 }
 

@@ -25,6 +25,7 @@ var controlRoutes = []struct{ method, path, body string }{
 	{"PUT", "/api/v2/services/local/echo/start", ""},
 	{"PUT", "/api/v2/services/local/echo/stop", ""},
 	{"GET", "/api/v2/services/local/echo/events", ""},
+	{"GET", "/api/v2/services/local/echo/instances", ""},
 	{"GET", "/api/v2/services/local/echo/versions", ""},
 	{"PUT", "/api/v2/services/local/echo/version", `{"Version":1}`},
 }
@@ -85,6 +86,7 @@ func TestControlPlaneErrors(t *testing.T) {
 		{"unknown update", "PUT", "/api/v2/services/local/nope", strings.Replace(echoT, `"echo","processor"`, `"nope","processor"`, 1), 404, "NotFound", nil},
 		{"rename", "PUT", "/api/v2/services/local/echo", `{"name":"other","processor":"echo","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"renamed"}},
 		{"unknown events", "GET", "/api/v2/services/local/nope/events", "", 404, "NotFound", nil},
+		{"unknown instances", "GET", "/api/v2/services/local/nope/instances", "", 404, "NotFound", nil},
 		{"unknown versions", "GET", "/api/v2/services/local/nope/versions", "", 404, "NotFound", nil},
 		{"unknown stop", "PUT", "/api/v2/services/local/nope/stop", "", 404, "NotFound", nil},
 		{"unknown delete", "DELETE", "/api/v2/services/local/nope", "", 404, "NotFound", nil},
@@ -141,6 +143,13 @@ func TestControlPlaneServiceObject(t *testing.T) {
 		t.Fatalf("predict with the listed token: %d %q", r.code, r.body)
 	}
 
+	var inst server.InstanceList
+	r = do(t, "GET", st.URL+"/api/v2/services/local/gen/instances", nil, h)
+	must(t, json.Unmarshal([]byte(r.body), &inst))
+	if inst.TotalCount != 2 || inst.Instances[1].InstanceName != "gen-v1-1" || inst.Instances[0].Status != "Running" {
+		t.Fatalf("instances %+v", inst)
+	}
+
 	var list server.ServiceList
 	r = do(t, "GET", st.URL+"/api/v2/services", nil, h)
 	must(t, json.Unmarshal([]byte(r.body), &list))
@@ -158,6 +167,11 @@ func TestControlPlaneServiceObject(t *testing.T) {
 	}
 	if r := do(t, "POST", obj.IntranetEndpoint, []byte("hi"), nil); r.code != 401 {
 		t.Fatalf("predict on a stopped service without a token: %d, want 401", r.code)
+	}
+	r = do(t, "GET", st.URL+"/api/v2/services/local/gen/instances", nil, h)
+	must(t, json.Unmarshal([]byte(r.body), &inst))
+	if inst.TotalCount != 0 {
+		t.Fatalf("instances of a stopped service: %+v", inst)
 	}
 	if r := do(t, "GET", st.URL+"/readyz", nil, nil); r.code != 200 {
 		t.Fatalf("readyz with a stopped service: %d %s", r.code, r.body)

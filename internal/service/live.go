@@ -26,6 +26,7 @@ type Live struct {
 	Token     auth.Secret // "" = open service
 	Processor processors.Processor
 	Scheduler *scheduler.Scheduler
+	Started   time.Time // when this version began to serve
 
 	model *model
 	refs  atomic.Int64 // requests holding this Live
@@ -75,6 +76,7 @@ func (mgr *Manager) newLive(version int, spec *servicejson.Service, token string
 		Token:     auth.Secret(token),
 		Processor: m.proc,
 		Scheduler: mgr.newScheduler(spec, m.proc, log),
+		Started:   time.Now().UTC(),
 		model:     m,
 	}
 }
