@@ -440,3 +440,41 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestFetchProgressShowsInTheService(t *testing.T) {
+	m := newManager(t, t.TempDir())
+	spec := parse(t, v1)
+	svc, _, err := m.register(spec) // a create in progress: version 1 pending
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.leave(svc)
+	p := m.fetchProgress("svc", "model_path")
+	p(0, 3<<30)
+	p(3<<29, 3<<30)
+	if _, msg, _ := svc.State(); msg != "loading version 1: downloading model_path: 1.5 GiB of 3.0 GiB (50%)" {
+		t.Fatalf("message %q", msg)
+	}
+	p(3<<30, 3<<30)
+	var got []string
+	for _, e := range svc.Events() {
+		got = append(got, e.Reason+": "+e.Message)
+	}
+	want := []string{
+		"Created: service created with version 1",
+		"Downloading: version 1: downloading model_path: 0 B of 3.0 GiB (0%)",
+		"Downloaded: version 1: downloaded model_path (3.0 GiB)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	m.fetchProgress("unknown", "model_path")(1, 2) // a deleted service is ignored
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {5 << 20, "5.0 MiB"}, {1 << 40, "1.0 TiB"}} {
+		if got := humanSize(tc.n); got != tc.want {
+			t.Errorf("humanSize(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
