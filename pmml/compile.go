@@ -259,12 +259,12 @@ func (cc *compiler) addSlot(name string, dt DataType, op OpType, e expr) int {
 var modelElements = map[string]bool{
 	"RegressionModel": true, "GeneralRegressionModel": true, "TreeModel": true, "MiningModel": true,
 	"NeuralNetwork": true, "Scorecard": true, "SupportVectorMachineModel": true, "NaiveBayesModel": true,
-	"ClusteringModel": true, "NearestNeighborModel": true, "RuleSetModel": true,
+	"ClusteringModel": true, "NearestNeighborModel": true, "RuleSetModel": true, "AnomalyDetectionModel": true,
 }
 
 // knownModels are model types of the specification this evaluator does not implement.
 var knownModels = map[string]bool{
-	"AssociationModel": true, "AnomalyDetectionModel": true, "BaselineModel": true, "BayesianNetworkModel": true,
+	"AssociationModel": true, "BaselineModel": true, "BayesianNetworkModel": true,
 	"GaussianProcessModel": true, "SequenceModel": true, "TextModel": true, "TimeSeriesModel": true,
 }
 
@@ -863,6 +863,8 @@ func (cc *compiler) compileModel(n *node, parent *scope) (*model, []outField, er
 		err = cc.knn(n, m, sc)
 	case "RuleSetModel":
 		err = cc.ruleSet(n, m, sc)
+	case "AnomalyDetectionModel":
+		err = cc.anomaly(n, m, sc)
 	default:
 		err = n.unsupported("")
 	}

@@ -76,8 +76,13 @@ func readIndex(t *testing.T, dir string) []confCase {
 // inScope follows issue 5: everything except anomaly detection, association
 // rules and the three sas-* files that are invalid as found.
 func (c confCase) inScope() bool {
-	return !strings.HasPrefix(c.modelType, "AnomalyDetectionModel") && !strings.HasPrefix(c.modelType, "AssociationModel") &&
-		!strings.HasPrefix(c.name, "sas-")
+	return !c.bonus() && !strings.HasPrefix(c.modelType, "AssociationModel") && !strings.HasPrefix(c.name, "sas-")
+}
+
+// bonus cases are outside issue 5's scope but implemented; they are run and
+// reported apart from the in-scope count.
+func (c confCase) bonus() bool {
+	return strings.HasPrefix(c.modelType, "AnomalyDetectionModel")
 }
 
 // topType is the top-level model element of the case.
@@ -238,8 +243,29 @@ func TestConformance(t *testing.T) {
 	type tally struct{ pass, total int }
 	byType := map[string]*tally{}
 	var failures []string
-	skipped := 0
+	skipped, bonusPass, bonusTotal := 0, 0, 0
+	var bonusNotes []string
 	for _, cc := range cases {
+		if cc.bonus() {
+			// Outside the issue's scope but implemented: the expected values
+			// come from PMML4S, which keeps dataType="float" outputs in double
+			// precision where this evaluator rounds them to 32 bits, so they
+			// are compared at 1e-6.
+			bonusTotal++
+			cc.tol = "rel 1e-6"
+			_, probs, err := runCase(dir, cc)
+			switch {
+			case err != nil:
+				t.Errorf("%s: %v", cc.name, err)
+				bonusNotes = append(bonusNotes, fmt.Sprintf("%s: %v", cc.name, err))
+			case len(probs) > 0:
+				t.Errorf("%s: %s", cc.name, strings.Join(probs, "; "))
+				bonusNotes = append(bonusNotes, fmt.Sprintf("%s: %s", cc.name, probs[0]))
+			default:
+				bonusPass++
+			}
+			continue
+		}
 		if !cc.inScope() {
 			skipped++
 			continue
@@ -294,8 +320,14 @@ func TestConformance(t *testing.T) {
 		total += byType[k].total
 	}
 	fmt.Fprintf(&b, "| **all** | **%d** | **%d** |\n\n", pass, total)
-	fmt.Fprintf(&b, "Out of scope and not run: %d cases (AnomalyDetectionModel, AssociationModel, sas-*). The\n", skipped)
-	b.WriteString("unsupported model types fail to load with a LoadError naming the element and its line.\n\n")
+	fmt.Fprintf(&b, "Beyond the scope, AnomalyDetectionModel is implemented too: %d of %d cases pass (compared at 1e-6:\n", bonusPass, bonusTotal)
+	b.WriteString("their expected values come from PMML4S, which keeps `dataType=\"float\"` outputs in double precision\n")
+	b.WriteString("where this evaluator rounds them to 32 bits as the dataType says).\n")
+	for _, n := range bonusNotes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	fmt.Fprintf(&b, "\nNot run: %d cases (AssociationModel, and the sas-* files that are invalid as found). AssociationModel\n", skipped)
+	b.WriteString("fails to load with a LoadError naming the element and its line.\n\n")
 	if len(failures) == 0 {
 		b.WriteString("No failures.\n")
 	} else {

@@ -15,7 +15,8 @@
 // Apply with the built-in functions and DefineFunction), Targets, and the
 // models RegressionModel, GeneralRegressionModel, TreeModel, MiningModel,
 // NeuralNetwork, Scorecard, SupportVectorMachineModel, NaiveBayesModel,
-// ClusteringModel, NearestNeighborModel and RuleSetModel, with OutputField
+// ClusteringModel, NearestNeighborModel, RuleSetModel and (PMML 4.4)
+// AnomalyDetectionModel, with OutputField
 // features predictedValue, predictedDisplayValue, probability, confidence,
 // transformedValue, decision, reasonCode, entityId, clusterId, affinity and
 // ruleValue. CONFORMANCE.md at the repository root reports the results on
