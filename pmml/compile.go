@@ -296,7 +296,7 @@ func compile(root *node, o Options) (*Model, error) {
 		return nil, root.errf("no DataDictionary: a PMML document must declare its fields")
 	}
 	if top == nil {
-		return nil, root.errf("no scorable model element (supported: RegressionModel, GeneralRegressionModel, TreeModel, MiningModel, NeuralNetwork, Scorecard, SupportVectorMachineModel, NaiveBayesModel, ClusteringModel, NearestNeighborModel, RuleSetModel)")
+		return nil, root.errf("no scorable model element (supported: RegressionModel, GeneralRegressionModel, TreeModel, MiningModel, NeuralNetwork, Scorecard, SupportVectorMachineModel, NaiveBayesModel, ClusteringModel, NearestNeighborModel, RuleSetModel, AnomalyDetectionModel)")
 	}
 	if err := cc.dataDictionary(dd); err != nil {
 		return nil, err
