@@ -91,10 +91,6 @@ def save(model, cases, out_dir, name):
             f.write("\n")
 
 
-def relu(x):
-    return np.maximum(x, 0).astype(x.dtype)
-
-
 # --- mlp: input [N,16] fp32 -> 32 (relu) -> output [N,8] -------------------
 
 
@@ -129,12 +125,15 @@ def mlp_model(name, sizes, ws):
 
 
 def mlp_ref(ws, x):
-    h = x
+    # References are computed in float64 and rounded once: float32 BLAS
+    # results vary in the last bit with threading and CPU, float64 ones do
+    # not survive the final rounding, so reruns write the same file.
+    h = x.astype(np.float64)
     for i, (w, b) in enumerate(ws):
-        h = (h @ w + b).astype(np.float32)
+        h = h @ w.astype(np.float64) + b
         if i != len(ws) - 1:
-            h = relu(h)
-    return h
+            h = np.maximum(h, 0)
+    return h.astype(np.float32)
 
 
 def gen_mlp(rng):
@@ -217,9 +216,9 @@ def gen_seq(rng):
     cases = []
     for n, t in ((1, 3), (2, 7), (3, 1)):
         x = rng.standard_normal((n, t, d)).astype(np.float32)
-        h = np.tanh((x @ w + b).astype(np.float32)).astype(np.float32)
+        h = np.tanh(x.astype(np.float64) @ w.astype(np.float64) + b)
         cases.append(
-            case(f"n{n}_t{t}", [("tokens", x)], [("hidden", h), ("pooled", h.mean(axis=1, dtype=np.float32))])
+            case(f"n{n}_t{t}", [("tokens", x)], [("hidden", h.astype(np.float32)), ("pooled", h.mean(axis=1).astype(np.float32))])
         )
     return model, cases
 
@@ -282,12 +281,12 @@ def conv2d(x, w, b):
     n, c, h, wd = x.shape
     f, _, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    out = np.zeros((n, f, h, wd), dtype=np.float32)
+    out = np.zeros((n, f, h, wd), dtype=np.float64)
     for i in range(h):
         for j in range(wd):
             patch = xp[:, :, i : i + kh, j : j + kw]  # n,c,kh,kw
             out[:, :, i, j] = np.einsum("nckl,fckl->nf", patch, w)
-    return (out + b.reshape(1, f, 1, 1)).astype(np.float32)
+    return out + b.reshape(1, f, 1, 1)
 
 
 def gen_conv(rng):
@@ -314,9 +313,10 @@ def gen_conv(rng):
     cases = []
     for n in (1, 2):
         x = rng.standard_normal((n, 1, 8, 8)).astype(np.float32)
-        r = relu(conv2d(x, cw, cb))
+        x64, gw64 = x.astype(np.float64), gw.astype(np.float64)
+        r = np.maximum(conv2d(x64, cw.astype(np.float64), cb), 0)
         p = r.reshape(n, f, 4, 2, 4, 2).max(axis=(3, 5))
-        logits = (p.reshape(n, -1) @ gw + gb).astype(np.float32)
+        logits = p.reshape(n, -1) @ gw64 + gb
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
         cases.append(case(f"batch{n}", [("image", x)], [("probs", probs)]))
@@ -476,6 +476,25 @@ def main():
         save(model, cases, args.out, name)
         print(f"wrote {os.path.join(args.out, name)}.onnx/.json")
         if name == "mlp":
+            # The same MLP with its weights in an external-data file, as
+            # torch.onnx.export writes models over 2 GB: a directory model
+            # whose .onnx refers to a file beside it.
+            ext = onnx.ModelProto()
+            ext.CopyFrom(model)
+            ext_dir = os.path.join(args.out, "external")
+            os.makedirs(ext_dir, exist_ok=True)
+            for stale in ("model.onnx", "weights.bin"):  # onnx appends to the data file
+                if os.path.exists(os.path.join(ext_dir, stale)):
+                    os.remove(os.path.join(ext_dir, stale))
+            onnx.save_model(
+                ext,
+                os.path.join(ext_dir, "model.onnx"),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location="weights.bin",
+                size_threshold=0,
+            )
+            print(f"wrote {ext_dir}/model.onnx + weights.bin")
             # The example service serves the same tiny MLP; its request body
             # is the first test case as an EAS Torch PredictRequest.
             save(model, None, os.path.join(args.examples, "models"), "mlp")
