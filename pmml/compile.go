@@ -219,7 +219,6 @@ type dataField struct {
 	missing   []Value
 	intervals []interval
 	display   map[string]string
-	isInput   bool
 }
 
 type interval struct {
@@ -605,7 +604,6 @@ func (cc *compiler) dataScope(top *node) error {
 		if targets[df.name] || !used[df.name] {
 			continue
 		}
-		df.isInput = true
 		f := Field{Name: df.name, DataType: df.dt, OpType: df.op}
 		if df.op != Continuous {
 			for _, v := range df.valid {
@@ -1109,18 +1107,9 @@ func (cc *compiler) outputExpr(c *node, m *model, sc *scope) (expr, error) {
 	case "transformedValue", "decision":
 		e, err := cc.exprOf(c, sc, nil)
 		if err != nil {
-			if o.feature == "decision" || c.child("Decisions") != nil {
-				return nil, err
-			}
 			return nil, err
 		}
 		o.expr = e
-		if d := c.child("Decisions"); d != nil && o.feature == "decision" {
-			o.decisions = map[string]string{}
-			for _, dv := range d.all("Decision") {
-				o.decisions[dv.attr("value")] = dv.attr("value")
-			}
-		}
 	case "reasonCode":
 		r, err := c.int("rank", 1)
 		if err != nil {
@@ -1172,7 +1161,6 @@ type outExpr struct {
 	entity      string
 	rank        int
 	expr        expr
-	decisions   map[string]string
 	ruleFeature string
 }
 
@@ -1262,8 +1250,8 @@ func (o *outExpr) eval(c *ctx) Value {
 	case "transformedValue":
 		return o.expr.eval(c)
 	case "decision":
-		v := o.expr.eval(c)
-		return v
+		// The Decisions element only documents the possible values.
+		return o.expr.eval(c)
 	case "reasonCode":
 		if o.rank-1 < len(p.reasons) && p.ok {
 			return StringValue(p.reasons[o.rank-1].code)

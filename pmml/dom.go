@@ -123,7 +123,7 @@ func (n *node) unsupported(what string) error {
 func ignorable(name string) bool {
 	switch name {
 	case "Extension", "Header", "ModelStats", "ModelExplanation", "ModelVerification", "MiningBuildTask",
-		"Annotation", "Timestamp", "Application", "LocalTransformations_", "CustomProperties":
+		"Annotation", "Timestamp", "Application", "CustomProperties":
 		return true
 	}
 	return false

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 )
@@ -387,14 +386,4 @@ func (c *ctx) fail(field, format string, args ...any) {
 	if c.err == nil {
 		c.err = &RecordError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-}
-
-// sortedFieldNames is used in error messages listing what exists.
-func sortedFieldNames(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
