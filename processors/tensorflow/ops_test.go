@@ -180,8 +180,10 @@ func TestElementwiseOps(t *testing.T) {
 	cases = append(cases, opCase{
 		name:  "LogicalNot",
 		feeds: []tensor.Tensor{bx.as("x", tensor.Bool)},
-		build: func(t testing.TB, b *graphBuilder, in []string) []string { return []string{b.node("LogicalNot", in, nil)} },
-		want:  []tensor.Tensor{bx.map1(func(v float64) float64 { return 1 - v }).as("", tensor.Bool)},
+		build: func(t testing.TB, b *graphBuilder, in []string) []string {
+			return []string{b.node("LogicalNot", in, nil)}
+		},
+		want: []tensor.Tensor{bx.map1(func(v float64) float64 { return 1 - v }).as("", tensor.Bool)},
 	}, opCase{
 		name:  "Cast",
 		feeds: []tensor.Tensor{x.f32("x")},
