@@ -28,6 +28,9 @@ type graphBuilder struct {
 	vars   []tensor.Tensor
 	inputs map[string]*corepb.TensorInfo
 	seq    int
+	// outShapes gives signature output shapes; outputs not listed have an
+	// unknown rank.
+	outShapes map[string][]int64
 }
 
 func newBuilder() *graphBuilder { return &graphBuilder{inputs: map[string]*corepb.TensorInfo{}} }
@@ -162,7 +165,7 @@ func (b *graphBuilder) save(t testing.TB, outputs map[string]string, outTypes ma
 	dir := t.TempDir()
 	sig := &corepb.SignatureDef{Inputs: b.inputs, Outputs: map[string]*corepb.TensorInfo{}, MethodName: "tensorflow/serving/predict"}
 	for k, name := range outputs {
-		sig.Outputs[k] = &corepb.TensorInfo{Encoding: &corepb.TensorInfo_Name{Name: name}, Dtype: tfType(t, outTypes[k]), TensorShape: shapeProto(nil)}
+		sig.Outputs[k] = &corepb.TensorInfo{Encoding: &corepb.TensorInfo_Name{Name: name}, Dtype: tfType(t, outTypes[k]), TensorShape: shapeProto(b.outShapes[k])}
 	}
 	mg := &corepb.MetaGraphDef{
 		MetaInfoDef:  &corepb.MetaGraphDef_MetaInfoDef{Tags: []string{"serve"}},

@@ -1,0 +1,208 @@
+package tensorflow
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// mlpModel builds a two-layer MLP SavedModel (batch dimension -1) with TF1
+// and resource variables, and returns it with a Go reference.
+func mlpModel(t *testing.T) (string, func(x nd) nd) {
+	w1, b1 := rnd(40, -1, 1, 4, 8), rnd(41, -1, 1, 8)
+	w2, b2 := rnd(42, -1, 1, 8, 3), rnd(43, -1, 1, 3)
+	b := newBuilder()
+	x := b.input(t, "x", tensor.Float32, []int64{-1, 4})
+	f := tensor.Float32
+	h := b.op(t, "Relu", f, []string{b.op(t, "BiasAdd", f, []string{b.op(t, "MatMul", f, []string{x, b.variable(t, w1.f32(""), false)}, nil), b.variable(t, b1.f32(""), false)}, nil)}, nil)
+	logits := b.op(t, "BiasAdd", f, []string{b.op(t, "MatMul", f, []string{h, b.variable(t, w2.f32(""), true)}, nil), b.variable(t, b2.f32(""), true)}, nil)
+	probs := b.op(t, "Softmax", f, []string{logits}, nil)
+	b.outShapes = map[string][]int64{"probs": {-1, 3}, "logits": {-1, 3}}
+	dir := b.save(t, map[string]string{"probs": probs, "logits": logits}, map[string]tensor.DType{"probs": f, "logits": f})
+	ref := func(x nd) nd {
+		plus := func(a, b float64) float64 { return a + b }
+		hh := bcast(matmul(x, w1), b1, plus).map1(func(v float64) float64 { return max(v, 0) })
+		return bcast(matmul(hh, w2), b2, plus)
+	}
+	return dir, ref
+}
+
+func TestRequestErrors(t *testing.T) {
+	m, err := loadModel(t, "tensorflow_cpu_1.15", fixture(t, "saved_model_half_plus_two_cpu/00000123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := tensor.FromFloat32("x", []int64{2, 1}, []float32{1, 2})
+	tests := []struct {
+		name   string
+		sig    string
+		inputs []tensor.Tensor
+		filter []string
+		want   string
+	}{
+		{"unknown signature", "nope", []tensor.Tensor{x}, nil, `unknown signature_name "nope"`},
+		{"refused signature", "classify_x_to_y", []tensor.Tensor{tensor.FromStrings("inputs", []int64{1}, []string{""})}, nil, "ParseExample"},
+		{"unknown input", "", []tensor.Tensor{tensor.FromFloat32("z", []int64{1, 1}, []float32{1})}, nil, `no input "z"`},
+		{"wrong dtype", "", []tensor.Tensor{tensor.FromInt32("x", []int64{1, 1}, []int32{1})}, nil, "DT_INT32, but the signature expects DT_FLOAT"},
+		{"wrong shape", "", []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 2}, []float32{1, 2})}, nil, "shape"},
+		{"unknown output", "", []tensor.Tensor{x}, []string{"y", "q"}, `no output "q"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := predict(t, m, tc.sig, tc.inputs, tc.filter)
+			if err == nil || !processors.IsInputError(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want an input error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOutputFilterAndBatching(t *testing.T) {
+	dir, ref := mlpModel(t)
+	m, err := loadModel(t, "tensorflow_cpu_2.4", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x1, x2 := rnd(50, -1, 1, 2, 4), rnd(51, -1, 1, 3, 4)
+	got, err := predict(t, m, "serving_default", []tensor.Tensor{x1.f32("x")}, []string{"logits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("output_filter [logits] returned %d outputs", len(got))
+	}
+	if err := tensor.AllClose(got["logits"], ref(x1).f32("logits"), 1e-5, 1e-5); err != nil {
+		t.Error(err)
+	}
+
+	// Two requests with the same key run as one merged ONNX run and split.
+	p1 := &request{signature: "serving_default", inputs: []tensor.Tensor{x1.f32("x")}}
+	p2 := &request{signature: "serving_default", inputs: []tensor.Tensor{x2.f32("x")}}
+	k1, ok1 := m.BatchKey(p1)
+	k2, ok2 := m.BatchKey(p2)
+	if !ok1 || !ok2 || k1 != k2 {
+		t.Fatalf("batch keys %q/%v %q/%v; want equal batchable keys", k1, ok1, k2, ok2)
+	}
+	res, err := m.Run(context.Background(), []any{p1, p2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range []nd{x1, x2} {
+		r := res[i].(*processors.TensorResult)
+		var logits tensor.Tensor
+		for _, o := range r.Outputs {
+			if o.Name == "logits" {
+				logits = o
+			}
+		}
+		if err := tensor.AllClose(logits, ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
+			t.Errorf("payload %d: %v", i, err)
+		}
+	}
+
+	// KServe v2 payloads reach the default signature.
+	kr, err := m.Run(context.Background(), []any{&processors.TensorPayload{Inputs: []tensor.Tensor{x2.f32("x")}, Outputs: []string{"logits"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(kr[0].(*processors.TensorResult).Outputs[0], ref(x2).f32("logits"), 1e-5, 1e-5); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	m, err := loadModel(t, "tensorflow_cpu_1.14", fixture(t, "saved_model_half_plus_two_cpu/00000123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(m.MetadataJSON())
+	want := `{"signature_name":"serving_default","inputs":[{"name":"x","shape":[-1,1],"type":"DT_FLOAT"}],"outputs":[{"name":"y","shape":[-1,1],"type":"DT_FLOAT"}]}`
+	if string(b) != want {
+		t.Errorf("signature JSON\n got %s\nwant %s", b, want)
+	}
+	md := m.Metadata()
+	if md.Processor != "tensorflow_cpu_1.14" || len(md.Inputs) != 1 || md.Inputs[0].DType != "FP32" {
+		t.Errorf("metadata %+v", md)
+	}
+	if r, _ := md.Extra["refused_signatures"].(map[string]string); !strings.Contains(r["classify_x_to_y"], "ParseExample") {
+		t.Errorf("refused signatures %v do not explain classify_x_to_y", md.Extra["refused_signatures"])
+	}
+}
+
+func TestGPUCodeWithoutCUDA(t *testing.T) {
+	code := "tensorflow_gpu_2.7"
+	p, err := processors.New(code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.(*Model)
+	if err := m.Configure(processors.Spec{Code: code, ModelPath: fixture(t, "matrix_half_plus_two/1"), GPU: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Load(context.Background())
+	defer m.Close()
+	if err == nil {
+		// A CUDA-enabled ONNX Runtime on a GPU host: fine, as long as
+		// the session really uses CUDA.
+		if p := m.sigs["serving_default"].rt.Metadata().Extra["execution_provider"]; p != "CUDAExecutionProvider" {
+			t.Fatalf("GPU code loaded with provider %v", p)
+		}
+		return
+	}
+	for _, w := range []string{"CUDA", code, "tensorflow_cpu_2.7"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+func TestCodesRegistered(t *testing.T) {
+	for _, c := range []string{"tensorflow_cpu_1.12", "tensorflow_cpu_1.14", "tensorflow_cpu_1.15", "tensorflow_cpu_2.3", "tensorflow_cpu_2.4", "tensorflow_cpu_2.7",
+		"tensorflow_gpu_1.12", "tensorflow_gpu_1.14", "tensorflow_gpu_1.15", "tensorflow_gpu_2.4", "tensorflow_gpu_2.7"} {
+		p, err := processors.New(c)
+		if err != nil {
+			t.Errorf("%s: %v", c, err)
+			continue
+		}
+		if got := p.(*Model).info.gpu; got != strings.Contains(c, "gpu") {
+			t.Errorf("%s: gpu = %v", c, got)
+		}
+	}
+}
+
+// TestONNXExportServedDirectly: a .onnx file in the model directory is
+// served as serving_default without translating the SavedModel.
+func TestONNXExportServedDirectly(t *testing.T) {
+	dir, ref := mlpModel(t)
+	m, err := loadModel(t, "tensorflow_cpu_2.3", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The translation of our own model stands in for a tf2onnx export.
+	export := t.TempDir()
+	if err := os.WriteFile(filepath.Join(export, "model.onnx"), exportOf(t, dir), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = m
+	m2, err := loadModel(t, "tensorflow_cpu_2.3", export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.source != "model.onnx" {
+		t.Errorf("source %q, want model.onnx", m2.source)
+	}
+	x := rnd(60, -1, 1, 2, 4)
+	got, err := predict(t, m2, "", []tensor.Tensor{x.f32("x")}, []string{"logits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
+		t.Error(err)
+	}
+}
