@@ -73,7 +73,6 @@ type model struct {
 	targetOp OpType
 	targets  *targetDef
 	impl     scorer
-	outputs  []outField
 	scratch  int // numbers of scratch space the scorer needs per record
 	nbuf     int // minimum length of prediction buffers
 	nreasons int

@@ -250,9 +250,7 @@ func (cc *compiler) generalRegression(n *node, m *model, sc *scope) error {
 			}
 			if g.binaryProb < 0 {
 				g.binaryProb = 0
-				for i := range g.shared {
-					g.betas[0][i] = g.shared[i]
-				}
+				copy(g.betas[0], g.shared)
 				g.hasBeta[0] = true
 			}
 			if k != 2 {
