@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"os/signal"
+
+	"github.com/eas-server/eas-server/processors/onnx"
 )
 
 // configureRuntimes hands native-library locations to the processors that
-// need them.
+// need them. The library itself is opened at the first ONNX deploy, so a
+// missing one fails those services only.
 func configureRuntimes(f serveFlags) error {
-	_ = f.onnxRuntime // wired when the ONNX processor lands
+	if f.onnxRuntime != "" {
+		onnx.SetLibraryPath(f.onnxRuntime)
+	}
 	return nil
 }
 

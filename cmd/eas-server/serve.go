@@ -23,6 +23,7 @@ import (
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/storage"
 )
 
 type serveFlags struct {
@@ -34,6 +35,7 @@ type serveFlags struct {
 	logFormat   string
 	grace       time.Duration
 	onnxRuntime string
+	cacheBytes  int64
 }
 
 func serveCmd() *cobra.Command {
@@ -54,6 +56,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long a shutdown may drain requests")
+	fl.Int64Var(&f.cacheBytes, "cache-size", 0, "bound of the model cache in <state-dir>/cache, in bytes; least recently used models of stopped services go first (0 = no bound)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	return cmd
 }
@@ -96,7 +99,8 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\nGenerated the control-plane admin token (kept in %s, mode 0600):\n\n    %s\n\nUse it with: export %s=<token>\n\n",
 			filepath.Join(f.stateDir, auth.AdminTokenFile), adminToken, auth.AdminTokenEnv)
 	}
-	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt})
+	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, Logger: log}
+	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher})
 	srv := server.New(server.Options{Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken})
 
 	// Restore registers every stored service before the first request; their

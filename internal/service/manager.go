@@ -57,6 +57,9 @@ type Options struct {
 	BaseDir  string // relative model paths are resolved against it; "" = working directory
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics // may be nil
+	// Fetcher brings model_path and warm_up_data_path to local disk; nil
+	// means a Fetcher caching under <StateDir>/cache with no size bound.
+	Fetcher *storage.Fetcher
 }
 
 // Manager holds every service. It is safe for concurrent use.
@@ -78,6 +81,9 @@ type Manager struct {
 func NewManager(opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Fetcher == nil {
+		opt.Fetcher = &storage.Fetcher{CacheDir: filepath.Join(opt.StateDir, "cache"), Logger: opt.Logger}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
@@ -198,14 +204,25 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		GPU:         spec.Metadata.GPU,
 		Logger:      log,
 	}
-	cacheDir := filepath.Join(m.opt.StateDir, "cache", spec.Name)
+	// model_sha256 is storage's key: the processor never sees it.
+	sum, mc, err := storage.SplitModelSHA256(spec.ModelConfig)
+	if err != nil {
+		return nil, fmt.Errorf("model_config: %w", err)
+	}
+	ps.ModelConfig = mc
+	fo := storage.FetchOptions{BaseDir: m.opt.BaseDir, OSSEndpoint: spec.OSSEndpoint, Logger: log}
 	if spec.ModelPath != "" {
-		if ps.ModelPath, err = storage.Fetch(ctx, spec.ModelPath, m.opt.BaseDir, cacheDir); err != nil {
+		mo := fo
+		mo.SHA256 = sum
+		mo.Progress = m.fetchProgress(spec.Name, "model_path")
+		if ps.ModelPath, err = m.opt.Fetcher.Fetch(ctx, spec.ModelPath, mo); err != nil {
 			return nil, fmt.Errorf("model_path: %w", err)
 		}
 	}
 	if spec.WarmUpDataPath != "" {
-		if ps.WarmupPath, err = storage.Fetch(ctx, spec.WarmUpDataPath, m.opt.BaseDir, cacheDir); err != nil {
+		wo := fo
+		wo.Progress = m.fetchProgress(spec.Name, "warm_up_data_path")
+		if ps.WarmupPath, err = m.opt.Fetcher.Fetch(ctx, spec.WarmUpDataPath, wo); err != nil {
 			return nil, fmt.Errorf("warm_up_data_path: %w", err)
 		}
 	}
@@ -241,6 +258,8 @@ func (m *Manager) newScheduler(spec *servicejson.Service, proc processors.Proces
 		Batching:        rpc.Batching,
 		MaxBatchSize:    rpc.MaxBatchSize,
 		MaxBatchTimeout: rpc.MaxBatchTimeout,
+		// The batch key decides who may share a run; preferred sizes shape it.
+		PreferredBatchSizes: rpc.PreferredBatchSizes,
 	}
 	var key scheduler.KeyFunc
 	if b, ok := proc.(processors.Batcher); ok {
