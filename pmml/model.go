@@ -77,7 +77,6 @@ type Model struct {
 	models   []*model // every (sub)model, indexed by prediction slot
 	version  string
 	pool     sync.Pool
-	nframe   int
 }
 
 // slot is one field value in the evaluation context: an input, a derived
