@@ -341,6 +341,14 @@ func compile(root *node, o Options) (*Model, error) {
 			m.outSlot = append(m.outSlot, o.slot)
 		}
 	}
+	if len(m.outputs) == 0 {
+		// A model with neither a target nor OutputFields (a clustering model
+		// without Output) still answers: its predicted value (the cluster id)
+		// under the feature's name.
+		s := cc.addSlot("predictedValue", TypeUnknown, OpUnknown, &outExpr{m: tm, feature: "predictedValue", cat: -1, tgt: -1})
+		m.outputs = append(m.outputs, Field{Name: "predictedValue", Feature: "predictedValue"})
+		m.outSlot = append(m.outSlot, s)
+	}
 	for _, f := range cc.post {
 		if err := f(m); err != nil {
 			return nil, err

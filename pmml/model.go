@@ -122,8 +122,10 @@ func ParseFile(path string, opts ...Options) (*Model, error) {
 // Inputs returns the fields a record carries, in record order.
 func (m *Model) Inputs() []Field { return m.inputs }
 
-// Outputs returns the result fields, in result order: the target field (when
-// the model has one) then the final OutputFields.
+// Outputs returns the result fields, in result order: the target fields
+// (when the model has them) then the final OutputFields. A model with
+// neither (a clustering model without Output) has one output,
+// "predictedValue".
 func (m *Model) Outputs() []Field { return m.outputs }
 
 // Version returns the PMML version attribute of the document.

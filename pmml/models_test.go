@@ -125,6 +125,13 @@ func TestModelTypes(t *testing.T) {
 			want: map[string]Value{"y": FloatValue(15), "n1": FloatValue(2), "n2": FloatValue(3)},
 		},
 	}
+	// The clustering model again without its Output: the cluster id is the
+	// one output.
+	noOut := cases[1]
+	noOut.name = "clustering without output"
+	noOut.doc = strings.Replace(noOut.doc, `<Output><OutputField name="id" feature="predictedValue"/><OutputField name="name" feature="predictedDisplayValue"/><OutputField name="dB" feature="affinity" value="B"/></Output>`, "", 1)
+	noOut.want = map[string]Value{"predictedValue": StringValue("A")}
+	cases = append(cases, noOut)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := Parse(strings.NewReader(tc.doc))
