@@ -10,6 +10,15 @@ import (
 // ask for gigabytes.
 const maxNodes = 1 << 28
 
+// maxClasses bounds a model's outputs per record; maxCategory bounds a category value (XGBoost's own limit is 2^24 too,
+// the largest integer a float32 holds exactly) and maxCatWords the
+// bitsets of one model, so a corrupt model cannot ask for gigabytes.
+const (
+	maxClasses  = 1 << 16
+	maxCategory = 1 << 24
+	maxCatWords = 1 << 24
+)
+
 // rnode is one node of a tree as a reader found it, before compiling.
 type rnode[T number] struct {
 	leaf        bool
@@ -69,6 +78,9 @@ func (e *ensemble[T]) addTree(src []rnode[T], group int, nFeatures int) error {
 			code = int32(len(e.nodes))
 			n := node[T]{thr: s.thr, feat: uint32(s.feat) | s.flags}
 			if s.flags&flagCat != 0 {
+				if e.catWords += len(s.cats); e.catWords > maxCatWords {
+					return fmt.Errorf("categorical splits hold more than %d bitset words", maxCatWords)
+				}
 				n.thr = T(len(e.cats))
 				e.cats = append(e.cats, s.cats)
 			}
@@ -89,16 +101,21 @@ func (e *ensemble[T]) addTree(src []rnode[T], group int, nFeatures int) error {
 	return nil
 }
 
-// bitset builds a category bitset from category values.
-func bitset(cats []int, limit int) ([]uint32, error) {
+// bitset builds a category bitset from category values, taking its words
+// from budget (the words a model may still use).
+func bitset(cats []int, budget *int) ([]uint32, error) {
 	maxc := -1
 	for _, c := range cats {
-		if c < 0 || c >= limit {
-			return nil, fmt.Errorf("category %d out of range [0, %d)", c, limit)
+		if c < 0 || c >= maxCategory {
+			return nil, fmt.Errorf("category %d out of range [0, %d)", c, maxCategory)
 		}
 		maxc = max(maxc, c)
 	}
-	s := make([]uint32, maxc/32+1)
+	words := maxc/32 + 1
+	if *budget -= words; *budget < 0 {
+		return nil, fmt.Errorf("categorical splits hold more than %d bitset words", maxCatWords)
+	}
+	s := make([]uint32, words)
 	for _, c := range cats {
 		s[c/32] |= 1 << (uint(c) % 32)
 	}

@@ -45,6 +45,8 @@ type ensemble[T number] struct {
 	group  []int32 // per tree: output group (class) it adds to
 	cats   [][]uint32
 	nGroup int
+
+	catWords int // total bitset words, bounded by maxCatWords
 }
 
 // catBit reports whether category c is in bitset s.

@@ -130,8 +130,8 @@ func headerInt(h map[string]string, key string, def int) (int, error) {
 
 // newLightGBM checks the header and sets the objective.
 func newLightGBM(h lgbHeader, nTrees int) (*Model, error) {
-	if h.treesPerIter < 1 {
-		return nil, fmt.Errorf("num_tree_per_iteration %d; want at least 1", h.treesPerIter)
+	if h.treesPerIter < 1 || h.treesPerIter > maxClasses {
+		return nil, fmt.Errorf("num_tree_per_iteration %d; want 1 to %d", h.treesPerIter, maxClasses)
 	}
 	if h.numClass < 1 || (h.numClass > 1 && h.numClass != h.treesPerIter) {
 		return nil, fmt.Errorf("num_class %d with num_tree_per_iteration %d", h.numClass, h.treesPerIter)
@@ -462,12 +462,13 @@ func parseLightGBMJSON(data []byte) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	budget := maxCatWords
 	for i, t := range doc.TreeInfo {
 		if t.Structure == nil {
 			return nil, fmt.Errorf("tree %d: no tree_structure", i)
 		}
 		var src []rnode[float64]
-		if err := flattenJSON(t.Structure, &src, 0); err != nil {
+		if err := flattenJSON(t.Structure, &src, 0, &budget); err != nil {
 			return nil, fmt.Errorf("tree %d: %w", i, err)
 		}
 		if err := m.e64.addTree(src, i%h.treesPerIter, m.NumFeatures); err != nil {
@@ -479,7 +480,7 @@ func parseLightGBMJSON(data []byte) (*Model, error) {
 
 // flattenJSON appends n and its subtree to src in preorder and returns
 // nothing; n lands at the index len(*src) had on entry.
-func flattenJSON(n *lgbJSONNode, src *[]rnode[float64], depth int) error {
+func flattenJSON(n *lgbJSONNode, src *[]rnode[float64], depth int, budget *int) error {
 	if depth > 10000 {
 		return errors.New("tree deeper than 10000")
 	}
@@ -538,7 +539,7 @@ func flattenJSON(n *lgbJSONNode, src *[]rnode[float64], depth int) error {
 			vals = append(vals, c)
 		}
 		var err error
-		if cats, err = bitset(vals, 1<<24); err != nil {
+		if cats, err = bitset(vals, budget); err != nil {
 			return err
 		}
 	default:
@@ -548,11 +549,11 @@ func flattenJSON(n *lgbJSONNode, src *[]rnode[float64], depth int) error {
 		return err
 	}
 	r.left = len(*src)
-	if err := flattenJSON(n.Left, src, depth+1); err != nil {
+	if err := flattenJSON(n.Left, src, depth+1, budget); err != nil {
 		return err
 	}
 	r.right = len(*src)
-	if err := flattenJSON(n.Right, src, depth+1); err != nil {
+	if err := flattenJSON(n.Right, src, depth+1, budget); err != nil {
 		return err
 	}
 	(*src)[at] = r

@@ -195,20 +195,23 @@ func (m *Model) run(dst, rows64 []float64, rows32 []float32, kind outKind) error
 
 func (m *Model) run32(dst, rows64 []float64, rows32 []float32, nrows int, kind outKind) error {
 	F, G := m.NumFeatures, m.groups
+	// Wide rows shrink the block so the float32 copy stays small.
+	bs := block
+	if F > 1024 {
+		bs = max(1, 64*1024/F)
+	}
 	var margins [block * 16]float32
-	var heap []float32
 	acc := margins[:]
-	if block*G > len(acc) {
-		heap = make([]float32, block*G)
-		acc = heap
+	if bs*G > len(acc) {
+		acc = make([]float32, bs*G)
 	}
 	var scratch *[]float32
 	if rows32 == nil {
-		scratch = m.getScratch(block * F)
+		scratch = m.getScratch(bs * F)
 		defer m.pool32.Put(scratch)
 	}
-	for start := 0; start < nrows; start += block {
-		nb := min(block, nrows-start)
+	for start := 0; start < nrows; start += bs {
+		nb := min(bs, nrows-start)
 		var x []float32
 		if rows32 != nil {
 			x = rows32[start*F : (start+nb)*F]

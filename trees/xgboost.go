@@ -244,6 +244,9 @@ type xgbHeader struct {
 
 // buildXGBoost compiles trees (gbtree, dart) or linear weights (gblinear).
 func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error) {
+	if h.numClass > maxClasses {
+		return nil, fmt.Errorf("num_class %d is over the limit of %d", h.numClass, maxClasses)
+	}
 	m := &Model{
 		Library:     "xgboost",
 		Booster:     h.booster,
@@ -282,6 +285,7 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 		return nil, fmt.Errorf("dart: %d trees but weight_drop has %d entries", len(trees), len(h.weightDrop))
 	}
 	e := &ensemble[float32]{nGroup: m.groups}
+	budget := maxCatWords
 	for i := range trees {
 		g := h.treeInfo[i]
 		if g < 0 || g >= m.groups {
@@ -291,7 +295,7 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 		if h.booster == "dart" {
 			w = h.weightDrop[i]
 		}
-		src, err := trees[i].nodes(m.NumFeatures, w, h.booster == "dart")
+		src, err := trees[i].nodes(m.NumFeatures, w, h.booster == "dart", &budget)
 		if err != nil {
 			return nil, fmt.Errorf("tree %d: %w", i, err)
 		}
@@ -305,7 +309,7 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 
 // nodes converts one XGBoost tree. A dart tree's leaves are multiplied by
 // its weight in float32, as XGBoost does before adding them.
-func (t *xgbTree) nodes(nFeatures int, w float32, dart bool) ([]rnode[float32], error) {
+func (t *xgbTree) nodes(nFeatures int, w float32, dart bool, budget *int) ([]rnode[float32], error) {
 	n := len(t.Left)
 	if n == 0 {
 		return nil, errors.New("no nodes")
@@ -323,7 +327,7 @@ func (t *xgbTree) nodes(nFeatures int, w float32, dart bool) ([]rnode[float32], 
 	if len(t.SplitType) != n && len(t.SplitType) != 0 {
 		return nil, fmt.Errorf("split_type has %d entries for %d nodes", len(t.SplitType), n)
 	}
-	cats, err := t.catSets()
+	cats, err := t.catSets(budget)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +360,7 @@ func (t *xgbTree) nodes(nFeatures int, w float32, dart bool) ([]rnode[float32], 
 }
 
 // catSets builds each categorical node's bitset from the flat category list.
-func (t *xgbTree) catSets() (map[int][]uint32, error) {
+func (t *xgbTree) catSets(budget *int) (map[int][]uint32, error) {
 	k := len(t.CategoriesNodes)
 	if len(t.CategoriesSegments) != k || len(t.CategoriesSizes) != k {
 		return nil, fmt.Errorf("categories_nodes %d, categories_segments %d, categories_sizes %d: lengths differ",
@@ -371,7 +375,7 @@ func (t *xgbTree) catSets() (map[int][]uint32, error) {
 		if beg < 0 || size < 0 || beg > len(t.Categories) || size > len(t.Categories)-beg {
 			return nil, fmt.Errorf("categories segment %d (%d, %d) outside the %d categories", j, beg, size, len(t.Categories))
 		}
-		s, err := bitset(t.Categories[beg:beg+size], 1<<24)
+		s, err := bitset(t.Categories[beg:beg+size], budget)
 		if err != nil {
 			return nil, fmt.Errorf("node %d: %w", nd, err)
 		}
