@@ -34,15 +34,24 @@ const (
 // comparison on a slot. Records that need anything else (a missing or
 // non-numeric value) take the general walk.
 type flatNode struct {
-	slot   int32
-	first  int32
-	n      int32
-	op     cmpOp
-	always bool
-	f32    bool
-	thr    float64
-	tn     *treeNode
+	slot  int32
+	first int32
+	n     int32
+	op    cmpOp
+	kind  uint8 // flatTrue, flatNum, flatStr, flatSet
+	f32   bool
+	thr   float64
+	str   string
+	set   *setCond
+	tn    *treeNode
 }
+
+const (
+	flatTrue uint8 = iota
+	flatNum
+	flatStr
+	flatSet
+)
 
 type treeModel struct {
 	flat     []flatNode // nil when some predicate needs the general walk
@@ -139,7 +148,8 @@ func (t *treeModel) flatten() {
 		case constCond:
 			ok = ok && tri(p) == triTrue
 		case *simpleCond:
-			ok = ok && p.isNum && p.op <= opGe
+			ok = ok && (p.isNum && p.op <= opGe || !p.isNum && (p.op == opEq || p.op == opNe))
+		case *setCond:
 		default:
 			ok = false
 		}
@@ -167,10 +177,15 @@ func (t *treeModel) flatten() {
 
 func (t *treeModel) node(n *treeNode) flatNode {
 	fn := flatNode{tn: n, slot: -1}
-	if p, ok := n.cond.(*simpleCond); ok {
-		fn.slot, fn.op, fn.thr, fn.f32 = int32(p.slot), p.op, p.f, p.f32
-	} else {
-		fn.always = true
+	switch p := n.cond.(type) {
+	case *simpleCond:
+		fn.slot, fn.op, fn.thr, fn.f32, fn.str = int32(p.slot), p.op, p.f, p.f32, p.s
+		fn.kind = flatNum
+		if !p.isNum {
+			fn.kind = flatStr
+		}
+	case *setCond:
+		fn.slot, fn.set, fn.kind = int32(p.slot), p, flatSet
 	}
 	return fn
 }
@@ -180,15 +195,16 @@ func (t *treeModel) node(n *treeNode) flatNode {
 func (t *treeModel) walkFlat(c *ctx) (n *treeNode, handled bool) {
 	flat := t.flat
 	cur := &flat[0]
-	if !cur.always {
+	if cur.kind != flatTrue {
 		return nil, false
 	}
 	for cur.n > 0 {
 		next := -1
 		end := int(cur.first + cur.n)
+	children:
 		for i := int(cur.first); i < end; i++ {
 			ch := &flat[i]
-			if ch.always {
+			if ch.kind == flatTrue {
 				next = i
 				break
 			}
@@ -196,6 +212,26 @@ func (t *treeModel) walkFlat(c *ctx) (n *treeNode, handled bool) {
 				c.get(int(ch.slot))
 			}
 			v := &c.vals[ch.slot]
+			switch ch.kind {
+			case flatStr:
+				if v.K != String {
+					return nil, false
+				}
+				if (v.S == ch.str) == (ch.op == opEq) {
+					next = i
+					break children
+				}
+				continue
+			case flatSet:
+				if v.K != String && v.K != Float {
+					return nil, false
+				}
+				if ch.set.test(c) == triTrue {
+					next = i
+					break children
+				}
+				continue
+			}
 			if v.K != Float || v.F != v.F {
 				return nil, false
 			}
