@@ -136,7 +136,7 @@ func TestTensorFromProto(t *testing.T) {
 	for _, bad := range []*tensorpb.TensorProto{
 		{Dtype: typespb.DataType_DT_FLOAT, TensorShape: shape(1), FloatVal: []float32{1, 2}},
 		{Dtype: typespb.DataType_DT_FLOAT, TensorShape: shape(2), TensorContent: []byte{1, 2, 3}},
-		{Dtype: typespb.DataType_DT_FLOAT, TensorShape: shape(1 << 20, 1 << 20)},
+		{Dtype: typespb.DataType_DT_FLOAT, TensorShape: shape(1<<20, 1<<20)},
 		{Dtype: typespb.DataType_DT_COMPLEX64, TensorShape: shape(1)},
 	} {
 		if _, err := TensorFromProto(bad); err == nil {

@@ -11,9 +11,14 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// maxConstElements bounds a constant expanded from a single repeated value
-// (TensorFlow stores a filled constant as one value plus a shape).
-const maxConstElements = 1 << 28
+// maxConstElements bounds a constant; maxFilledElements bounds one expanded
+// from fewer values than its shape holds (TensorFlow stores a filled
+// constant as one value plus a shape), which costs memory the model file
+// does not pay for.
+const (
+	maxConstElements  = 1 << 31
+	maxFilledElements = 1 << 24
+)
 
 // TensorFromProto converts a TensorProto (a Const node's value) to a tensor.
 // A proto holding fewer values than its shape needs repeats the last one,
@@ -42,6 +47,9 @@ func TensorFromProto(tp *tensorpb.TensorProto) (tensor.Tensor, error) {
 		vals := tp.StringVal
 		if int64(len(vals)) > n {
 			return t, fmt.Errorf("string constant has %d values for shape %v", len(vals), shape)
+		}
+		if int64(len(vals)) < n && n > maxFilledElements {
+			return t, fmt.Errorf("string constant of shape %v is filled from %d values; more than %d filled elements are refused", shape, len(vals), maxFilledElements)
 		}
 		t.Strings = make([][]byte, n)
 		for i := range t.Strings {
@@ -108,6 +116,9 @@ func TensorFromProto(tp *tensorpb.TensorProto) (tensor.Tensor, error) {
 	}
 	if int64(count) > n {
 		return t, fmt.Errorf("constant has %d values for shape %v", count, shape)
+	}
+	if int64(count) < n && n > maxFilledElements {
+		return t, fmt.Errorf("constant of shape %v is filled from %d values; more than %d filled elements are refused", shape, count, maxFilledElements)
 	}
 	t.Data = make([]byte, n*size)
 	if count == 0 {

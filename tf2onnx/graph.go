@@ -27,11 +27,17 @@ type node struct {
 	name   string
 	op     string
 	inputs []ref
+	ctrl   []string // control inputs, checked for stateful updates
 	attr   map[string]*attrpb.AttrValue
+	depth  int // function-call nesting the node was inlined at
 }
 
 // maxInlineDepth bounds nested function calls; TF2 exports nest two or three.
 const maxInlineDepth = 32
+
+// maxFlatNodes bounds the graph after inlining, so that functions calling
+// functions several times over cannot blow up exponentially.
+const maxFlatNodes = 1 << 20
 
 // flatGraph is the main graph with function calls inlined on demand.
 type flatGraph struct {
@@ -47,7 +53,7 @@ func newFlatGraph(g *graphpb.GraphDef) *flatGraph {
 		fg.funcs[f.GetSignature().GetName()] = f
 	}
 	for _, n := range g.GetNode() {
-		fg.nodes[n.Name] = &node{name: n.Name, op: n.Op, inputs: graphInputs(n), attr: n.Attr}
+		fg.nodes[n.Name] = &node{name: n.Name, op: n.Op, inputs: graphInputs(n), ctrl: controlInputs(n.Input, ""), attr: n.Attr}
 	}
 	return fg
 }
@@ -63,12 +69,22 @@ func graphInputs(n *nodepb.NodeDef) []ref {
 	return out
 }
 
+func controlInputs(ins []string, prefix string) []string {
+	var out []string
+	for _, in := range ins {
+		if strings.HasPrefix(in, "^") {
+			out = append(out, prefix+in[1:])
+		}
+	}
+	return out
+}
+
 // callOps are the function-call ops inlined into the flat graph.
 var callOps = map[string]bool{"StatefulPartitionedCall": true, "PartitionedCall": true}
 
 // resolve follows aliases to the node output that really produces r,
 // inlining a called function the first time one of its outputs is needed.
-func (g *flatGraph) resolve(r ref, depth int) (ref, error) {
+func (g *flatGraph) resolve(r ref) (ref, error) {
 	for hops := 0; ; hops++ {
 		if hops > 1<<16 {
 			return r, fmt.Errorf("alias cycle at %s", r)
@@ -82,10 +98,10 @@ func (g *flatGraph) resolve(r ref, depth int) (ref, error) {
 			return r, fmt.Errorf("graph has no node %q", r.node)
 		}
 		if callOps[n.op] {
-			if depth > maxInlineDepth {
-				return r, fmt.Errorf("function calls nest deeper than %d at %q", maxInlineDepth, n.name)
+			if n.depth >= maxInlineDepth {
+				return r, fmt.Errorf("function calls nest deeper than %d at %q (a recursive function?)", maxInlineDepth, n.name)
 			}
-			if err := g.inline(n, depth+1); err != nil {
+			if err := g.inline(n); err != nil {
 				return r, err
 			}
 			if _, ok := g.alias[r]; !ok {
@@ -101,7 +117,7 @@ func (g *flatGraph) resolve(r ref, depth int) (ref, error) {
 // the prefix "<call name>/", binds its arguments to n's inputs and aliases
 // n's outputs to the body's return values. The call node itself is marked
 // "inlined" so it is done once.
-func (g *flatGraph) inline(n *node, depth int) error {
+func (g *flatGraph) inline(n *node) error {
 	fa := n.attr["f"].GetFunc()
 	if fa == nil {
 		return fmt.Errorf("call %q names no function", n.name)
@@ -109,6 +125,9 @@ func (g *flatGraph) inline(n *node, depth int) error {
 	f := g.funcs[fa.Name]
 	if f == nil {
 		return fmt.Errorf("call %q: function %q is not in the graph's library", n.name, fa.Name)
+	}
+	if len(g.nodes)+len(f.NodeDef) > maxFlatNodes {
+		return fmt.Errorf("call %q: inlining function %q would make the graph larger than %d nodes", n.name, fa.Name, maxFlatNodes)
 	}
 	n.op = "_Inlined"
 	g.seq++
@@ -156,7 +175,7 @@ func (g *flatGraph) inline(n *node, depth int) error {
 		return ref{prefix + parts[0], outputOffset(nd, parts[1]) + idx}, true, nil
 	}
 	for _, nd := range f.NodeDef {
-		nn := &node{name: prefix + nd.Name, op: nd.Op, attr: nd.Attr}
+		nn := &node{name: prefix + nd.Name, op: nd.Op, attr: nd.Attr, ctrl: controlInputs(nd.Input, prefix), depth: n.depth + 1}
 		for _, in := range nd.Input {
 			r, ok, err := fref(in)
 			if err != nil {

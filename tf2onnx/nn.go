@@ -3,8 +3,6 @@ package tf2onnx
 import (
 	"fmt"
 	"math"
-
-	"github.com/eas-server/eas-server/tensor"
 )
 
 var (
@@ -283,5 +281,3 @@ func (c *converter) stridedSlice(n *node) {
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: addRank(x.rank, len(newAxes)-len(squeeze))})
 }
-
-var _ = tensor.Float32

@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 
-	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
-
 	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
@@ -74,6 +72,9 @@ func (n *node) rankHint() int {
 	return len(s.Dim)
 }
 
+// maxSplits bounds the outputs of Split, SplitV and Unpack.
+const maxSplits = 1 << 16
+
 var unaryOps = map[string]string{
 	"Sqrt": "Sqrt", "Neg": "Neg", "Abs": "Abs", "Floor": "Floor", "Ceil": "Ceil", "Round": "Round",
 	"Relu": "Relu", "Elu": "Elu", "Selu": "Selu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
@@ -100,37 +101,25 @@ var reduceOps = map[string]string{
 
 // unsupportedWhy explains ops that are known and deliberately not translated.
 var unsupportedWhy = map[string]string{
-	"Assign":                       "stateful variable updates are not served",
-	"AssignAdd":                    "stateful variable updates are not served",
-	"AssignSub":                    "stateful variable updates are not served",
-	"AssignVariableOp":             "stateful variable updates are not served",
-	"AssignAddVariableOp":          "stateful variable updates are not served",
-	"AssignSubVariableOp":          "stateful variable updates are not served",
-	"TRTEngineOp":                  "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
-	"ParseExample":                 "tf.Example parsing is not translated; use a predict signature taking dense tensors",
-	"ParseExampleV2":               "tf.Example parsing is not translated; use a predict signature taking dense tensors",
-	"StatelessWhile":               "control flow is not translated",
-	"While":                        "control flow is not translated",
-	"StatelessIf":                  "control flow is not translated",
-	"If":                           "control flow is not translated",
-	"HashTableV2":                  "lookup tables are not translated",
-	"LookupTableFindV2":            "lookup tables are not translated",
-	"Placeholder":                  "a placeholder that is not a signature input has no value",
-	"FusedBatchNormTrain":          "batch normalisation in training mode is not served",
-	"MirrorPadSymmetric":           "MirrorPad SYMMETRIC has no ONNX equivalent",
-	"StridedSliceDynamic":          "non-constant begin/end/strides are not supported",
-	"TransposeDynamic":             "a non-constant permutation is not supported",
-	"BatchMatMulRankless":          "",
-	"ConcatDynamic":                "a non-constant axis is not supported",
-	"ResourceGatherBatch":          "batch_dims > 0 is not supported",
-	"GatherV2Batch":                "batch_dims > 0 is not supported",
-	"Conv2DGrouped":                "grouped convolution needs a constant filter",
-	"DepthwiseConv2dNativeDynamic": "the filter must be a constant or a variable",
+	"Assign":              "stateful variable updates are not served",
+	"AssignAdd":           "stateful variable updates are not served",
+	"AssignSub":           "stateful variable updates are not served",
+	"AssignVariableOp":    "stateful variable updates are not served",
+	"AssignAddVariableOp": "stateful variable updates are not served",
+	"AssignSubVariableOp": "stateful variable updates are not served",
+	"TRTEngineOp":         "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
+	"ParseExample":        "tf.Example parsing is not translated; use a predict signature taking dense tensors",
+	"ParseExampleV2":      "tf.Example parsing is not translated; use a predict signature taking dense tensors",
+	"StatelessWhile":      "control flow is not translated",
+	"While":               "control flow is not translated",
+	"StatelessIf":         "control flow is not translated",
+	"If":                  "control flow is not translated",
+	"HashTableV2":         "lookup tables are not translated",
+	"LookupTableFindV2":   "lookup tables are not translated",
 }
 
 // translate emits the ONNX nodes for n and records its outputs.
 func (c *converter) translate(n *node) {
-	T := n.dtype("T", tensor.Float32)
 	same := func(name string) *value { return &value{name: name, dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank} }
 	if onnxOp, ok := unaryOps[n.op]; ok {
 		x := c.in(n, 0)
@@ -410,8 +399,8 @@ func (c *converter) translate(n *node) {
 	case "Unpack":
 		x := c.in(n, 0)
 		num, axis := n.i("num", 0), n.i("axis", 0)
-		if num <= 0 {
-			c.unsupported(n, "num must be positive")
+		if num <= 0 || num > maxSplits {
+			c.unsupported(n, fmt.Sprintf("num must be between 1 and %d", maxSplits))
 			return
 		}
 		parts := c.opN("Split", int(num), x.name, attrInt("axis", axis), attrInt("num_outputs", num))
@@ -423,7 +412,7 @@ func (c *converter) translate(n *node) {
 		a, x := c.in(n, 0), c.in(n, 1)
 		axis, ok := ints(a.konst)
 		num := n.i("num_split", 1)
-		if !ok || len(axis) != 1 || num <= 0 {
+		if !ok || len(axis) != 1 || num <= 0 || num > maxSplits {
 			c.unsupported(n, "a non-constant axis is not supported")
 			return
 		}
@@ -434,7 +423,7 @@ func (c *converter) translate(n *node) {
 		x, s, a := c.in(n, 0), c.in(n, 1), c.in(n, 2)
 		sizes, ok1 := ints(s.konst)
 		axis, ok2 := ints(a.konst)
-		if !ok1 || !ok2 || len(axis) != 1 {
+		if !ok1 || !ok2 || len(axis) != 1 || len(sizes) > maxSplits {
 			c.unsupported(n, "non-constant sizes or axis are not supported")
 			return
 		}
@@ -555,7 +544,6 @@ func (c *converter) translate(n *node) {
 		}
 		c.unsupported(n, why)
 	}
-	_ = T
 }
 
 func isFloat(d tensor.DType) bool {
@@ -585,5 +573,3 @@ func (c *converter) scalar(n *node, dt tensor.DType, f float64) string {
 	}
 	return c.constant(t)
 }
-
-var _ = typespb.DataType_DT_FLOAT

@@ -273,7 +273,7 @@ func port(key string, ti *corepb.TensorInfo) (Port, error) {
 // tensorRef resolves a signature tensor name ("node:0") in the flat graph.
 func (c *converter) tensorRef(ti *corepb.TensorInfo) (ref, error) {
 	name, idx, _ := savedmodel.SplitInput(ti.GetName())
-	return c.g.resolve(ref{name, idx}, 0)
+	return c.g.resolve(ref{name, idx})
 }
 
 // visit returns the ONNX value of r, translating what it depends on first.
@@ -289,7 +289,7 @@ func (c *converter) visit(r ref) *value {
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		rr, err := c.g.resolve(f.r, 0)
+		rr, err := c.g.resolve(f.r)
 		if err != nil {
 			c.fail(err)
 			c.vals[f.r] = &value{name: "_error", rank: -1}
@@ -333,6 +333,7 @@ func (c *converter) visit(r ref) *value {
 		if _, ok := c.vals[rr]; ok {
 			continue
 		}
+		c.checkControl(n)
 		c.translate(n)
 		if _, ok := c.vals[rr]; !ok {
 			c.vals[rr] = &value{name: "_error", rank: -1}
@@ -348,6 +349,38 @@ func (c *converter) visit(r ref) *value {
 // stopsWalk lists ops whose inputs are not translated (they are read
 // differently, or not at all).
 var stopsWalk = map[string]bool{"VariableV2": true, "VarHandleOp": true, "Variable": true, "Placeholder": true}
+
+// statefulOps change state; on a serving path they are refused, whether a
+// value or only a control dependency reaches them.
+var statefulOps = map[string]bool{
+	"Assign": true, "AssignAdd": true, "AssignSub": true, "AssignVariableOp": true,
+	"AssignAddVariableOp": true, "AssignSubVariableOp": true, "ScatterUpdate": true,
+	"ResourceScatterUpdate": true,
+}
+
+// checkControl refuses stateful updates that n waits for through control
+// inputs (directly or through a NoOp grouping them): the ONNX model would
+// silently skip them.
+func (c *converter) checkControl(n *node) {
+	seen := map[string]bool{}
+	var walk func(names []string, depth int)
+	walk = func(names []string, depth int) {
+		for _, name := range names {
+			d := c.g.nodes[name]
+			if d == nil || seen[name] || depth > 8 {
+				continue
+			}
+			seen[name] = true
+			switch {
+			case statefulOps[d.op]:
+				c.unsupported(d, unsupportedWhy[d.op])
+			case d.op == "NoOp" || d.op == "Identity":
+				walk(d.ctrl, depth+1)
+			}
+		}
+	}
+	walk(n.ctrl, 0)
+}
 
 func (c *converter) fail(err error) {
 	if c.fatal == nil {
@@ -370,7 +403,7 @@ func (c *converter) in(n *node, i int) *value {
 		c.fail(fmt.Errorf("node %q (%s) has %d inputs, needs more than %d", n.name, n.op, len(n.inputs), i))
 		return &value{name: "_error", rank: -1}
 	}
-	rr, err := c.g.resolve(n.inputs[i], 0)
+	rr, err := c.g.resolve(n.inputs[i])
 	if err != nil {
 		c.fail(err)
 		return &value{name: "_error", rank: -1}
