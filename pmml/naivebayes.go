@@ -34,6 +34,14 @@ func (cc *compiler) naiveBayes(n *node, m *model, sc *scope) error {
 	if !n.has("threshold") {
 		return n.errf("NaiveBayesModel needs a threshold attribute")
 	}
+	for _, c := range n.children {
+		switch c.name {
+		case "MiningSchema", "Output", "Targets", "LocalTransformations", "ModelStats", "ModelExplanation",
+			"ModelVerification", "Extension", "BayesInputs", "BayesOutput":
+		default:
+			return c.unsupported("")
+		}
+	}
 	out := n.child("BayesOutput")
 	if out == nil {
 		return n.errf("NaiveBayesModel without a BayesOutput")
