@@ -1,0 +1,111 @@
+package ps
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/eas-server/eas-server/processors"
+)
+
+var testIndex = map[string]int{"a": 0, "b": 1, "c\"q": 2}
+
+func TestDecodeRecords(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		name, body string
+		want       []float64
+		err        string
+	}{
+		{"array", `[{"a":1,"b":2,"c\"q":3},{"b":-4.5e1}]`, []float64{1, 2, 3, nan, -45, nan}, ""},
+		{"one object", ` {"a": "7", "b": null, "zz": {"ignored": false}} `, nil, "objects and arrays"},
+		{"one object ok", ` {"a": "7", "b": null, "zz": 1} `, []float64{7, nan, nan}, ""},
+		{"bools and empty string", `[{"a":true,"b":false,"c\"q":""}]`, []float64{1, 0, nan}, ""},
+		{"escaped key", `[{"c\u0022q":5, "\u0061":6}]`, []float64{6, nan, 5}, ""},
+		{"dense", `{"columns":["b","x","a"],"data":[[1,2,3],[null,5,"6"]]}`, []float64{3, 1, nan, 6, nan, nan}, ""},
+		{"dense model order", `{"data":[[1,2,3]]}`, []float64{1, 2, 3}, ""},
+		{"dense empty", `{"columns":["a"],"data":[]}`, []float64{}, ""},
+		{"empty array", `[]`, []float64{}, ""},
+		{"bad number", `[{"a":1e}]`, nil, `bad number "1e"`},
+		{"text", `[{"a":"x"}]`, nil, `"x" is not a number`},
+		{"trailing", `[{"a":1}],`, nil, "the end of the body"},
+		{"unterminated", `[{"a":1`, nil, "expected ',' or '}'"},
+		{"not records", `[[1,2,3]]`, nil, "record 0: expected a JSON object"},
+		{"columns after data", `{"data":[[1,2,3]],"columns":["a"]}`, nil, "before"},
+		{"short row", `{"data":[[1,2]]}`, nil, "row 0 has 2 values, want 3"},
+		{"control char", "[{\"a\x01\":1}]", nil, "control character"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows, n, err := decodeRecords([]byte(c.body), testIndex, 3)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n*3 != len(rows) || len(rows) != len(c.want) {
+				t.Fatalf("rows %v (n=%d), want %v", rows, n, c.want)
+			}
+			for i := range rows {
+				if rows[i] != c.want[i] && !(math.IsNaN(rows[i]) && math.IsNaN(c.want[i])) {
+					t.Fatalf("rows %v, want %v", rows, c.want)
+				}
+			}
+		})
+	}
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	for _, s := range []string{`[{"a":1,"b":2}]`, `{"columns":["a","c\"q"],"data":[[1,null]]}`, `{"a":"1"}`, `[{"\u00e9":1e5}]`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rows, n, err := decodeRecords(body, testIndex, 3)
+		if err == nil && len(rows) != 3*n {
+			t.Fatalf("%d values for %d records", len(rows), n)
+		}
+	})
+}
+
+func TestConfigure(t *testing.T) {
+	for _, c := range []struct{ config, err string }{
+		{`{"output":"margin"}`, ""},
+		{`"{\"output\":\"prediction\"}"`, ""},
+		{`null`, ""},
+		{`{"output":"probability"}`, `model_config.output: must be "prediction" or "margin", got "probability"`},
+		{`{"outputs":"margin"}`, `unknown field "outputs"`},
+	} {
+		p := &Processor{}
+		err := p.Configure(processors.Spec{Code: "xgboost", ModelPath: "m.json", ModelConfig: []byte(c.config)})
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s: %v, want %q", c.config, err, c.err)
+		}
+	}
+	if err := (&Processor{}).Configure(processors.Spec{Code: "xgboost"}); err == nil || !strings.Contains(err.Error(), "model_path") {
+		t.Errorf("no model_path: %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := "../../trees/testdata/xgboost"
+	for _, c := range []struct{ path, entry, config, err string }{
+		{dir, "", "", "model files in"},
+		{dir, "nope.json", "", `model_entry: "nope.json" not found`},
+		{dir + "/binary.json", "", `{"features":["a"]}`, "model_config.features: 1 names, but the model has 30 features"},
+		{dir + "/regression.json", "", `{"classes":["x","y"]}`, "not a classifier"},
+		{dir + "/multiclass.json", "", `{"classes":["x","y"]}`, "2 names, but the model has 3 classes"},
+		{dir + "/binary.expected.json", "", "", "xgboost json"},
+	} {
+		p := &Processor{}
+		if err := p.Configure(processors.Spec{Code: "xgboost", ModelPath: c.path, ModelEntry: c.entry, ModelConfig: []byte(c.config)}); err != nil {
+			t.Fatal(err)
+		}
+		err := p.Load(t.Context())
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s %s %s: %v, want %q", c.path, c.entry, c.config, err, c.err)
+		}
+	}
+}
