@@ -22,16 +22,18 @@ type Options struct {
 }
 
 // Field describes one input or output of a Model.
+// It marshals to JSON as {"name", "dataType", "opType", "values", "feature"}
+// with PMML's spellings, ready for a metadata endpoint.
 type Field struct {
-	Name     string
-	DataType DataType
-	OpType   OpType
+	Name     string   `json:"name"`
+	DataType DataType `json:"dataType,omitempty"`
+	OpType   OpType   `json:"opType,omitempty"`
 	// Values lists the valid values of a categorical or ordinal input, in
 	// document order; nil when the model does not restrict them.
-	Values []string
+	Values []string `json:"values,omitempty"`
 	// Feature is the OutputField feature of an output ("predictedValue",
 	// "probability", ...); "target" for the target field itself; "" for inputs.
-	Feature string
+	Feature string `json:"feature,omitempty"`
 }
 
 // Record is one row of inputs, aligned with Model.Inputs(). Build it with

@@ -2,6 +2,7 @@ package pmml
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
@@ -215,6 +216,13 @@ func TestInputsOutputs(t *testing.T) {
 	}
 	if got, want := strings.Join(out, ","), "ifhealth:target,p_0:probability,p_1:probability"; got != want {
 		t.Errorf("outputs = %s, want %s", got, want)
+	}
+	js, err := json.Marshal(m.Inputs()[5])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(js), `{"name":"thal","dataType":"string","opType":"categorical","values":["norm","fix","rev"]}`; got != want {
+		t.Errorf("json = %s, want %s", got, want)
 	}
 	if m.ModelType() != "RegressionModel" || m.FunctionName() != "classification" || m.Version() != "4.2" {
 		t.Errorf("model type %s %s %s", m.ModelType(), m.FunctionName(), m.Version())

@@ -132,6 +132,9 @@ func (t DataType) String() string {
 	return ""
 }
 
+// MarshalText writes the PMML spelling, so a DataType encodes as a JSON string.
+func (t DataType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
 func (t DataType) numeric() bool { return t == TypeInteger || t == TypeFloat || t == TypeDouble }
 
 func parseDataType(n *node, s string) (DataType, error) {
@@ -175,6 +178,9 @@ func (o OpType) String() string {
 	}
 	return ""
 }
+
+// MarshalText writes the PMML spelling, so an OpType encodes as a JSON string.
+func (o OpType) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
 func parseOpType(n *node, s string) (OpType, error) {
 	switch s {
