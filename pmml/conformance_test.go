@@ -337,9 +337,16 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	t.Logf("conformance: %d of %d cases pass", pass, total)
+	golden := filepath.Join("..", "CONFORMANCE.md")
 	if *update {
-		if err := os.WriteFile(filepath.Join("..", "CONFORMANCE.md"), []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		return
+	}
+	// CONFORMANCE.md is this test's golden file: it must say what the test
+	// finds.
+	if old, err := os.ReadFile(golden); err != nil || string(old) != b.String() {
+		t.Errorf("%s is stale (%v): run go test ./pmml/ -run TestConformance -update", golden, err)
 	}
 }
