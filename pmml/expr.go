@@ -1112,8 +1112,8 @@ func padFormat(spec, s string) string {
 	return s
 }
 
-// normalQuantile is the inverse of the standard normal CDF (Acklam's
-// rational approximation refined by one Newton step).
+// normalQuantile is the inverse of the standard normal CDF, through the
+// inverse error function.
 func normalQuantile(p float64) float64 {
 	if p <= 0 {
 		return math.Inf(-1)
@@ -1121,8 +1121,7 @@ func normalQuantile(p float64) float64 {
 	if p >= 1 {
 		return math.Inf(1)
 	}
-	x := math.Sqrt2 * math.Erfinv(2*p-1)
-	return x
+	return math.Sqrt2 * math.Erfinv(2*p-1)
 }
 
 // javaRegexp adapts the Java/Python pattern features exporters write to
