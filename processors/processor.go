@@ -30,6 +30,7 @@ type Spec struct {
 	WarmupPath  string          // local path of warm_up_data_path; "" when none
 	CPU         int             // metadata.cpu; 0 = unset
 	GPU         int             // metadata.gpu; 0 = none
+	Params      []string        // processor_params as given (Triton's flags)
 	Logger      *slog.Logger
 }
 

@@ -11,7 +11,6 @@ var unavailable = []struct {
 	reason string
 }{
 	{"caffe_", "Caffe models are not served here: convert the model to ONNX and use onnx_cpu (or onnx_cu100 with a GPU)"},
-	{"triton", "the Triton proxy is not in this build yet: serve the model's ONNX file with onnx_cpu, whose /v2 routes speak the same KServe v2 protocol"},
 }
 
 // unavailableReason returns the reason a known EAS code is not served.

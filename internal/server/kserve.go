@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -35,18 +37,24 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 		r.GET(prefix, s.kserveMetadata)
 		r.GET(prefix+"/ready", s.kserveReady)
 		r.POST(prefix+"/infer", s.kserveInfer)
+		r.GET(prefix+"/stats", s.kserveStats)
 	}
 }
 
 // kserveService resolves and authorises the model of a KServe route and
-// holds its serving version; the caller releases it. On failure it has
-// answered and returns nil.
-func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.TensorModel) {
+// holds its serving version; the caller releases it. The model is a
+// service, or else one model of a service whose processor routes models
+// (a Triton repository): then rm is set and tm is nil. On failure it has
+// answered and returns a nil Live.
+func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.TensorModel, processors.RoutedModel) {
 	name := c.Param("model")
 	svc, ok := s.opt.Manager.Get(name)
 	if !ok {
+		if live, rm, found := s.routedModel(c, name, c.Param("version")); found {
+			return live, nil, rm
+		}
 		kserveFail(c, http.StatusNotFound, "model \""+name+"\" not found")
-		return nil, nil
+		return nil, nil, nil
 	}
 	live, serving := svc.Acquire()
 	token := svc.Token()
@@ -60,41 +68,115 @@ func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.Tensor
 			live.Release()
 		}
 		kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\"")
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !serving {
 		st, msg, _ := svc.State()
 		kserveFail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
-		return nil, nil
+		return nil, nil, nil
 	}
 	tm, ok := live.Processor.(processors.TensorModel)
 	if !ok {
 		live.Release()
 		kserveFail(c, http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
-		return nil, nil
+		return nil, nil, nil
 	}
-	return live, tm
+	return live, tm, nil
+}
+
+// routedModel looks for name among the models of the serving services
+// whose processor routes models, in service name order, and authorises the
+// request with that service's token. found is false when no service has the
+// model; when one has it but the token is wrong, it has answered 401 and
+// returns found with a nil Live.
+func (s *Server) routedModel(c *gin.Context, name, version string) (*service.Live, processors.RoutedModel, bool) {
+	for _, svc := range s.opt.Manager.List() {
+		live, serving := svc.Acquire()
+		if !serving {
+			continue
+		}
+		mr, ok := live.Processor.(processors.ModelRouter)
+		if !ok {
+			live.Release()
+			continue
+		}
+		rm, ok := mr.Model(name, version)
+		if !ok {
+			live.Release()
+			continue
+		}
+		if err := auth.Verify(string(live.Token), auth.Request{
+			Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
+		}); err != nil {
+			live.Release()
+			kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svc.Name+"\"")
+			return nil, nil, true
+		}
+		return live, rm, true
+	}
+	return nil, nil, false
 }
 
 func (s *Server) kserveMetadata(c *gin.Context) {
-	live, tm := s.kserveService(c)
+	live, tm, rm := s.kserveService(c)
 	if live == nil {
 		return
 	}
 	defer live.Release()
+	if rm != nil {
+		c.JSON(http.StatusOK, kserve.ModelMetadataFrom(rm.Name(), rm.Platform(), rm.Versions(), rm.Metadata()))
+		return
+	}
 	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(live.Spec.Name, tm.Platform(), []string{strconv.Itoa(live.Version)}, tm.Metadata()))
 }
 
 func (s *Server) kserveReady(c *gin.Context) {
-	if live, _ := s.kserveService(c); live != nil {
-		live.Release()
-		c.Status(http.StatusOK)
+	if live, _, rm := s.kserveService(c); live != nil {
+		defer live.Release()
+		s.answerReady(c, live, rm)
 	}
+}
+
+// answerReady answers 200, or 503 when the processor (a proxy whose
+// upstream went away) or the routed model says it is not healthy.
+func (s *Server) answerReady(c *gin.Context, live *service.Live, rm processors.RoutedModel) int {
+	var h processors.Healther
+	if rm != nil {
+		h, _ = rm.(processors.Healther)
+	} else {
+		h, _ = live.Processor.(processors.Healther)
+	}
+	if h != nil {
+		if err := h.Healthy(c.Request.Context()); err != nil {
+			return kserveFail(c, http.StatusServiceUnavailable, err.Error())
+		}
+	}
+	c.Status(http.StatusOK)
+	return http.StatusOK
+}
+
+// kserveStats answers the statistics extension for models that keep them.
+func (s *Server) kserveStats(c *gin.Context) {
+	live, _, rm := s.kserveService(c)
+	if live == nil {
+		return
+	}
+	defer live.Release()
+	s.answerStats(c, rm)
+}
+
+func (s *Server) answerStats(c *gin.Context, rm processors.RoutedModel) int {
+	sr, ok := rm.(processors.StatsReporter)
+	if !ok {
+		return kserveFail(c, http.StatusNotFound, "model \""+c.Param("model")+"\" keeps no statistics; the statistics extension covers the models of a triton repository")
+	}
+	c.JSON(http.StatusOK, gin.H{"model_stats": []any{sr.Stats()}})
+	return http.StatusOK
 }
 
 func (s *Server) kserveInfer(c *gin.Context) {
 	start := time.Now()
-	live, _ := s.kserveService(c)
+	live, _, rm := s.kserveService(c)
 	if live == nil {
 		if _, ok := s.opt.Manager.Get(c.Param("model")); ok {
 			s.opt.Metrics.Request(c.Param("model"), c.Writer.Status(), time.Since(start))
@@ -102,11 +184,14 @@ func (s *Server) kserveInfer(c *gin.Context) {
 		return
 	}
 	defer live.Release()
-	code := s.serveInfer(c, live)
+	code := s.serveInfer(c, live, rm)
 	s.opt.Metrics.Request(live.Spec.Name, code, time.Since(start))
 }
 
-func (s *Server) serveInfer(c *gin.Context, live *service.Live) int {
+// serveInfer runs one KServe infer request on the service's scheduler, or
+// on the routed model's own one (under the service's keepalive) when rm is
+// set.
+func (s *Server) serveInfer(c *gin.Context, live *service.Live, rm processors.RoutedModel) int {
 	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor)
 	if err != nil {
 		return kserveFail(c, status, err.Error())
@@ -115,15 +200,25 @@ func (s *Server) serveInfer(c *gin.Context, live *service.Live) int {
 	if err != nil {
 		return kserveFail(c, http.StatusBadRequest, err.Error())
 	}
-	result, err := live.Scheduler.Do(c.Request.Context(), &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()})
+	payload := &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()}
+	name, version := live.Spec.Name, strconv.Itoa(live.Version)
+	var result any
+	if rm != nil {
+		name, version = rm.Name(), rm.Version()
+		ctx, cancel := context.WithTimeout(c.Request.Context(), live.Spec.Metadata.RPC.Keepalive)
+		result, err = rm.Do(ctx, payload)
+		cancel()
+	} else {
+		result, err = live.Scheduler.Do(c.Request.Context(), payload)
+	}
 	if err != nil {
 		return kserveFail(c, statusOf(err), err.Error())
 	}
 	tr, ok := result.(*processors.TensorResult)
-	if !ok {
+	if !ok || tr == nil {
 		return kserveFail(c, http.StatusInternalServerError, "processor returned no tensors")
 	}
-	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: live.Spec.Name, ModelVersion: strconv.Itoa(live.Version), ID: req.ID, Outputs: tr.Outputs}, req)
+	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: name, ModelVersion: version, ID: req.ID, Outputs: tr.Outputs}, req)
 	if err != nil {
 		return kserveFail(c, http.StatusInternalServerError, err.Error())
 	}
@@ -144,4 +239,51 @@ func kserveFail(c *gin.Context, code int, msg string) int {
 	}
 	c.Data(code, "application/json", kserve.ErrorBody(msg))
 	return code
+}
+
+// routedPath reads the model named by the extra path of
+// /api/predict/<service>: "/<model>[/versions/<v>]", or Triton's
+// "/v2/models/<model>[/versions/<v>][/infer|/ready|/stats]" as Triton
+// clients pointed at an EAS endpoint send it. op is "", infer, ready or
+// stats; ok is false for any other path.
+func routedPath(extra string) (model, version, op string, ok bool) {
+	parts := strings.Split(strings.Trim(extra, "/"), "/")
+	switch {
+	case extra == "" || parts[0] == "":
+		return "", "", "", false
+	case len(parts) >= 3 && parts[0] == "v2" && parts[1] == "models":
+		parts = parts[2:]
+		if last := parts[len(parts)-1]; len(parts) > 1 && (last == "infer" || last == "ready" || last == "stats") {
+			op, parts = last, parts[:len(parts)-1]
+		}
+	case parts[0] == "v2":
+		return "", "", "", false
+	}
+	switch {
+	case len(parts) == 1:
+		return parts[0], "", op, true
+	case len(parts) == 3 && parts[1] == "versions":
+		return parts[0], parts[2], op, true
+	}
+	return "", "", "", false
+}
+
+// serveRouted answers a request under /api/predict/<service> that names one
+// model of the service's processor (a Triton repository), with KServe v2
+// bodies and errors, as Triton clients expect.
+func (s *Server) serveRouted(c *gin.Context, live *service.Live, rm processors.RoutedModel, op string) int {
+	switch {
+	case op == "infer" || (op == "" && c.Request.Method == http.MethodPost):
+		if c.Request.Method != http.MethodPost {
+			c.Header("Allow", "POST")
+			return kserveFail(c, http.StatusMethodNotAllowed, "infer takes POST")
+		}
+		return s.serveInfer(c, live, rm)
+	case op == "ready":
+		return s.answerReady(c, live, rm)
+	case op == "stats":
+		return s.answerStats(c, rm)
+	}
+	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(rm.Name(), rm.Platform(), rm.Versions(), rm.Metadata()))
+	return http.StatusOK
 }

@@ -169,6 +169,15 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 		st, msg, _ := svc.State()
 		return s.fail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
 	}
+	// A processor serving several models (a Triton repository) gets
+	// /api/predict/<service>/<model> straight to that model's own queue.
+	if mr, ok := live.Processor.(processors.ModelRouter); ok {
+		if model, version, op, ok := routedPath(extra); ok {
+			if rm, ok := mr.Model(model, version); ok {
+				return s.serveRouted(c, live, rm, op)
+			}
+		}
+	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
 		c.JSON(http.StatusOK, live.Processor.Metadata())
 		return http.StatusOK
@@ -243,7 +252,10 @@ func notServing(name string, st service.Status, msg string) string {
 // statusOf maps an error from a processor or the scheduler to a status code.
 // It is the one place where errors become codes.
 func statusOf(err error) int {
+	var se *processors.StatusError
 	switch {
+	case errors.As(err, &se):
+		return se.Code
 	case processors.IsInputError(err):
 		return http.StatusBadRequest
 	case errors.Is(err, scheduler.ErrQueueFull):

@@ -202,6 +202,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		ModelConfig: spec.ModelConfig,
 		CPU:         spec.Metadata.CPU,
 		GPU:         spec.Metadata.GPU,
+		Params:      spec.ProcessorParams,
 		Logger:      log,
 	}
 	// model_sha256 is storage's key: the processor never sees it.

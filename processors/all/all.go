@@ -7,4 +7,5 @@ import (
 	_ "github.com/eas-server/eas-server/processors/pmml"       // pmml
 	_ "github.com/eas-server/eas-server/processors/ps"         // parameter_server, xgboost
 	_ "github.com/eas-server/eas-server/processors/tensorflow" // tensorflow_cpu_*, tensorflow_gpu_*
+	_ "github.com/eas-server/eas-server/processors/triton"     // triton
 )

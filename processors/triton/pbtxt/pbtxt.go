@@ -6,7 +6,7 @@
 //
 // The accepted syntax is the text format as protoc and Triton write and read
 // it: "#" comments, `name: scalar`, `name { ... }` or `name < ... >` with an
-// optional colon, lists `name: [a, b]` of scalars or messages, optional ","
+// optional colon, lists `name: [a, b]` of scalars or messages (the colon optional before a list of messages), optional ","
 // or ";" after a field, double- or single-quoted strings with C escapes and
 // adjacent-string concatenation, and numbers in decimal, hex, octal or float
 // form (with "-", "inf" and "nan"). Extension and Any fields ("[x.y]") are
@@ -216,13 +216,15 @@ func (p *parser) message(end byte, depth int) (*Message, error) {
 			}
 			m.Fields = append(m.Fields, Field{Name: name, Value: v})
 		case c == '[':
-			if !colon {
-				return nil, p.errf(p.pos(), "field %q: a list needs a colon before '['", name)
-			}
+			pos := p.pos()
 			p.advance(1)
 			vals, err := p.list(depth)
 			if err != nil {
 				return nil, fmt.Errorf("field %q: %w", name, err)
+			}
+			// As in protoc, only a list of messages may omit the colon.
+			if !colon && len(vals) > 0 && vals[0].Kind != Msg {
+				return nil, p.errf(pos, "field %q: a list of scalars needs a colon before '['", name)
 			}
 			for _, v := range vals {
 				m.Fields = append(m.Fields, Field{Name: name, Value: v})

@@ -1,0 +1,572 @@
+// Package triton is the `triton` processor. EAS runs NVIDIA Triton behind
+// it; users come with a Triton model repository and Triton clients. It
+// serves them in one of two modes, chosen by processor_params:
+//
+//   - Native (--model-repository=<local dir | oss:// | http(s) archive>, or
+//     model_path): every ONNX model of the repository
+//     (<model>/config.pbtxt + <version>/model.onnx) is served by our ONNX
+//     Runtime, each version with its own scheduler sized by config.pbtxt
+//     (max_batch_size, dynamic_batching, instance_group), and counted in
+//     Triton's statistics shape. Backends we cannot run are refused by name.
+//   - Proxy (--url=http(s)://host:port or grpc://host:port): requests are
+//     forwarded to a Triton or any KServe v2 server, over pooled
+//     connections, under the service's deadline, with the upstream's errors
+//     mapped to our status codes and its readiness reflected in ours.
+//
+// Either way the processor is a processors.ModelRouter: the server sends
+// /v2/models/<model>/... and /api/predict/<service>/<model> straight to the
+// model. Other paths under /api/predict/<service> go through Decode and the
+// service's scheduler: KServe v2 infer bodies for the repository's only
+// model, the repository API (index, load, unload) and, in proxy mode,
+// anything else passed through to the upstream as it came.
+package triton
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/wire/kserve"
+)
+
+// Code is the EAS processor code.
+const Code = "triton"
+
+func init() {
+	processors.Register(Code, "Triton model repository: ONNX models served natively with config.pbtxt batching, or a proxy to a Triton/KServe v2 server (--url)", func() processors.Processor { return New() })
+}
+
+// CacheDir is where oss:// and http(s) repositories are downloaded; the
+// default is under the system temp dir.
+var CacheDir = filepath.Join(os.TempDir(), "eas-server-triton")
+
+// Processor serves one Triton repository or proxies to one upstream. It is
+// safe for concurrent use after Load.
+type Processor struct {
+	spec   processors.Spec
+	params Params
+	log    *slog.Logger
+	repo   string // local repository directory (native)
+	proxy  *proxy // non-nil in proxy mode
+
+	mu      sync.RWMutex
+	entries map[string]*entry // by model name
+	loading sync.Mutex        // serialises load/unload of repository models
+}
+
+// New returns an unconfigured processor.
+func New() *Processor { return &Processor{entries: map[string]*entry{}} }
+
+// Configure reads processor_params; it does no I/O.
+func (p *Processor) Configure(spec processors.Spec) error {
+	p.spec = spec
+	p.log = spec.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	params, err := ParseParams(spec.Params)
+	if err != nil {
+		return err
+	}
+	p.params = params
+	if len(params.Ignored) > 0 {
+		p.log.Info("triton flags accepted without effect here", "flags", strings.Join(params.Ignored, " "))
+	}
+	if params.URL != "" {
+		p.proxy, err = newProxy(params.URL, spec.Service, p.log)
+		return err
+	}
+	if params.Repository == "" && spec.ModelPath == "" {
+		return errors.New("processor_params: --model-repository=<dir | oss://bucket/path | https://.../repo.tar.gz> is required (or model_path naming the repository); to forward to a running Triton instead, set --url=http://host:8000")
+	}
+	if params.Repository != "" && spec.ModelPath != "" {
+		return errors.New("model_path and --model-repository both name a repository; keep one")
+	}
+	return nil
+}
+
+// Load fetches the repository and loads its models (native), or checks
+// that the upstream answers (proxy).
+func (p *Processor) Load(ctx context.Context) error {
+	if p.proxy != nil {
+		return p.proxy.check(ctx)
+	}
+	dir := p.spec.ModelPath
+	if dir == "" {
+		var err error
+		if dir, err = fetchRepository(ctx, p.params.Repository, p.log); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("model repository %s is not a directory; it must hold <model>/config.pbtxt and <model>/<version>/model.onnx", dir)
+	}
+	p.repo = dir
+	names, err := p.initialModels()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		if err := p.loadModel(ctx, name); err != nil {
+			if p.params.ExitOnError {
+				errs = append(errs, err)
+			} else {
+				p.log.Warn("model not loaded", "model", name, "err", err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		p.Close()
+		return errors.Join(errs...)
+	}
+	p.mu.RLock()
+	n := len(p.entries)
+	p.mu.RUnlock()
+	if n == 0 && p.params.ControlMode != "explicit" {
+		return fmt.Errorf("model repository %s holds no model directory (<model>/config.pbtxt, <model>/1/model.onnx)", dir)
+	}
+	return nil
+}
+
+// fetchRepository brings a remote repository to local disk.
+func fetchRepository(ctx context.Context, raw string, log *slog.Logger) (string, error) {
+	if !strings.Contains(raw, "://") || strings.HasPrefix(raw, "file://") {
+		return strings.TrimPrefix(raw, "file://"), nil
+	}
+	f := &storage.Fetcher{CacheDir: CacheDir, Logger: log}
+	dir, err := f.Fetch(ctx, raw, storage.FetchOptions{Logger: log})
+	if err != nil {
+		return "", fmt.Errorf("--model-repository: %w", err)
+	}
+	return dir, nil
+}
+
+// initialModels lists the model directories to load at start: all of them,
+// or with --model-control-mode=explicit those named by --load-model.
+func (p *Processor) initialModels() ([]string, error) {
+	all, err := p.repositoryModels()
+	if err != nil {
+		return nil, err
+	}
+	if p.params.ControlMode != "explicit" {
+		return all, nil
+	}
+	var out []string
+	for _, m := range p.params.LoadModels {
+		if m == "*" {
+			return all, nil
+		}
+		if !slices.Contains(all, m) {
+			return nil, fmt.Errorf("--load-model=%s: no such model directory in the repository (found %s)", m, strings.Join(all, ", "))
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// repositoryModels lists the model directories, sorted.
+func (p *Processor) repositoryModels() ([]string, error) {
+	des, err := os.ReadDir(p.repo)
+	if err != nil {
+		return nil, fmt.Errorf("model repository: %w", err)
+	}
+	var out []string
+	for _, de := range des {
+		if de.IsDir() && !strings.HasPrefix(de.Name(), ".") {
+			out = append(out, de.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// loadModel (re)loads one model directory; a model already loaded keeps
+// serving until the new one is ready, then is drained and closed.
+func (p *Processor) loadModel(ctx context.Context, name string) error {
+	if !validModelName(name) {
+		return processors.BadInput("model name %q is not a directory name of the repository", name)
+	}
+	p.loading.Lock()
+	defer p.loading.Unlock()
+	e, err := p.loadEntry(ctx, name, filepath.Join(p.repo, name))
+	p.mu.Lock()
+	old := p.entries[name]
+	if err != nil {
+		if old == nil {
+			p.entries[name] = &entry{name: name, state: "UNAVAILABLE", reason: err.Error(), versions: map[string]*version{}}
+		}
+		p.mu.Unlock()
+		return err
+	}
+	p.entries[name] = e
+	p.mu.Unlock()
+	if old != nil {
+		old.close(p.log)
+	}
+	p.log.Info("model loaded", "model", name, "versions", strings.Join(e.order, ","), "max_batch_size", e.latest().cfg.MaxBatchSize, "dynamic_batching", e.latest().cfg.DynamicBatching != nil)
+	return nil
+}
+
+// unloadModel drains and closes a model; it stays listed as UNLOADED.
+func (p *Processor) unloadModel(name string) error {
+	p.loading.Lock()
+	defer p.loading.Unlock()
+	p.mu.Lock()
+	old, ok := p.entries[name]
+	if !ok || old.state != "READY" {
+		p.mu.Unlock()
+		return &processors.StatusError{Code: http.StatusNotFound, Err: fmt.Errorf("failed to unload '%s', no version is available", name)}
+	}
+	p.entries[name] = &entry{name: name, state: "UNLOADED", versions: map[string]*version{}}
+	p.mu.Unlock()
+	old.close(p.log)
+	return nil
+}
+
+func validModelName(n string) bool {
+	return n != "" && n != "." && n != ".." && !strings.ContainsAny(n, "/\\") && filepath.IsLocal(n)
+}
+
+// Model implements processors.ModelRouter.
+func (p *Processor) Model(name, version string) (processors.RoutedModel, bool) {
+	if p.proxy != nil {
+		return p.proxy.model(name, version)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	e, ok := p.entries[name]
+	if !ok || e.state != "READY" {
+		return nil, false
+	}
+	if version == "" {
+		return e.latest(), true
+	}
+	v, ok := e.versions[version]
+	return v, ok
+}
+
+// Metadata lists the repository's models (native) or the upstream (proxy).
+func (p *Processor) Metadata() processors.Metadata {
+	md := processors.Metadata{Processor: Code, Inputs: []processors.IOSpec{}, Outputs: []processors.IOSpec{}}
+	if p.proxy != nil {
+		md.Extra = map[string]any{"mode": "proxy", "upstream": p.proxy.display}
+		return md
+	}
+	md.Extra = map[string]any{"mode": "native", "models": p.index()}
+	if only := p.onlyModel(); only != nil {
+		md.Inputs, md.Outputs = only.meta.Inputs, only.meta.Outputs
+	}
+	return md
+}
+
+// IndexEntry is one model of POST /v2/repository/index.
+type IndexEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func (p *Processor) index() []IndexEntry {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	names := make([]string, 0, len(p.entries))
+	for n := range p.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []IndexEntry
+	for _, n := range names {
+		e := p.entries[n]
+		if len(e.order) == 0 {
+			out = append(out, IndexEntry{Name: n, State: e.state, Reason: e.reason})
+			continue
+		}
+		for _, v := range e.order {
+			out = append(out, IndexEntry{Name: n, Version: v, State: e.state})
+		}
+	}
+	return out
+}
+
+// fullIndex adds the repository's model directories not loaded yet.
+func (p *Processor) fullIndex() []IndexEntry {
+	out := p.index()
+	all, _ := p.repositoryModels()
+	for _, n := range all {
+		if !slices.ContainsFunc(out, func(e IndexEntry) bool { return e.Name == n }) {
+			out = append(out, IndexEntry{Name: n})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// onlyModel is the latest version of the repository's only ready model.
+func (p *Processor) onlyModel() *version {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var only *version
+	for _, e := range p.entries {
+		if e.state != "READY" {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = e.latest()
+	}
+	return only
+}
+
+// Healthy reports an unready model (with --strict-readiness) or an
+// unreachable upstream.
+func (p *Processor) Healthy(ctx context.Context) error {
+	if p.proxy != nil {
+		return p.proxy.ready(ctx)
+	}
+	if !p.params.StrictReadiness {
+		return nil
+	}
+	for _, e := range p.index() {
+		if e.State == "UNAVAILABLE" {
+			return fmt.Errorf("model %s is not ready: %s", e.Name, e.Reason)
+		}
+	}
+	return nil
+}
+
+// Close drains and closes every model.
+func (p *Processor) Close() error {
+	if p.proxy != nil {
+		p.proxy.close()
+		return nil
+	}
+	p.mu.Lock()
+	entries := p.entries
+	p.entries = map[string]*entry{}
+	p.mu.Unlock()
+	for _, e := range entries {
+		e.close(p.log)
+	}
+	return nil
+}
+
+// Path parsing shared by Decode: the paths Triton clients use under an EAS
+// endpoint, and our short /<model> form.
+
+// route is what an extra path under /api/predict/<service> asks for.
+type route struct {
+	op      string // infer, repo_index, repo_load, repo_unload, passthrough
+	model   string
+	version string
+}
+
+func parseRoute(path string) (route, error) {
+	if path == "" || path == "/" {
+		return route{op: "infer"}, nil
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if parts[0] != "v2" {
+		switch {
+		case len(parts) == 1:
+			return route{op: "infer", model: parts[0]}, nil
+		case len(parts) == 3 && parts[1] == "versions":
+			return route{op: "infer", model: parts[0], version: parts[2]}, nil
+		}
+		return route{op: "passthrough"}, nil
+	}
+	rest := parts[1:]
+	switch {
+	case len(rest) == 2 && rest[0] == "repository" && rest[1] == "index":
+		return route{op: "repo_index"}, nil
+	case len(rest) == 4 && rest[0] == "repository" && rest[1] == "models" && (rest[3] == "load" || rest[3] == "unload"):
+		return route{op: "repo_" + rest[3], model: rest[2]}, nil
+	case len(rest) >= 3 && rest[0] == "models" && rest[len(rest)-1] == "infer":
+		r := route{op: "infer", model: rest[1]}
+		switch {
+		case len(rest) == 3:
+			return r, nil
+		case len(rest) == 5 && rest[2] == "versions":
+			r.version = rest[3]
+			return r, nil
+		}
+	}
+	return route{op: "passthrough"}, nil
+}
+
+// call is the payload of a request that came through Decode.
+type call struct {
+	route route
+	model processors.RoutedModel
+	req   *kserve.InferRequest
+	tp    *processors.TensorPayload
+	raw   *processors.Request // passthrough and repository calls
+}
+
+// reply is the result of a call that is not an inference.
+type reply struct {
+	body        []byte
+	contentType string
+}
+
+// Decode reads a request that the server did not route to a model itself.
+func (p *Processor) Decode(req *processors.Request) (any, error) {
+	r, err := parseRoute(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	switch r.op {
+	case "infer":
+		var m processors.RoutedModel
+		if r.model == "" {
+			if p.proxy != nil {
+				return nil, processors.BadInput("name the model: POST /api/predict/%s/<model> or /api/predict/%s/v2/models/<model>/infer", p.spec.Service, p.spec.Service)
+			}
+			only := p.onlyModel()
+			if only == nil {
+				return nil, processors.BadInput("the repository serves several models (%s); name one: POST /api/predict/%s/<model>", strings.Join(p.readyNames(), ", "), p.spec.Service)
+			}
+			m = only
+		} else {
+			var ok bool
+			if m, ok = p.Model(r.model, r.version); !ok {
+				return nil, &processors.StatusError{Code: http.StatusNotFound, Err: p.notFound(r.model, r.version)}
+			}
+		}
+		ir, err := kserve.DecodeRequest(req.Body, req.Header.Get(kserve.HeaderContentLength))
+		if err != nil {
+			return nil, processors.BadInput("%v", err)
+		}
+		return &call{route: r, model: m, req: ir, tp: &processors.TensorPayload{Inputs: ir.Inputs, Outputs: ir.OutputNames()}}, nil
+	case "passthrough":
+		if p.proxy == nil {
+			return nil, &processors.StatusError{Code: http.StatusNotFound, Err: fmt.Errorf("no route %s under /api/predict/%s; use /<model>, /v2/models/<model>/infer or /v2/repository/index", req.Path, p.spec.Service)}
+		}
+	case "repo_index", "repo_load", "repo_unload":
+		if p.proxy == nil && r.model != "" && !validModelName(r.model) {
+			return nil, processors.BadInput("model name %q is not valid", r.model)
+		}
+	}
+	return &call{route: r, raw: req}, nil
+}
+
+func (p *Processor) readyNames() []string {
+	var out []string
+	for _, e := range p.index() {
+		if e.State == "READY" && !slices.Contains(out, e.Name) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+func (p *Processor) notFound(model, version string) error {
+	if version != "" {
+		return fmt.Errorf("request for unknown model: '%s' version %s is not found", model, version)
+	}
+	return fmt.Errorf("request for unknown model: '%s' is not found", model)
+}
+
+// Run executes calls; inferences go to each model's own scheduler, so
+// they batch with the model's other requests.
+func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
+	out := make([]any, len(batch))
+	for i, b := range batch {
+		c, ok := b.(*call)
+		if !ok {
+			return nil, fmt.Errorf("triton: payload %d is %T, want a decoded call", i, b)
+		}
+		var err error
+		out[i], err = p.runCall(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (p *Processor) runCall(ctx context.Context, c *call) (any, error) {
+	switch c.route.op {
+	case "infer":
+		return c.model.Do(ctx, c.tp)
+	case "passthrough":
+		return p.proxy.passthrough(ctx, c.raw)
+	}
+	if p.proxy != nil {
+		return p.proxy.passthrough(ctx, c.raw)
+	}
+	switch c.route.op {
+	case "repo_index":
+		body, err := json.Marshal(p.fullIndex())
+		return &reply{body: body, contentType: "application/json"}, err
+	case "repo_load":
+		if err := p.loadModel(ctx, c.route.model); err != nil {
+			if processors.IsInputError(err) {
+				return nil, err
+			}
+			return nil, &processors.StatusError{Code: http.StatusBadRequest, Err: fmt.Errorf("failed to load '%s': %w", c.route.model, err)}
+		}
+		return &reply{contentType: "application/json", body: []byte("{}")}, nil
+	case "repo_unload":
+		if err := p.unloadModel(c.route.model); err != nil {
+			return nil, err
+		}
+		return &reply{contentType: "application/json", body: []byte("{}")}, nil
+	}
+	return nil, fmt.Errorf("triton: unknown operation %q", c.route.op)
+}
+
+// Encode writes an inference result as KServe v2 JSON (a response header
+// length cannot travel through Encode, so binary outputs are answered as
+// JSON here; the routed paths answer binary), or a reply as it is.
+func (p *Processor) Encode(payload, result any) (*processors.Response, error) {
+	if r, ok := result.(*reply); ok {
+		return &processors.Response{Body: r.body, ContentType: r.contentType}, nil
+	}
+	c, ok := payload.(*call)
+	tr, ok2 := result.(*processors.TensorResult)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("triton: cannot encode %T for %T", result, payload)
+	}
+	req := *c.req
+	req.BinaryDataOutput = false
+	req.Outputs = slices.Clone(req.Outputs)
+	for i := range req.Outputs {
+		req.Outputs[i].Binary = nil
+	}
+	body, _, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: c.model.Name(), ModelVersion: c.model.Version(), ID: c.req.ID, Outputs: tr.Outputs}, &req)
+	if err != nil {
+		return nil, err
+	}
+	return &processors.Response{Body: body, ContentType: "application/json"}, nil
+}
+
+// String helps logs.
+func (p *Processor) String() string {
+	if p.proxy != nil {
+		return "triton proxy to " + p.proxy.display
+	}
+	return "triton repository " + p.repo + " (" + strconv.Itoa(len(p.readyNames())) + " models)"
+}
+
+var (
+	_ processors.Processor   = (*Processor)(nil)
+	_ processors.ModelRouter = (*Processor)(nil)
+	_ processors.Healther    = (*Processor)(nil)
+	_ processors.Closer      = (*Processor)(nil)
+)
