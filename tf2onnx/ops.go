@@ -72,6 +72,33 @@ func (n *node) rankHint() int {
 	return len(s.Dim)
 }
 
+// maxFold bounds the constants folded at translation time.
+const maxFold = 1 << 16
+
+// reshapeDims resolves a Reshape target (one -1 allowed) for n elements.
+func reshapeDims(n int64, dims []int64) ([]int64, bool) {
+	out := append([]int64{}, dims...)
+	known, free := int64(1), -1
+	for i, d := range out {
+		switch {
+		case d == -1 && free < 0:
+			free = i
+		case d < 0:
+			return nil, false
+		default:
+			known *= d
+		}
+	}
+	if free >= 0 {
+		if known == 0 || n%known != 0 {
+			return nil, false
+		}
+		out[free] = n / known
+		known *= out[free]
+	}
+	return out, known == n
+}
+
 // maxSplits bounds the outputs of Split, SplitV and Unpack.
 const maxSplits = 1 << 16
 
@@ -108,8 +135,6 @@ var unsupportedWhy = map[string]string{
 	"AssignAddVariableOp": "stateful variable updates are not served",
 	"AssignSubVariableOp": "stateful variable updates are not served",
 	"TRTEngineOp":         "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
-	"ParseExample":        "tf.Example parsing is not translated; use a predict signature taking dense tensors",
-	"ParseExampleV2":      "tf.Example parsing is not translated; use a predict signature taking dense tensors",
 	"StatelessWhile":      "control flow is not translated",
 	"While":               "control flow is not translated",
 	"StatelessIf":         "control flow is not translated",
@@ -331,6 +356,16 @@ func (c *converter) translate(n *node) {
 		r := -1
 		if is, ok := ints(s.konst); ok {
 			r = len(is)
+			// Fold small constants: ParseExample defaults and shape
+			// arithmetic read them as constants.
+			if x.konst != nil && x.konst.NumElements() <= maxFold {
+				if shape, ok := reshapeDims(x.konst.NumElements(), is); ok {
+					t := *x.konst
+					t.Shape = shape
+					c.set(n, 0, c.constValue(t))
+					return
+				}
+			}
 		}
 		c.set(n, 0, &value{name: c.op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
 	case "Shape", "Size", "Rank":
@@ -532,6 +567,8 @@ func (c *converter) translate(n *node) {
 		xi := c.op1("Cast", x.name, attrInt("to", int64(onnxpb.TensorProto_INT32)))
 		r := c.op1(red, xi, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1))
 		c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
+	case "ParseExample", "ParseExampleV2":
+		c.parseExample(n)
 	case "Placeholder":
 		c.unsupported(n, fmt.Sprintf("placeholder %q is not an input of the signature, so it has no value", n.name))
 	default:

@@ -44,7 +44,21 @@ const (
 	// AnyRank tensors travel flattened to one dimension, with their shape
 	// as an int64 vector in a companion tensor named Name + ShapeSuffix.
 	AnyRank
+	// Examples are a vector of serialized tf.Example protos that the graph
+	// only parses (ParseExample): the caller parses them in Go and feeds
+	// the dense Features instead.
+	Examples
 )
+
+// Feature is one dense feature a ParseExample node reads from an Examples
+// port; it travels as an ONNX input of shape [batch] + Shape.
+type Feature struct {
+	Key     string         // the feature name inside tf.Example
+	Input   string         // the ONNX input name
+	DType   tensor.DType   // Float32, Int64 or String
+	Shape   []int64        // per example, fully known
+	Default *tensor.Tensor // used when an example lacks the feature; nil = required
+}
 
 // ShapeSuffix names the companion shape tensor of an AnyRank port.
 const ShapeSuffix = "__shape"
@@ -55,6 +69,8 @@ type Port struct {
 	DType tensor.DType // element type
 	Shape []int64      // the signature's shape; nil = unknown rank; -1 = any size
 	Kind  PortKind
+	// Features are the parsed features of an Examples port, by key.
+	Features []Feature
 }
 
 // Signature is a translated signature.
@@ -127,6 +143,16 @@ type value struct {
 	dtype tensor.DType   // element type; Invalid for resources
 	konst *tensor.Tensor // known constant value, when there is one
 	rank  int            // -1 when unknown
+	port  *inPort        // the signature input this value is, if any
+}
+
+// inPort is a signature input while translating: its ONNX inputs and
+// adapter nodes are only added when some op reads it as a tensor.
+type inPort struct {
+	p      *Port
+	used   bool
+	inputs []*onnxpb.ValueInfoProto
+	nodes  []*onnxpb.NodeProto
 }
 
 type converter struct {
@@ -148,7 +174,8 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 	out := &Signature{Name: c.sig, Method: sd.MethodName, Batchable: true}
 	graph := &onnxpb.GraphProto{Name: c.sig}
 	inKeys := sortedKeys(sd.Inputs)
-	for _, k := range inKeys {
+	ports := make([]*inPort, len(inKeys))
+	for i, k := range inKeys {
 		ti := sd.Inputs[k]
 		p, err := port(k, ti)
 		if err != nil {
@@ -158,24 +185,26 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		if err != nil {
 			return nil, fmt.Errorf("signature %q input %q: %w", c.sig, k, err)
 		}
-		v := &value{dtype: p.DType, rank: len(p.Shape)}
+		ip := &inPort{p: &p}
+		ports[i] = ip
+		v := &value{dtype: p.DType, rank: len(p.Shape), port: ip}
+		// Adapter nodes go to the port, not the graph, until used.
+		mark := len(c.nodes)
 		switch p.Kind {
 		case Plain:
 			v.name = k
-			graph.Input = append(graph.Input, valueInfo(k, p.DType, p.Shape))
+			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, p.Shape)}
 		case Scalar:
-			graph.Input = append(graph.Input, valueInfo(k, p.DType, []int64{1}))
+			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, []int64{1})}
 			v.name = c.op1("Reshape", k, c.i64Const([]int64{}))
 		case AnyRank:
 			v.rank = -1
-			graph.Input = append(graph.Input, valueInfo(k, p.DType, []int64{-1}), valueInfo(k+ShapeSuffix, tensor.Int64, []int64{-1}))
+			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, []int64{-1}), valueInfo(k+ShapeSuffix, tensor.Int64, []int64{-1})}
 			v.name = c.op1("Reshape", k, k+ShapeSuffix)
 		}
-		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
-			out.Batchable = false
-		}
+		ip.nodes = append(ip.nodes, c.nodes[mark:]...)
+		c.nodes = c.nodes[:mark]
 		c.vals[r] = v
-		out.Inputs = append(out.Inputs, p)
 	}
 	outKeys := sortedKeys(sd.Outputs)
 	outVals := make([]*value, len(outKeys))
@@ -190,10 +219,33 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
 		}
 		outVals[i] = c.visit(r)
+		if outVals[i].port != nil {
+			outVals[i].port.used = true
+		}
 		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
 			out.Batchable = false
 		}
 		out.Outputs = append(out.Outputs, p)
+	}
+	var pre []*onnxpb.NodeProto
+	for _, ip := range ports {
+		p := ip.p
+		if len(p.Features) > 0 {
+			if ip.used {
+				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also read directly; only one of the two is supported", p.Key))
+			}
+			p.Kind = Examples
+			for _, f := range p.Features {
+				graph.Input = append(graph.Input, valueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
+			}
+		} else {
+			graph.Input = append(graph.Input, ip.inputs...)
+			pre = append(pre, ip.nodes...)
+		}
+		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
+			out.Batchable = false
+		}
+		out.Inputs = append(out.Inputs, *p)
 	}
 	if c.fatal != nil {
 		return nil, fmt.Errorf("signature %q: %w", c.sig, c.fatal)
@@ -223,7 +275,7 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 	if len(out.Inputs) == 0 {
 		out.Batchable = false
 	}
-	graph.Node = c.nodes
+	graph.Node = append(pre, c.nodes...)
 	graph.Initializer = c.inits
 	mp := &onnxpb.ModelProto{
 		IrVersion:    8,
@@ -409,6 +461,9 @@ func (c *converter) in(n *node, i int) *value {
 		return &value{name: "_error", rank: -1}
 	}
 	if v := c.vals[rr]; v != nil {
+		if v.port != nil {
+			v.port.used = true
+		}
 		return v
 	}
 	return &value{name: "_error", rank: -1}

@@ -351,7 +351,7 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 			return nil, processors.BadInput("signature %q has no input %q; its inputs are %s", s.name, t.Name, describe(s.inputs))
 		}
 		seen[t.Name] = true
-		if t.DType != port.DType {
+		if t.DType != port.DType && port.Kind != tf2onnx.Examples {
 			return nil, processors.BadInput("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
 		}
 		switch port.Kind {
@@ -367,6 +367,12 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 			shape := slices.Clone(t.Shape)
 			t.Shape = []int64{t.NumElements()}
 			p.Inputs = append(p.Inputs, t, int64Vector(t.Name+tf2onnx.ShapeSuffix, shape))
+		case tf2onnx.Examples:
+			feats, err := parseExamples(port, t)
+			if err != nil {
+				return nil, err
+			}
+			p.Inputs = append(p.Inputs, feats...)
 		}
 	}
 	for _, in := range s.inputs {

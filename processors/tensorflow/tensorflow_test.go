@@ -47,7 +47,8 @@ func TestRequestErrors(t *testing.T) {
 		want   string
 	}{
 		{"unknown signature", "nope", []tensor.Tensor{x}, nil, `unknown signature_name "nope"`},
-		{"refused signature", "classify_x_to_y", []tensor.Tensor{tensor.FromStrings("inputs", []int64{1}, []string{""})}, nil, "ParseExample"},
+		{"missing required feature", "classify_x_to_y", []tensor.Tensor{tensor.FromStrings("inputs", []int64{1}, []string{""})}, nil, `no feature "x"`},
+		{"not an example", "regress_x_to_y", []tensor.Tensor{tensor.FromStrings("inputs", []int64{1}, []string{"\xff\xff"})}, nil, "not a serialized tf.Example"},
 		{"unknown input", "", []tensor.Tensor{tensor.FromFloat32("z", []int64{1, 1}, []float32{1})}, nil, `no input "z"`},
 		{"wrong dtype", "", []tensor.Tensor{tensor.FromInt32("x", []int64{1, 1}, []int32{1})}, nil, "DT_INT32, but the signature expects DT_FLOAT"},
 		{"wrong shape", "", []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 2}, []float32{1, 2})}, nil, "shape"},
@@ -130,8 +131,8 @@ func TestMetadata(t *testing.T) {
 	if md.Processor != "tensorflow_cpu_1.14" || len(md.Inputs) != 1 || md.Inputs[0].DType != "FP32" {
 		t.Errorf("metadata %+v", md)
 	}
-	if r, _ := md.Extra["refused_signatures"].(map[string]string); !strings.Contains(r["classify_x_to_y"], "ParseExample") {
-		t.Errorf("refused signatures %v do not explain classify_x_to_y", md.Extra["refused_signatures"])
+	if sigs, _ := md.Extra["signatures"].(map[string]SignatureJSON); len(sigs) != 5 {
+		t.Errorf("signatures in metadata: %v, want all 5", md.Extra["signatures"])
 	}
 }
 

@@ -1,0 +1,116 @@
+package tensorflow
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
+
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/tf2onnx"
+)
+
+func example(t testing.TB, feats map[string]*examplepb.Feature) string {
+	b, err := proto.Marshal(&examplepb.Example{Features: &examplepb.Features{Feature: feats}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func floatFeature(v ...float32) *examplepb.Feature {
+	return &examplepb.Feature{Kind: &examplepb.Feature_FloatList{FloatList: &examplepb.FloatList{Value: v}}}
+}
+
+// TestExampleSignatures calls the classify and regress signatures of the
+// TF1 and TF2 half_plus_two models with serialized tf.Example protos.
+func TestExampleSignatures(t *testing.T) {
+	for _, dir := range []string{"saved_model_half_plus_two_cpu/00000123", "saved_model_half_plus_two_tf2_cpu"} {
+		m, err := loadModel(t, "tensorflow_cpu_2.3", fixture(t, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exs := tensor.FromStrings("inputs", []int64{3}, []string{
+			example(t, map[string]*examplepb.Feature{"x": floatFeature(1)}),
+			example(t, map[string]*examplepb.Feature{"x": floatFeature(4), "x2": floatFeature(9)}),
+			example(t, map[string]*examplepb.Feature{"x": floatFeature(-2), "other": floatFeature(1, 2)}),
+		})
+		for _, c := range []struct {
+			sig, out string
+			add      float32
+		}{{"classify_x_to_y", "scores", 2}, {"regress_x_to_y", "outputs", 2}, {"regress_x_to_y2", "outputs", 3}} {
+			got, err := predict(t, m, c.sig, []tensor.Tensor{exs}, nil)
+			if err != nil {
+				t.Fatalf("%s %s: %v", dir, c.sig, err)
+			}
+			want := tensor.FromFloat32(c.out, []int64{3, 1}, []float32{0.5 + c.add, 2 + c.add, -1 + c.add})
+			if err := tensor.AllClose(got[c.out], want, 1e-6, 1e-6); err != nil {
+				t.Errorf("%s %s: %v", dir, c.sig, err)
+			}
+		}
+	}
+}
+
+func TestParseExamplesErrors(t *testing.T) {
+	def := tensor.FromFloat32("", []int64{}, []float32{7})
+	port := tf2onnx.Port{Key: "in", Kind: tf2onnx.Examples, Features: []tf2onnx.Feature{
+		{Key: "a", Input: "in:a", DType: tensor.Float32, Shape: []int64{2}},
+		{Key: "b", Input: "in:b", DType: tensor.Float32, Shape: []int64{2}, Default: &def},
+		{Key: "c", Input: "in:c", DType: tensor.Int64, Shape: []int64{}, Default: &[]tensor.Tensor{tensor.FromInt64("", []int64{}, []int64{-1})}[0]},
+	}}
+	ok := example(t, map[string]*examplepb.Feature{"a": floatFeature(1, 2)})
+	got, err := parseExamples(port, tensor.FromStrings("in", []int64{1}, []string{ok}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := got[1]; tensor.AllClose(b, tensor.FromFloat32("in:b", []int64{1, 2}, []float32{7, 7}), 0, 0) != nil {
+		t.Errorf("default not broadcast: %v", b)
+	}
+	if c := got[2]; tensor.AllClose(c, tensor.FromInt64("in:c", []int64{1}, []int64{-1}), 0, 0) != nil {
+		t.Errorf("scalar default: %v", c)
+	}
+	for _, tc := range []struct {
+		in   tensor.Tensor
+		want string
+	}{
+		{tensor.FromFloat32("in", []int64{1}, []float32{1}), "must be DT_STRING"},
+		{tensor.FromStrings("in", []int64{1, 1}, []string{ok}), "must be a vector"},
+		{tensor.FromStrings("in", []int64{1}, []string{example(t, map[string]*examplepb.Feature{"a": floatFeature(1)})}), "has 1 values; the signature reads 2"},
+		{tensor.FromStrings("in", []int64{1}, []string{example(t, map[string]*examplepb.Feature{"a": {Kind: &examplepb.Feature_Int64List{Int64List: &examplepb.Int64List{Value: []int64{1, 2}}}}})}), "must be a float_list"},
+		{tensor.FromStrings("in", []int64{2}, []string{ok, example(t, nil)}), `example 1 has no feature "a"`},
+	} {
+		_, err := parseExamples(port, tc.in)
+		if err == nil || !processors.IsInputError(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err %v, want an input error containing %q", err, tc.want)
+		}
+	}
+}
+
+// FuzzParseExamples parses arbitrary bytes as a serialized tf.Example.
+func FuzzParseExamples(f *testing.F) {
+	f.Add([]byte(example(f, map[string]*examplepb.Feature{"a": floatFeature(1, 2), "s": {Kind: &examplepb.Feature_BytesList{BytesList: &examplepb.BytesList{Value: [][]byte{[]byte("x")}}}}})))
+	f.Add([]byte{})
+	def := tensor.FromStrings("", []int64{}, []string{"d"})
+	port := tf2onnx.Port{Key: "in", Kind: tf2onnx.Examples, Features: []tf2onnx.Feature{
+		{Key: "a", Input: "in:a", DType: tensor.Float32, Shape: []int64{2}},
+		{Key: "s", Input: "in:s", DType: tensor.String, Shape: []int64{1}, Default: &def},
+		{Key: "n", Input: "in:n", DType: tensor.Int64, Shape: []int64{}},
+	}}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, err := parseExamples(port, tensor.FromStrings("in", []int64{1}, []string{string(data)}))
+		if err != nil {
+			if !processors.IsInputError(err) {
+				t.Fatalf("error %v is not an input error", err)
+			}
+			return
+		}
+		for _, o := range out {
+			if err := o.Validate(); err != nil {
+				t.Fatalf("feature %s: %v", o.Name, err)
+			}
+		}
+	})
+}
