@@ -168,7 +168,7 @@ func (m *Model) NewResult() Result { return Result{Values: make([]Value, len(m.o
 // Score scores in[i] into out[i]. It allocates nothing per record once out
 // holds results from NewResult. It fails only when the shapes are wrong;
 // per-record problems are in out[i].Err.
-func (m *Model) Score(in []Record, out []Result) error {
+func (m *Model) Score(in []Record, out []Result) (err error) {
 	if len(out) < len(in) {
 		return fmt.Errorf("pmml: score: %d results for %d records; pass at least as many results as records", len(out), len(in))
 	}
@@ -185,6 +185,14 @@ func (m *Model) Score(in []Record, out []Result) error {
 		}
 	}
 	c := m.getCtx()
+	defer func() {
+		// A panic here is a bug in the evaluator; report it as an error of
+		// this call rather than take the serving process down. The context
+		// may be inconsistent, so it is not reused.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pmml: score: internal error (please report it with the model): %v", r)
+		}
+	}()
 	for i := range in {
 		c.scoreOne(in[i].Values, &out[i])
 	}
