@@ -375,3 +375,17 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+type panicScorer struct{}
+
+func (panicScorer) score(*ctx, *model, *prediction) { panic("boom") }
+
+// TestScorePanicIsAnError: an evaluator bug must not take the server down.
+func TestScorePanicIsAnError(t *testing.T) {
+	m := mustParse(t, "testdata/lr.pmml")
+	m.top.impl = panicScorer{}
+	err := m.Score([]Record{m.NewRecord()}, []Result{m.NewResult()})
+	if err == nil || !strings.Contains(err.Error(), "internal error") || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("err = %v, want an internal error mentioning the panic", err)
+	}
+}
