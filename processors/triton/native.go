@@ -67,7 +67,7 @@ func (e *entry) latest() *version {
 
 // loadEntry reads one model directory, checks it can be served here and
 // loads the selected versions. On error nothing stays open.
-func (p *Processor) loadEntry(ctx context.Context, name, dir string) (e *entry, err error) {
+func (p *Processor) loadEntry(ctx context.Context, name, dir string) (*entry, error) {
 	cfg, err := p.readConfig(name, dir)
 	if err != nil {
 		return nil, err
@@ -79,15 +79,11 @@ func (p *Processor) loadEntry(ctx context.Context, name, dir string) (e *entry, 
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", name, err)
 	}
-	e = &entry{name: name, dir: dir, cfg: cfg, versions: map[string]*version{}, state: "READY"}
-	defer func() {
-		if err != nil {
-			e.close(p.log)
-		}
-	}()
+	e := &entry{name: name, dir: dir, cfg: cfg, versions: map[string]*version{}, state: "READY"}
 	for _, n := range nums {
 		v, err := p.loadVersion(ctx, e, strconv.FormatInt(n, 10))
 		if err != nil {
+			e.close(p.log)
 			return nil, err
 		}
 		e.versions[v.version] = v

@@ -220,7 +220,7 @@ func (p *parser) message(end byte, depth int) (*Message, error) {
 			p.advance(1)
 			vals, err := p.list(depth)
 			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", name, err)
+				return nil, inField(name, err)
 			}
 			// As in protoc, only a list of messages may omit the colon.
 			if !colon && len(vals) > 0 && vals[0].Kind != Msg {
@@ -235,7 +235,7 @@ func (p *parser) message(end byte, depth int) (*Message, error) {
 			}
 			v, err := p.scalar()
 			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", name, err)
+				return nil, inField(name, err)
 			}
 			m.Fields = append(m.Fields, Field{Name: name, Value: v})
 		}
@@ -243,6 +243,15 @@ func (p *parser) message(end byte, depth int) (*Message, error) {
 			p.advance(1)
 		}
 	}
+}
+
+// inField names the field in a syntax error, keeping the position first.
+func inField(name string, err error) error {
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		return &SyntaxError{Pos: se.Pos, Msg: fmt.Sprintf("field %q: %s", name, se.Msg)}
+	}
+	return err
 }
 
 func (p *parser) msgValue(depth int) (Value, error) {
