@@ -127,6 +127,13 @@ func Convert(m *savedmodel.Model, signature string) (*Signature, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Variables != nil {
+		for v, k := range functionRestoreKeys(m) {
+			if m.Variables.Has(k) {
+				keys[v] = k // TensorFlow's own restore path wins
+			}
+		}
+	}
 	c := &converter{
 		model: m, sig: signature, keys: keys,
 		g:      newFlatGraph(m.MetaGraph.GraphDef),
