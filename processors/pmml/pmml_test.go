@@ -171,7 +171,7 @@ func TestMetadata(t *testing.T) {
 func TestBatchedEqualsUnbatched(t *testing.T) {
 	base := serve(t, lrService,
 		`{"name":"lr_b","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T",
-		  "metadata":{"instance":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":32}}}`)
+		  "metadata":{"instance":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":32,"max_queue_size":10000}}}`)
 	records, _ := lrCases(t)
 	single := make([]string, len(records))
 	for i, r := range records {
