@@ -239,3 +239,30 @@ func TestCounterStatefulSignaturesRefused(t *testing.T) {
 		t.Errorf("incr_counter_by: err %v, want an input error naming the refusal", err)
 	}
 }
+
+// TestMKLFixture: the mkl model adds Conv2D + BiasAdd (+ StridedSlice) of a
+// zero image to the formulas; y3 broadcasts to [1,10,10,1].
+func TestMKLFixture(t *testing.T) {
+	m, err := loadModel(t, "tensorflow_cpu_1.12", fixture(t, "saved_model_half_plus_two_mkl/00000123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := predict(t, m, "", []tensor.Tensor{tensor.FromFloat32("x", []int64{2, 1}, []float32{1, 4})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.AllClose(got["y"], tensor.FromFloat32("y", []int64{2, 1}, []float32{2.5, 4}), 1e-6, 1e-6); err != nil {
+		t.Error(err)
+	}
+	got, err = predict(t, m, "regress_x2_to_y3", []tensor.Tensor{tensor.FromFloat32("inputs", []int64{1, 1}, []float32{4})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, 100)
+	for i := range want {
+		want[i] = 0.5*4 + 3
+	}
+	if err := tensor.AllClose(got["outputs"], tensor.FromFloat32("outputs", []int64{1, 10, 10, 1}, want), 1e-6, 1e-6); err != nil {
+		t.Error(err)
+	}
+}
