@@ -755,6 +755,20 @@ func (cc *compiler) apply(n *node, sc *scope, fs *funcScope) (expr, error) {
 	if name == "if" {
 		e.lazy = true
 	}
+	// A constant pattern is compiled once here instead of per record.
+	if k, ok := e.args[1%len(e.args)].(constExpr); ok && (name == "replace" || name == "matches") {
+		re, err := regexp.Compile(k.v.String())
+		if err != nil {
+			return nil, n.errf("function %s: pattern %q: %v", name, k.v.String(), err)
+		}
+		if name == "matches" {
+			e.fn = func(a []Value) (Value, bool) { return BoolValue(re.MatchString(a[0].String())), true }
+		} else {
+			e.fn = func(a []Value) (Value, bool) {
+				return StringValue(re.ReplaceAllString(a[0].String(), a[2].String())), true
+			}
+		}
+	}
 	return e, nil
 }
 

@@ -47,6 +47,8 @@ func TestTransformations(t *testing.T) {
 		{"xnorm", FloatValue(0.4)},        // NormContinuous 0..10 -> 0..1
 		{"xword", StringValue("some")},    // Discretize 4 -> mid, MapValues mid -> some
 		{"nested", FloatValue(3)},         // output field of an output field: 1.5*2
+		{"replace", StringValue(" A_ _")}, // regexp [bc] -> _
+		{"matches", BoolValue(true)},      // " Ab c" starts with " A"
 		{"mapmissing", FloatValue(-1)},    // t missing -> mapMissingTo
 	}
 	for _, tc := range cases {
