@@ -13,6 +13,7 @@ import (
 type Params struct {
 	Repository      string   // --model-repository (alias --model-store)
 	URL             string   // --url: proxy to this KServe v2 server
+	UpstreamToken   string   // --upstream-token: sent as Authorization to the upstream (an eas-server peer)
 	StrictConfig    bool     // --strict-model-config: config.pbtxt is required and complete
 	ExitOnError     bool     // --exit-on-error (default true): one bad model fails the deploy
 	ControlMode     string   // --model-control-mode: none (default) or explicit
@@ -37,7 +38,7 @@ const (
 
 // flags lists the documented Triton flags we accept.
 var flags = map[string]flagKind{
-	"model-repository": fString, "model-store": fString, "url": fString,
+	"model-repository": fString, "model-store": fString, "url": fString, "upstream-token": fString,
 	"strict-model-config": fBool, "disable-auto-complete-config": fBool,
 	"exit-on-error": fBool, "strict-readiness": fBool,
 	"model-control-mode": fString, "load-model": fString,
@@ -96,9 +97,6 @@ func ParseParams(args []string) (Params, error) {
 	if len(unknown) > 0 {
 		errs = append([]string{fmt.Sprintf("unknown or unsupported flags %s; supported: --%s", strings.Join(unknown, ", "), strings.Join(sortedKeys(flags), ", --"))}, errs...)
 	}
-	if p.Repository == "" && p.URL == "" {
-		// model_path may still name the repository; Configure decides.
-	}
 	if len(errs) > 0 {
 		return p, fmt.Errorf("processor_params: %s", strings.Join(errs, "; "))
 	}
@@ -125,6 +123,8 @@ func (p *Params) set(name string, kind flagKind, value string) error {
 			return fmt.Errorf("--url: %q must be http://host:port, https://host:port or grpc://host:port", value)
 		}
 		p.URL = value
+	case "upstream-token":
+		p.UpstreamToken = value
 	case "strict-model-config":
 		p.StrictConfig = b
 	case "disable-auto-complete-config":

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/eas-server/eas-server/processors"
@@ -45,6 +46,7 @@ type proxy struct {
 
 	base   string // http(s)://host:port, no trailing slash
 	client *http.Client
+	token  string // --upstream-token; "" = none
 
 	conn *grpc.ClientConn
 	grpc kservegrpc.GRPCInferenceServiceClient
@@ -58,16 +60,22 @@ type cached struct {
 	fetched time.Time
 }
 
-func newProxy(raw, service string, log *slog.Logger) (*proxy, error) {
+func newProxy(raw, token, service string, log *slog.Logger) (*proxy, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("--url: %w", err)
 	}
 	u.User = nil
-	p := &proxy{display: u.String(), service: service, log: log, cache: map[string]cached{}}
+	p := &proxy{display: u.String(), service: service, log: log, cache: map[string]cached{}, token: token}
 	if u.Scheme == "grpc" {
-		p.conn, err = grpc.NewClient(u.Host, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxUpstreamBody), grpc.MaxCallSendMsgSize(maxUpstreamBody)))
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxUpstreamBody), grpc.MaxCallSendMsgSize(maxUpstreamBody))}
+		if token != "" {
+			opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, co ...grpc.CallOption) error {
+				return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", token), method, req, reply, cc, co...)
+			}))
+		}
+		p.conn, err = grpc.NewClient(u.Host, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("--url %s: %w", p.display, err)
 		}
@@ -139,8 +147,14 @@ func (p *proxy) model(name, version string) (processors.RoutedModel, bool) {
 	defer cancel()
 	md, err := p.metadata(ctx, name, version)
 	if err != nil {
+		var se *processors.StatusError
+		if errors.As(err, &se) && se.Code >= 400 && se.Code < 500 {
+			return nil, false // the upstream does not serve it
+		}
+		// The upstream is down or failing: hand out the model anyway, so
+		// that its requests answer 502/503/408 rather than a misleading 404.
 		p.log.Debug("upstream model metadata", "model", name, "err", err)
-		return nil, false
+		return &upstreamModel{p: p, name: name, version: version, md: kserve.ModelMetadata{Name: name}}, true
 	}
 	p.mu.Lock()
 	p.cache[key] = cached{md: md, fetched: time.Now()}
@@ -187,6 +201,7 @@ func (p *proxy) get(ctx context.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.authorize(req)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return nil, p.transportError(ctx, err)
@@ -217,6 +232,7 @@ func (p *proxy) post(ctx context.Context, path, query string, body []byte, hdr h
 			req.Header.Set(k, v)
 		}
 	}
+	p.authorize(req)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return nil, nil, p.transportError(ctx, err)
@@ -230,6 +246,14 @@ func (p *proxy) post(ctx context.Context, path, query string, body []byte, hdr h
 		return nil, nil, p.statusError(resp.StatusCode, out)
 	}
 	return resp, out, nil
+}
+
+// authorize adds --upstream-token. The caller's own Authorization is never
+// forwarded: it is this service's token, not the upstream's.
+func (p *proxy) authorize(req *http.Request) {
+	if p.token != "" {
+		req.Header.Set("Authorization", p.token)
+	}
 }
 
 // transportError maps a failed exchange: the request's own deadline or

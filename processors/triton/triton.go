@@ -85,7 +85,10 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		p.log.Info("triton flags accepted without effect here", "flags", strings.Join(params.Ignored, " "))
 	}
 	if params.URL != "" {
-		p.proxy, err = newProxy(params.URL, spec.Service, p.log)
+		if params.Repository != "" {
+			return errors.New("processor_params: --url and --model-repository both given; a proxy serves the upstream's models, so drop --model-repository")
+		}
+		p.proxy, err = newProxy(params.URL, params.UpstreamToken, spec.Service, p.log)
 		return err
 	}
 	if params.Repository == "" && spec.ModelPath == "" {
