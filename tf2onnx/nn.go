@@ -3,6 +3,8 @@ package tf2onnx
 import (
 	"fmt"
 	"math"
+
+	"github.com/eas-server/eas-server/tensor"
 )
 
 var (
@@ -280,4 +282,54 @@ func (c *converter) stridedSlice(n *node) {
 		out = c.op1("Unsqueeze", out, c.i64Const(newAxes))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: addRank(x.rank, len(newAxes)-len(squeeze))})
+}
+
+// resize translates ResizeBilinear / ResizeNearestNeighbor (NHWC, the size
+// input holding the new height and width) to ONNX Resize, choosing the
+// coordinate transformation that matches TensorFlow's align_corners and
+// half_pixel_centers.
+func (c *converter) resize(n *node) {
+	x, size := c.in(n, 0), c.in(n, 1)
+	align, half := n.b("align_corners", false), n.b("half_pixel_centers", false)
+	bilinear := n.op == "ResizeBilinear"
+	args := []any{}
+	switch {
+	case align && half:
+		c.unsupported(n, "align_corners and half_pixel_centers together are invalid")
+		return
+	case align:
+		args = append(args, attrString("coordinate_transformation_mode", "align_corners"))
+	case half && bilinear:
+		args = append(args, attrString("coordinate_transformation_mode", "half_pixel"))
+	case half:
+		args = append(args, attrString("coordinate_transformation_mode", "tf_half_pixel_for_nn"))
+	default:
+		args = append(args, attrString("coordinate_transformation_mode", "asymmetric"))
+	}
+	if bilinear {
+		args = append(args, attrString("mode", "linear"))
+	} else {
+		args = append(args, attrString("mode", "nearest"))
+		if align {
+			args = append(args, attrString("nearest_mode", "round_prefer_ceil"))
+		} else {
+			args = append(args, attrString("nearest_mode", "floor"))
+		}
+	}
+	// Output sizes in NCHW: N and C from the input, H and W from size.
+	src := x.name
+	if bilinear && x.dtype != tensor.Float32 {
+		// TF's bilinear resize returns float32 whatever the input.
+		src = c.op1("Cast", src, attrInt("to", onnxType(tensor.Float32)))
+	}
+	in := c.op1("Transpose", src, attrInts("perm", toNCHW))
+	nc := c.op1("Slice", c.op1("Shape", in), c.i64Const([]int64{0}), c.i64Const([]int64{2}))
+	sizes := c.op1("Concat", nc, c.asInt64(size), attrInt("axis", 0))
+	out := c.op1("Resize", append([]any{in, "", "", sizes}, args...)...)
+	out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+	dt := x.dtype
+	if bilinear {
+		dt = tensor.Float32
+	}
+	c.set(n, 0, &value{name: out, dtype: dt, rank: 4})
 }

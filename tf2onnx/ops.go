@@ -569,6 +569,54 @@ func (c *converter) translate(n *node) {
 		c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
 	case "ParseExample", "ParseExampleV2":
 		c.parseExample(n)
+	case "BroadcastTo":
+		x, sh := c.in(n, 0), c.in(n, 1)
+		r := -1
+		if is, ok := ints(sh.konst); ok {
+			r = len(is)
+		}
+		c.set(n, 0, &value{name: c.op1("Expand", x.name, c.as1D(sh)), dtype: x.dtype, rank: r})
+	case "Log1p", "Expm1":
+		x := c.in(n, 0)
+		one := c.scalar(n, x.dtype, 1)
+		if n.op == "Log1p" {
+			c.set(n, 0, same(c.op1("Log", c.op1("Add", x.name, one))))
+		} else {
+			c.set(n, 0, same(c.op1("Sub", c.op1("Exp", x.name), one)))
+		}
+	case "Cumsum":
+		x, a := c.in(n, 0), c.in(n, 1)
+		ex, rev := int64(0), int64(0)
+		if n.b("exclusive", false) {
+			ex = 1
+		}
+		if n.b("reverse", false) {
+			rev = 1
+		}
+		axis := c.op1("Reshape", c.asInt64(a), c.i64Const([]int64{}))
+		c.set(n, 0, same(c.op1("CumSum", x.name, axis, attrInt("exclusive", ex), attrInt("reverse", rev))))
+	case "GatherNd":
+		params, idx := c.in(n, 0), c.in(n, 1)
+		c.set(n, 0, &value{name: c.op1("GatherND", params.name, c.asInt64(idx)), dtype: params.dtype, rank: -1})
+	case "ReverseV2":
+		x, a := c.in(n, 0), c.in(n, 1)
+		axes, ok := ints(a.konst)
+		if !ok {
+			c.unsupported(n, "a non-constant axis is not supported")
+			return
+		}
+		if len(axes) == 0 {
+			c.set(n, 0, x)
+			return
+		}
+		k := len(axes)
+		starts, ends, steps := make([]int64, k), make([]int64, k), make([]int64, k)
+		for i := range axes {
+			starts[i], ends[i], steps[i] = -1, math.MinInt64, -1
+		}
+		c.set(n, 0, same(c.op1("Slice", x.name, c.i64Const(starts), c.i64Const(ends), c.i64Const(axes), c.i64Const(steps))))
+	case "ResizeBilinear", "ResizeNearestNeighbor":
+		c.resize(n)
 	case "Placeholder":
 		c.unsupported(n, fmt.Sprintf("placeholder %q is not an input of the signature, so it has no value", n.name))
 	default:
