@@ -1,0 +1,68 @@
+package triton_test
+
+import (
+	"bytes"
+	"io/fs"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/eas-server/eas-server/processors/triton"
+	"github.com/eas-server/eas-server/storage"
+)
+
+// TestRepositoryFromOSS serves a repository uploaded to an OSS-compatible
+// server on loopback (gofakes3), named as Triton users do in EAS:
+// --model-repository=oss://bucket/path/.
+func TestRepositoryFromOSS(t *testing.T) {
+	be := s3mem.New()
+	if err := be.CreateBucket("tritonrepo"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(be, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	t.Cleanup(srv.Close)
+	root := filepath.Join("testdata", "model_repository")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if filepath.Dir(rel) == "conv" || filepath.Dir(filepath.Dir(rel)) == "conv" {
+			return nil // keep the upload small: mlp and multi_io
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		_, err = be.PutObject("tritonrepo", "triton/models/"+filepath.ToSlash(rel), map[string]string{}, bytes.NewReader(data), int64(len(data)), nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(storage.OSSEndpointEnv, srv.URL)
+	t.Setenv("OSS_ACCESS_KEY_ID", "test-id")
+	t.Setenv("OSS_ACCESS_KEY_SECRET", "test-secret")
+	old := triton.CacheDir
+	triton.CacheDir = t.TempDir()
+	t.Cleanup(func() { triton.CacheDir = old })
+
+	s := newStack(t, `{"name":"tri","processor":"triton","token":"`+token+`","processor_params":["--model-repository=oss://tritonrepo/triton/models/"],"metadata":{"instance":1}}`)
+	auth := map[string]string{"Authorization": token}
+	for _, c := range loadCases(t, "mlp") {
+		r := do(t, "POST", s.URL+"/v2/models/mlp/infer", c.req, auth)
+		if r.code != 200 {
+			t.Fatalf("%s: %d %s", c.name, r.code, r.body)
+		}
+	}
+	if r := do(t, "GET", s.URL+"/v2/models/multi_io/versions/2", nil, auth); r.code != 200 {
+		t.Fatalf("multi_io v2: %d %s", r.code, r.body)
+	}
+	if r := do(t, "GET", s.URL+"/v2/models/conv", nil, auth); r.code != 404 {
+		t.Fatalf("conv was not uploaded, yet: %d %s", r.code, r.body)
+	}
+}
