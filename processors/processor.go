@@ -62,7 +62,8 @@ type Processor interface {
 	Decode(req *Request) (any, error)
 	// Run executes a batch of payloads (one per request) and returns one
 	// result per payload, in order. An error fails every request of the batch;
-	// an *InputError answers 400, any other error 500.
+	// an *InputError answers 400, any other error 500. A result that is itself
+	// an error fails only its own request.
 	Run(ctx context.Context, batch []any) ([]any, error)
 	// Encode serialises the result of one payload.
 	Encode(payload, result any) (*Response, error)

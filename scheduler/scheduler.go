@@ -48,7 +48,8 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("processor panic: %v", e.Value) }
 
-// RunFunc runs one batch and returns one result per payload, in order.
+// RunFunc runs one batch and returns one result per payload, in order. A
+// result that is an error fails only its own request.
 type RunFunc func(ctx context.Context, batch []any) ([]any, error)
 
 // KeyFunc returns a payload's batch key; payloads with equal keys may share a
@@ -459,6 +460,8 @@ func (s *Scheduler) execute(batch []*call) {
 	for i, c := range live {
 		if err != nil {
 			c.done <- result{err: err}
+		} else if e, isErr := out[i].(error); isErr && e != nil {
+			c.done <- result{err: e} // a per-request failure inside the batch
 		} else {
 			c.done <- result{value: out[i]}
 		}

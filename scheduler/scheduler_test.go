@@ -438,3 +438,37 @@ func TestPreferredBatchSizes(t *testing.T) {
 		t.Errorf("batch sizes = %s, want [1 8 4 2]", got)
 	}
 }
+
+func TestErrorResultFailsOnlyItsRequest(t *testing.T) {
+	release := make(chan struct{})
+	run := func(_ context.Context, batch []any) ([]any, error) {
+		<-release
+		out := make([]any, len(batch))
+		for i, p := range batch {
+			if p.(int) == 3 {
+				out[i] = errors.New("bad payload 3")
+			} else {
+				out[i] = p
+			}
+		}
+		return out, nil
+	}
+	s := New(Config{Workers: 1, Batching: true, MaxBatchSize: 8, Timeout: time.Minute}, run, sameKey, Observer{}, nil)
+	defer s.Stop(context.Background())
+	go s.Do(context.Background(), 0)
+	waitFor(t, func() bool { return s.inflight.Load() == 1 && s.QueueDepth() == 0 })
+	errs := make([]error, 5)
+	var wg sync.WaitGroup
+	for i := 1; i < 5; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = s.Do(context.Background(), i) }()
+	}
+	waitFor(t, func() bool { return s.QueueDepth() == 4 })
+	close(release)
+	wg.Wait()
+	for i := 1; i < 5; i++ {
+		if (errs[i] != nil) != (i == 3) {
+			t.Errorf("request %d: err = %v; only request 3 should fail", i, errs[i])
+		}
+	}
+}
