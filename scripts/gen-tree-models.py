@@ -12,7 +12,8 @@ predictions, as the float32 values XGBoost returned, printed exactly.
 Run with Debian's interpreter (python3-xgboost 1.7.4, python3-sklearn):
     /usr/bin/python3 scripts/gen-tree-models.py [outdir]
 Pass --bench DIR to write only the benchmark model (200 trees of depth 10
-on 32 features) and its inputs instead.
+on 32 features), 1000 input rows and XGBoost's predictions for them
+instead (trees/bench reads them; see trees/BENCHMARKS_trees.md).
 """
 import json
 import os
@@ -57,6 +58,22 @@ def save(name, bst, Xte, formats=("json", "ubj", "bin"), feature_types=None):
     print(name, width, "formats", formats)
 
 
+def expf_table():
+    """Writes expf.tsv: float32 inputs and glibc's expf of each, as hex bits,
+    so trees' own expf is checked against the libm XGBoost calls."""
+    import ctypes
+    libm = ctypes.CDLL("libm.so.6")
+    libm.expf.restype = ctypes.c_float
+    libm.expf.argtypes = [ctypes.c_float]
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([rng.uniform(-20, 20, 4000), rng.uniform(-104, 89, 1000),
+                         [0.0, -0.0, 1e-30, -1e-30, 88.72, 88.73, -103.9, -104.0, 1.0]]).astype(np.float32)
+    with open(os.path.join(OUT, "expf.tsv"), "w") as f:
+        for x in xs:
+            y = np.float32(libm.expf(float(x)))
+            f.write(f"{x.view(np.uint32):08x}\t{y.view(np.uint32):08x}\n")
+
+
 def train(params, X, y, rounds, feature_names=None, feature_types=None, weight=None):
     p = {"nthread": 1, "seed": 7, "max_depth": 3}
     p.update(params)
@@ -80,6 +97,8 @@ def main():
         return
     if args:
         OUT = args[0]
+    os.makedirs(OUT, exist_ok=True)
+    expf_table()
     bc = datasets.load_breast_cancer()
     names = [n.replace(" ", "_") for n in bc.feature_names]
     X, y, Xte, _ = split(bc.data.astype(np.float32), bc.target)
@@ -143,7 +162,12 @@ def bench(out):
                      "min_child_weight": 0, "lambda": 0.01}, d, 200)
     bst.save_model(os.path.join(out, "bench.json"))
     bst.save_model(os.path.join(out, "bench.bin"))
-    np.savetxt(os.path.join(out, "bench_rows.tsv"), X[:1000], delimiter="\t", fmt="%.9g")
+    rows = X[:1000]
+    np.savetxt(os.path.join(out, "bench_rows.tsv"), rows, delimiter="\t", fmt="%.9g")
+    pred = bst.predict(xgb.DMatrix(rows))
+    with open(os.path.join(out, "bench_pred.txt"), "w") as f:
+        for v in pred:
+            f.write(repr(float(np.float32(v))) + "\n")
 
 
 if __name__ == "__main__":

@@ -55,33 +55,119 @@ func catBit(s []uint32, c int) bool {
 	return c >= 0 && w < len(s) && s[w]>>(uint(c)&31)&1 == 1
 }
 
-// leaf walks tree t for row x and returns its leaf value.
+// slowFlags mark the splits that step hands to slow.
+const slowFlags = flagCat | flagZeroMiss
+
+// leaf walks tree t for row x and returns its leaf value. The common
+// numeric split compiles to a conditional move, not a branch: tree splits
+// are coin flips a branch predictor cannot learn. NaN fails v < thr and
+// so goes right unless the node sends missing values left.
 func (e *ensemble[T]) leaf(t int, x []T) T {
 	i := e.roots[t]
 	nodes := e.nodes
 	for i >= 0 {
 		n := &nodes[i]
-		v := x[n.feat&featMask]
-		if n.feat&flagMask == 0 {
-			// The hot path: numeric split, NaN goes right.
-			if v < n.thr {
-				i = n.left
-			} else {
-				i = n.right
-			}
+		f := n.feat
+		v := x[f&featMask]
+		if f&slowFlags != 0 {
+			i = e.slow(n, v)
 			continue
 		}
-		if n.feat&flagDefLeft != 0 && n.feat&(flagCat|flagZeroMiss) == 0 {
-			if v >= n.thr {
-				i = n.right
-			} else {
-				i = n.left // v < thr or NaN
-			}
-			continue
+		next := n.right
+		if v < n.thr {
+			next = n.left
 		}
-		i = e.slow(n, v)
+		if v != v && f&flagDefLeft != 0 {
+			next = n.left
+		}
+		i = next
 	}
 	return e.leaves[^i]
+}
+
+// walk4 walks four (root, row) pairs in lockstep and writes their leaf
+// values to out: four independent chains of loads keep the core busy
+// while each waits on memory. Pairs may share a tree (a block of rows) or
+// a row (the next four trees).
+func (e *ensemble[T]) walk4(idx *[4]int32, xs *[4][]T, out *[4]T) {
+	nodes := e.nodes
+	for {
+		done := 0
+		for k := range 4 {
+			i := idx[k]
+			if i < 0 {
+				done++
+				continue
+			}
+			n := &nodes[i]
+			f := n.feat
+			v := xs[k][f&featMask]
+			if f&slowFlags != 0 {
+				idx[k] = e.slow(n, v)
+				continue
+			}
+			next := n.right
+			if v < n.thr {
+				next = n.left
+			}
+			if v != v && f&flagDefLeft != 0 {
+				next = n.left
+			}
+			idx[k] = next
+		}
+		if done == 4 {
+			break
+		}
+	}
+	for k := range 4 {
+		out[k] = e.leaves[^idx[k]]
+	}
+}
+
+// addBlock adds every tree's leaf, in tree order, to the margins acc of
+// the nb rows in x (F values each, G margins each).
+func (e *ensemble[T]) addBlock(acc, x []T, nb, F, G int) {
+	roots, group := e.roots, e.group
+	if nb < 4 {
+		// Few rows: walk four trees of one row at once, then add their
+		// leaves in tree order.
+		for r := 0; r < nb; r++ {
+			row := x[r*F : r*F+F]
+			a := acc[r*G : r*G+G]
+			t := 0
+			for ; t+4 <= len(roots); t += 4 {
+				idx := [4]int32{roots[t], roots[t+1], roots[t+2], roots[t+3]}
+				xs := [4][]T{row, row, row, row}
+				var l [4]T
+				e.walk4(&idx, &xs, &l)
+				a[group[t]] += l[0]
+				a[group[t+1]] += l[1]
+				a[group[t+2]] += l[2]
+				a[group[t+3]] += l[3]
+			}
+			for ; t < len(roots); t++ {
+				a[group[t]] += e.leaf(t, row)
+			}
+		}
+		return
+	}
+	for t, root := range roots {
+		g := int(group[t])
+		r := 0
+		for ; r+4 <= nb; r += 4 {
+			idx := [4]int32{root, root, root, root}
+			xs := [4][]T{x[r*F : r*F+F], x[(r+1)*F : (r+1)*F+F], x[(r+2)*F : (r+2)*F+F], x[(r+3)*F : (r+3)*F+F]}
+			var l [4]T
+			e.walk4(&idx, &xs, &l)
+			acc[r*G+g] += l[0]
+			acc[(r+1)*G+g] += l[1]
+			acc[(r+2)*G+g] += l[2]
+			acc[(r+3)*G+g] += l[3]
+		}
+		for ; r < nb; r++ {
+			acc[r*G+g] += e.leaf(t, x[r*F:r*F+F])
+		}
+	}
 }
 
 // slow decides the splits that are not plain numeric comparisons.

@@ -105,9 +105,6 @@ func (m *Model) PredictWidth() int {
 }
 
 func (m *Model) checkDims(dst []float64, nrows, width int) error {
-	if m.NumFeatures == 0 && nrows == 0 {
-		return nil
-	}
 	if len(dst) < nrows*width {
 		return fmt.Errorf("trees: output has %d values, %d records need %d", len(dst), nrows, nrows*width)
 	}
@@ -228,21 +225,7 @@ func (m *Model) run32(dst, rows64 []float64, rows32 []float32, nrows int, kind o
 		if m.linear != nil {
 			m.linear32(a, x, nb)
 		} else {
-			e := m.e32
-			if G == 1 {
-				for t := range e.roots {
-					for r := 0; r < nb; r++ {
-						a[r] += e.leaf(t, x[r*F:r*F+F])
-					}
-				}
-			} else {
-				for t := range e.roots {
-					g := int(e.group[t])
-					for r := 0; r < nb; r++ {
-						a[r*G+g] += e.leaf(t, x[r*F:r*F+F])
-					}
-				}
-			}
+			m.e32.addBlock(a, x, nb, F, G)
 		}
 		m.finish32(dst, a, start, nb, kind)
 	}

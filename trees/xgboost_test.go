@@ -2,6 +2,7 @@ package trees
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -99,6 +100,29 @@ func TestXGBoostBitExact(t *testing.T) {
 				}
 				check("predict", got, exp.Predict)
 			})
+		}
+	}
+}
+
+// TestExpfMatchesGlibc checks expf against glibc's expf on the inputs of
+// testdata/xgboost/expf.tsv (written by the generator through ctypes).
+func TestExpfMatchesGlibc(t *testing.T) {
+	b, err := os.ReadFile("testdata/xgboost/expf.tsv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 1000 {
+		t.Fatalf("only %d lines", len(lines))
+	}
+	for _, l := range lines {
+		var xb, yb uint32
+		if _, err := fmt.Sscanf(l, "%x\t%x", &xb, &yb); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		x, want := math.Float32frombits(xb), math.Float32frombits(yb)
+		if got := expf(x); math.Float32bits(got) != yb {
+			t.Errorf("expf(%g) = %g (%#x), glibc %g (%#x)", x, got, math.Float32bits(got), want, yb)
 		}
 	}
 }
