@@ -1,10 +1,12 @@
 package trees
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,6 +125,36 @@ func TestExpfMatchesGlibc(t *testing.T) {
 		x, want := math.Float32frombits(xb), math.Float32frombits(yb)
 		if got := expf(x); math.Float32bits(got) != yb {
 			t.Errorf("expf(%g) = %g (%#x), glibc %g (%#x)", x, got, math.Float32bits(got), want, yb)
+		}
+	}
+}
+
+// TestGeneratorReproduces reruns scripts/gen-tree-models.py into a
+// temporary folder and checks it writes exactly the committed test data:
+// the expectations come from XGBoost, not from hand edits. It skips where
+// Debian's python3-xgboost is not installed (scripts/install-test-deps.sh).
+func TestGeneratorReproduces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs python")
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import xgboost, sklearn").Run(); err != nil {
+		t.Skip("python3-xgboost or python3-sklearn is not installed; run scripts/install-test-deps.sh")
+	}
+	out := t.TempDir()
+	cmd := exec.Command("/usr/bin/python3", "../scripts/gen-tree-models.py", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generator: %v\n%s", err, b)
+	}
+	committed, _ := filepath.Glob("testdata/xgboost/*")
+	made, _ := filepath.Glob(filepath.Join(out, "*"))
+	if len(made) != len(committed) {
+		t.Fatalf("generator wrote %d files, %d are committed", len(made), len(committed))
+	}
+	for _, c := range committed {
+		want, _ := os.ReadFile(c)
+		got, err := os.ReadFile(filepath.Join(out, filepath.Base(c)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s differs from what the generator writes now (%v); rerun /usr/bin/python3 scripts/gen-tree-models.py", c, err)
 		}
 	}
 }
