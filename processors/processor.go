@@ -31,7 +31,14 @@ type Spec struct {
 	CPU         int             // metadata.cpu; 0 = unset
 	GPU         int             // metadata.gpu; 0 = none
 	Params      []string        // processor_params as given (Triton's flags)
-	Logger      *slog.Logger
+	// Batcher is metadata.rpc.batcher when batching is on: "concat" (the
+	// default: payloads with equal trailing shapes share a run), "pad"
+	// (payloads of equal rank are right-padded with PadValue to a common
+	// shape) or "bucket" (like pad, within sequence-length Buckets).
+	Batcher  string
+	PadValue float64
+	Buckets  []int
+	Logger   *slog.Logger
 }
 
 // Request is one data-plane call as the processor sees it.

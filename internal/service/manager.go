@@ -205,6 +205,9 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		Params:      spec.ProcessorParams,
 		Logger:      log,
 	}
+	if rpc := spec.Metadata.RPC; rpc.Batching {
+		ps.Batcher, ps.PadValue, ps.Buckets = rpc.Batcher, rpc.PadValue, rpc.Buckets
+	}
 	// model_sha256 is storage's key: the processor never sees it.
 	sum, mc, err := storage.SplitModelSHA256(spec.ModelConfig)
 	if err != nil {

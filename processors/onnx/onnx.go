@@ -127,8 +127,9 @@ type Model struct {
 	outputs   []ioInfo
 	inIndex   map[string]int
 	outIndex  map[string]int
-	batchable bool        // every input and output has a dynamic first dim
-	noBatch   atomic.Bool // a run showed an output that does not follow the batch
+	batchable bool         // every input and output has a dynamic first dim
+	noBatch   atomic.Bool  // a run showed an output that does not follow the batch
+	runs      atomic.Int64 // session runs so far (a merged batch is one)
 }
 
 // New returns an unconfigured model for one of the registered codes.

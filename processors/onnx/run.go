@@ -116,7 +116,7 @@ func (m *Model) BatchKey(payload any) (string, bool) {
 	if _, err := tensor.BatchSize(ins); err != nil {
 		return "", false
 	}
-	return tensor.TrailingKey(ins), true
+	return m.batchKey(ins), true
 }
 
 // Run executes a batch of *processors.TensorPayload and returns one
@@ -180,12 +180,13 @@ func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayl
 		for i := range arranged {
 			col[i] = arranged[i][j]
 		}
-		t, err := tensor.Concat(col)
+		t, err := m.mergeColumn(col)
 		if err != nil {
-			return nil, false, nil // trailing shapes differ: run one by one
+			return nil, false, nil // shapes cannot be merged: run one by one
 		}
 		merged[j] = t
 	}
+	padded := seqLen(merged)
 	outs, err := m.runSession(ctx, merged)
 	if err != nil {
 		return nil, false, err
@@ -213,6 +214,11 @@ func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayl
 	for i, p := range payloads {
 		for j := range outs {
 			per[j] = pieces[j][i]
+			if m.padding() {
+				if per[j], err = m.unpad(per[j], seqLen(arranged[i]), padded); err != nil {
+					return nil, false, fmt.Errorf("onnx: unpad output %q: %w", outs[j].Name, err)
+				}
+			}
 		}
 		results[i] = m.result(p, per)
 	}
@@ -238,6 +244,7 @@ func (m *Model) runSession(ctx context.Context, inputs []tensor.Tensor) ([]tenso
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	m.runs.Add(1)
 	values := make([]ort.Value, len(inputs))
 	defer destroyAll(values)
 	for i := range inputs {
