@@ -10,6 +10,7 @@ import (
 
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/tfpb"
 )
 
 // mlpModel builds a two-layer MLP SavedModel (batch dimension -1) with TF1
@@ -205,5 +206,51 @@ func TestONNXExportServedDirectly(t *testing.T) {
 	}
 	if err := tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestWarmup(t *testing.T) {
+	m, err := loadModel(t, "tensorflow_cpu_2.3", fixture(t, "matrix_half_plus_two/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, _ := tfpb.EncodeRequest("", []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 3, 3}, make([]float32, 9))}, nil)
+	bad, _ := tfpb.EncodeRequest("", []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 2}, []float32{1, 2})}, nil)
+	os.WriteFile(filepath.Join(dir, "good.pb"), good, 0o644)
+	os.WriteFile(filepath.Join(dir, "bad.pb"), bad, 0o644)
+	if err := m.Warmup(context.Background(), filepath.Join(dir, "good.pb")); err != nil {
+		t.Errorf("warm-up: %v", err)
+	}
+	if err := m.Warmup(context.Background(), filepath.Join(dir, "bad.pb")); err == nil || !strings.Contains(err.Error(), "shape") {
+		t.Errorf("warm-up with a wrong shape: err %v", err)
+	}
+	if err := m.Warmup(context.Background(), filepath.Join(dir, "missing.pb")); err == nil {
+		t.Error("warm-up with a missing file succeeded")
+	}
+}
+
+// TestConcurrentRuns: Run is safe from many goroutines (go test -race).
+func TestConcurrentRuns(t *testing.T) {
+	dir, ref := mlpModel(t)
+	m, err := loadModel(t, "tensorflow_cpu_2.3", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 16)
+	for g := range 16 {
+		go func() {
+			x := rnd(uint64(100+g), -1, 1, int64(1+g%4), 4)
+			got, err := predict(t, m, "", []tensor.Tensor{x.f32("x")}, []string{"logits"})
+			if err == nil {
+				err = tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5)
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
