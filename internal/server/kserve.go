@@ -27,7 +27,7 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 	})
 	r.GET("/v2/health/live", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/v2/health/ready", func(c *gin.Context) {
-		if ok, _ := s.opt.Manager.Ready(); !ok || s.draining.Load() {
+		if ok, _ := s.opt.Manager.Ready(); !ok || s.draining.Load() || !s.processorsHealthy(c.Request.Context()) {
 			c.Status(http.StatusServiceUnavailable)
 			return
 		}
@@ -39,6 +39,25 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 		r.POST(prefix+"/infer", s.kserveInfer)
 		r.GET(prefix+"/stats", s.kserveStats)
 	}
+}
+
+// processorsHealthy asks every serving processor that can become unhealthy
+// after load (a Triton proxy whose upstream went away); KServe server
+// readiness is false while one is not.
+func (s *Server) processorsHealthy(ctx context.Context) bool {
+	for _, svc := range s.opt.Manager.List() {
+		live, ok := svc.Acquire()
+		if !ok {
+			continue
+		}
+		h, isH := live.Processor.(processors.Healther)
+		healthy := !isH || h.Healthy(ctx) == nil
+		live.Release()
+		if !healthy {
+			return false
+		}
+	}
+	return true
 }
 
 // kserveService resolves and authorises the model of a KServe route and

@@ -221,7 +221,7 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 	rt := onnx.New(code)
 	if err := rt.Configure(processors.Spec{
 		Service: p.spec.Service, Code: code, ModelPath: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
-		Logger: p.log.With("model", e.name, "version", v),
+		Logger: p.log.With("model", e.name, "model_version", v),
 	}); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
 	}
@@ -395,7 +395,7 @@ func (p *Processor) newScheduler(v *version) *scheduler.Scheduler {
 		Batch:     st.execution,
 		QueueWait: st.queued,
 	}
-	return scheduler.New(sc, v.rt.Run, v.rt.BatchKey, obs, p.log.With("model", v.name, "version", v.version))
+	return scheduler.New(sc, v.rt.Run, v.rt.BatchKey, obs, p.log.With("model", v.name, "model_version", v.version))
 }
 
 // check validates a request against config.pbtxt with Triton's wording, so
@@ -562,13 +562,13 @@ func (v *version) close(log *slog.Logger) {
 	if v.sched != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := v.sched.Stop(ctx); err != nil {
-			log.Warn("model drain cut short", "model", v.name, "version", v.version, "err", err)
+			log.Warn("model drain cut short", "model", v.name, "model_version", v.version, "err", err)
 		}
 		cancel()
 	}
 	if v.rt != nil {
 		if err := v.rt.Close(); err != nil {
-			log.Warn("closing model", "model", v.name, "version", v.version, "err", err)
+			log.Warn("closing model", "model", v.name, "model_version", v.version, "err", err)
 		}
 	}
 }

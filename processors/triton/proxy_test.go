@@ -165,6 +165,9 @@ func TestProxy(t *testing.T) {
 			if r := do(t, "GET", s.URL+"/v2/models/mlp/ready", nil, auth); r.code != 200 {
 				t.Fatalf("ready: %d %s", r.code, r.body)
 			}
+			if r := do(t, "GET", s.URL+"/v2/health/ready", nil, nil); r.code != 200 {
+				t.Fatalf("server ready with the upstream up: %d", r.code)
+			}
 			for _, c := range cases {
 				// JSON in, JSON out, on both route families.
 				for _, u := range []string{s.URL + "/v2/models/mlp/infer", s.URL + "/api/predict/tri/mlp"} {
@@ -251,6 +254,9 @@ func TestProxyFailures(t *testing.T) {
 		}
 		if r := do(t, "GET", s.URL+"/v2/models/mlp/ready", nil, auth); r.code != http.StatusServiceUnavailable && r.code != http.StatusBadGateway {
 			t.Errorf("%s down: ready %d %s", url, r.code, r.body)
+		}
+		if r := do(t, "GET", s.URL+"/v2/health/ready", nil, nil); r.code != http.StatusServiceUnavailable {
+			t.Errorf("%s down: server ready %d, want 503", url, r.code)
 		}
 	}
 
