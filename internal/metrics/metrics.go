@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,29 @@ type Metrics struct {
 	batchSize  *prometheus.HistogramVec
 	queueWait  *prometheus.HistogramVec
 	compute    *prometheus.HistogramVec
-	queueDepth *prometheus.GaugeVec
+	queueDepth *depthCollector
+}
+
+// depthCollector reads every service's queue depth when scraped, so the
+// hot path never updates a gauge.
+type depthCollector struct {
+	desc *prometheus.Desc
+	mu   sync.RWMutex
+	fn   func() map[string]int
+}
+
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	d.mu.RLock()
+	fn := d.fn
+	d.mu.RUnlock()
+	if fn == nil {
+		return
+	}
+	for svc, n := range fn() {
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, float64(n), svc)
+	}
 }
 
 // New registers the collectors on reg.
@@ -40,9 +63,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "eas_compute_seconds", Help: "Duration of one model run (a whole batch), by service.", Buckets: latency,
 		}, []string{"service"}),
-		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "eas_queue_depth", Help: "Requests waiting for a worker, by service.",
-		}, []string{"service"}),
+		queueDepth: &depthCollector{desc: prometheus.NewDesc("eas_queue_depth", "Requests waiting for a worker, by service.", []string{"service"}, nil)},
 	}
 	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth)
 	return m
@@ -74,12 +95,15 @@ func (m *Metrics) QueueWait(service string, d time.Duration) {
 	m.queueWait.WithLabelValues(service).Observe(d.Seconds())
 }
 
-// QueueDepth sets the current queue depth of a service.
-func (m *Metrics) QueueDepth(service string, n int) {
+// SetQueueDepthFunc sets the function that reports each service's queue
+// depth at scrape time.
+func (m *Metrics) SetQueueDepthFunc(fn func() map[string]int) {
 	if m == nil {
 		return
 	}
-	m.queueDepth.WithLabelValues(service).Set(float64(n))
+	m.queueDepth.mu.Lock()
+	m.queueDepth.fn = fn
+	m.queueDepth.mu.Unlock()
 }
 
 // Forget drops a deleted service's series.
@@ -93,5 +117,4 @@ func (m *Metrics) Forget(service string) {
 	m.batchSize.DeletePartialMatch(l)
 	m.queueWait.DeletePartialMatch(l)
 	m.compute.DeletePartialMatch(l)
-	m.queueDepth.DeletePartialMatch(l)
 }

@@ -260,6 +260,9 @@ func TestReadyAndMetrics(t *testing.T) {
 		`eas_requests_total{code="200",service="echo"} 1`,
 		`eas_requests_total{code="401",service="echo"} 1`,
 		`eas_batch_size_count{service="echo"} 1`,
+		`eas_queue_depth{service="echo"} 0`,
+		`eas_queue_wait_seconds_count{service="echo"} 1`,
+		`eas_compute_seconds_count{service="echo"} 1`,
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("/metrics lacks %s", want)

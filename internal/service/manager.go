@@ -86,7 +86,21 @@ func NewManager(opt Options) *Manager {
 		opt.Fetcher = &storage.Fetcher{CacheDir: filepath.Join(opt.StateDir, "cache"), Logger: opt.Logger}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
+	m := &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
+	opt.Metrics.SetQueueDepthFunc(m.queueDepths)
+	return m
+}
+
+// queueDepths reports the queue depth of every serving service.
+func (m *Manager) queueDepths() map[string]int {
+	out := map[string]int{}
+	for _, s := range m.List() {
+		if live, ok := s.Acquire(); ok {
+			out[s.Name] = live.Scheduler.QueueDepth()
+			live.Release()
+		}
+	}
+	return out
 }
 
 // Get returns the service called name.
