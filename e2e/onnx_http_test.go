@@ -158,6 +158,20 @@ func namesOf(ts []tensor.Tensor) []string {
 	return names
 }
 
+// inferTo sends in to service over the Torch protobuf.
+func (s *stack) inferTo(t *testing.T, service string, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	t.Helper()
+	body, err := torchpb.EncodeRequest(in, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	code, out, _ := s.post(t, "/api/predict/"+service, body, nil)
+	if code != 200 {
+		return nil, fmt.Errorf("status %d: %s", code, out)
+	}
+	return torchpb.DecodeResponse(out, []string{"output"})
+}
+
 // infer sends in through one codec and decodes the outputs. The Torch
 // response is positional: outNames names its outputs.
 func (s *stack) infer(t *testing.T, codec string, in []tensor.Tensor, outNames []string) ([]tensor.Tensor, error) {
