@@ -71,6 +71,9 @@ type Port struct {
 	Kind  PortKind
 	// Features are the parsed features of an Examples port, by key.
 	Features []Feature
+	// AsFloat32 marks a DT_HALF or DT_BFLOAT16 output that the ONNX model
+	// returns as float32; the caller narrows it back to DType.
+	AsFloat32 bool
 }
 
 // Signature is a translated signature.
@@ -260,23 +263,31 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 	if len(c.unsup) > 0 {
 		return nil, &UnsupportedError{Signature: c.sig, Ops: c.unsup, Reasons: c.reason}
 	}
-	for i, p := range out.Outputs {
+	for i := range out.Outputs {
+		p := &out.Outputs[i]
 		v := outVals[i]
 		src := v.name
 		if v.dtype != p.DType && v.dtype != tensor.Invalid {
 			src = c.op1("Cast", src, attrInt("to", onnxType(p.DType)))
 		}
+		wire := p.DType
+		if wire == tensor.Float16 || wire == tensor.BFloat16 {
+			// The ONNX Runtime binding cannot return half outputs intact:
+			// they travel as float32 and are narrowed back in Go.
+			wire, p.AsFloat32 = tensor.Float32, true
+			src = c.op1("Cast", src, attrInt("to", onnxType(wire)))
+		}
 		switch p.Kind {
 		case Plain:
 			c.emit("Identity", []string{src}, []string{p.Key})
-			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, p.Shape))
+			graph.Output = append(graph.Output, valueInfo(p.Key, wire, p.Shape))
 		case Scalar:
 			c.emit("Reshape", []string{src, c.i64Const([]int64{1})}, []string{p.Key})
-			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, []int64{1}))
+			graph.Output = append(graph.Output, valueInfo(p.Key, wire, []int64{1}))
 		case AnyRank:
 			c.emit("Reshape", []string{src, c.i64Const([]int64{-1})}, []string{p.Key})
 			c.emit("Shape", []string{src}, []string{p.Key + ShapeSuffix})
-			graph.Output = append(graph.Output, valueInfo(p.Key, p.DType, []int64{-1}), valueInfo(p.Key+ShapeSuffix, tensor.Int64, []int64{-1}))
+			graph.Output = append(graph.Output, valueInfo(p.Key, wire, []int64{-1}), valueInfo(p.Key+ShapeSuffix, tensor.Int64, []int64{-1}))
 		}
 	}
 	if len(out.Inputs) == 0 {

@@ -138,3 +138,23 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestHalfPrecision: DT_HALF inputs and outputs, with the arithmetic in
+// half precision and the output narrowed back from the float32 the runtime
+// returns.
+func TestHalfPrecision(t *testing.T) {
+	in := []float32{0.5, -2, 1000, 3.25}
+	bits := make([]uint16, len(in))
+	want := make([]uint16, len(in))
+	for i, v := range in {
+		bits[i] = tensor.Float32ToFloat16(v)
+		want[i] = tensor.Float32ToFloat16(v * 2)
+	}
+	runOpCase(t, opCase{
+		feeds: []tensor.Tensor{tensor.FromFloat16Bits("x", []int64{4}, bits)},
+		build: func(t testing.TB, b *graphBuilder, in []string) []string {
+			return []string{b.op(t, "AddV2", tensor.Float16, []string{in[0], in[0]}, nil)}
+		},
+		want: []tensor.Tensor{tensor.FromFloat16Bits("", []int64{4}, want)},
+	})
+}

@@ -409,6 +409,12 @@ func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.Tensor
 		if !ok {
 			return nil, fmt.Errorf("tensorflow: runtime returned no output %q", name)
 		}
+		if port.AsFloat32 {
+			var err error
+			if t, err = narrow(t, port.DType); err != nil {
+				return nil, err
+			}
+		}
 		switch port.Kind {
 		case tf2onnx.Scalar:
 			t.Shape = []int64{}
@@ -442,6 +448,27 @@ func (s *signature) onnxOutputs(r *request) []string {
 		}
 	}
 	return out
+}
+
+// narrow converts a float32 output back to the half type the signature
+// declares.
+func narrow(t tensor.Tensor, dt tensor.DType) (tensor.Tensor, error) {
+	f, err := t.AsFloat32()
+	if err != nil {
+		return t, fmt.Errorf("tensorflow: output %q: %w", t.Name, err)
+	}
+	bits := make([]uint16, len(f))
+	for i, v := range f {
+		if dt == tensor.BFloat16 {
+			bits[i] = tensor.Float32ToBFloat16(v)
+		} else {
+			bits[i] = tensor.Float32ToFloat16(v)
+		}
+	}
+	if dt == tensor.BFloat16 {
+		return tensor.FromBFloat16Bits(t.Name, t.Shape, bits), nil
+	}
+	return tensor.FromFloat16Bits(t.Name, t.Shape, bits), nil
 }
 
 func int64Vector(name string, v []int64) tensor.Tensor {
