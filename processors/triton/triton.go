@@ -117,7 +117,7 @@ func (p *Processor) Load(ctx context.Context) error {
 	if err != nil || !st.IsDir() {
 		return fmt.Errorf("model repository %s is not a directory; it must hold <model>/config.pbtxt and <model>/<version>/model.onnx", dir)
 	}
-	p.repo = dir
+	p.repo = unwrapRoot(dir)
 	names, err := p.initialModels()
 	if err != nil {
 		return err
@@ -156,6 +156,49 @@ func fetchRepository(ctx context.Context, raw string, log *slog.Logger) (string,
 		return "", fmt.Errorf("--model-repository: %w", err)
 	}
 	return dir, nil
+}
+
+// unwrapRoot descends into the single directory an archive often wraps a
+// repository in (repo.tar.gz holding models/<model>/...), when that
+// directory is not itself a model (no config.pbtxt, no version directory).
+func unwrapRoot(dir string) string {
+	for range 4 {
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			return dir
+		}
+		var only string
+		n := 0
+		for _, de := range des {
+			if strings.HasPrefix(de.Name(), ".") {
+				continue
+			}
+			n++
+			if de.IsDir() {
+				only = de.Name()
+			}
+		}
+		if n != 1 || only == "" || looksLikeModel(filepath.Join(dir, only)) {
+			return dir
+		}
+		dir = filepath.Join(dir, only)
+	}
+	return dir
+}
+
+// looksLikeModel reports whether dir holds config.pbtxt or a numeric
+// version directory.
+func looksLikeModel(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "config.pbtxt")); err == nil {
+		return true
+	}
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		if _, err := strconv.ParseUint(de.Name(), 10, 64); err == nil && de.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // initialModels lists the model directories to load at start: all of them,
