@@ -45,9 +45,11 @@ func valueInfo(name string, dt tensor.DType, shape []int64) *onnxpb.ValueInfoPro
 	return &onnxpb.ValueInfoProto{Name: name, Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_TensorType{TensorType: tt}}}
 }
 
+// fresh returns a new value or node name. The prefix keeps generated names
+// apart from signature keys, which name the graph's inputs and outputs.
 func (c *converter) fresh(hint string) string {
 	c.seq++
-	return fmt.Sprintf("%s_%d", hint, c.seq)
+	return fmt.Sprintf("_tf2onnx/%s_%d", hint, c.seq)
 }
 
 // emit appends one ONNX node.

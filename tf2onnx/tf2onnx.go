@@ -406,6 +406,9 @@ func (c *converter) visit(r ref) *value {
 		c.checkControl(n)
 		c.translate(n)
 		if _, ok := c.vals[rr]; !ok {
+			if !slices.Contains(c.unsup[n.op], n.name) {
+				c.fail(fmt.Errorf("node %q (%s) has no translated output %d", n.name, n.op, rr.idx))
+			}
 			c.vals[rr] = &value{name: "_error", rank: -1}
 		}
 	}
