@@ -44,8 +44,21 @@ type Model struct {
 
 // FindDir resolves path to the directory holding saved_model.pb: path itself,
 // or, for a model base directory as TF Serving lays it out, the numeric
-// version subdirectory with the highest number.
+// version subdirectory with the highest number. A directory holding nothing
+// but one subdirectory (an extracted archive's top folder) is looked into,
+// a few levels deep.
 func FindDir(path string) (string, error) {
+	for range 3 {
+		ents, err := os.ReadDir(path)
+		if err != nil || len(ents) != 1 || !ents[0].IsDir() {
+			break
+		}
+		path = filepath.Join(path, ents[0].Name())
+	}
+	return findDir(path)
+}
+
+func findDir(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("model_path: %w", err)

@@ -176,6 +176,13 @@ func TestFindDirAndMetaGraph(t *testing.T) {
 	if _, err := FindDir(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no saved_model.pb") {
 		t.Errorf("empty dir: err %v", err)
 	}
+	// An extracted archive: top/model/7/saved_model.pb.
+	arch := t.TempDir()
+	os.MkdirAll(filepath.Join(arch, "top", "model", "7"), 0o755)
+	os.WriteFile(filepath.Join(arch, "top", "model", "7", "saved_model.pb"), nil, 0o644)
+	if got, err := FindDir(arch); err != nil || got != filepath.Join(arch, "top", "model", "7") {
+		t.Errorf("archive layout: FindDir = %q, %v", got, err)
+	}
 }
 
 // TestConformanceVariables reads the variables of every real SavedModel in
