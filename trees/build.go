@@ -35,7 +35,7 @@ var errCycle = errors.New("a node is reached twice (the children do not form a t
 // addTree compiles the tree rooted at src[0] into e, laying nodes out in
 // preorder so every child follows its parent: walking a compiled tree
 // always ends. It checks every index.
-func (e *ensemble[T]) addTree(src []rnode[T], group int, nFeatures int) error {
+func (e *ensemble[T, K]) addTree(src []rnode[T], group int, nFeatures int) error {
 	if len(src) == 0 {
 		return errors.New("tree has no nodes")
 	}
@@ -76,12 +76,12 @@ func (e *ensemble[T]) addTree(src []rnode[T], group int, nFeatures int) error {
 				return fmt.Errorf("node %d: split threshold is NaN", it.src)
 			}
 			code = int32(len(e.nodes))
-			n := node[T]{thr: s.thr, feat: uint32(s.feat) | s.flags}
+			n := node[K]{thr: toKey[T, K](s.thr), feat: uint32(s.feat) | s.flags}
 			if s.flags&flagCat != 0 {
 				if e.catWords += len(s.cats); e.catWords > maxCatWords {
 					return fmt.Errorf("categorical splits hold more than %d bitset words", maxCatWords)
 				}
-				n.thr = T(len(e.cats))
+				n.thr = K(len(e.cats))
 				e.cats = append(e.cats, s.cats)
 			}
 			e.nodes = append(e.nodes, n)

@@ -2,6 +2,7 @@ package trees
 
 import (
 	"math"
+	"unsafe"
 )
 
 // Node flags live in the top bits of node.feat; the low bits index the
@@ -25,21 +26,69 @@ var kZeroThreshold = float64(float32(1e-35))
 // inputs and sums leaves in float32), float64 for LightGBM.
 type number interface{ ~float32 | ~float64 }
 
+// key is the integer form a threshold and a feature value are compared
+// in: int32 for float32, int64 for float64.
+type key interface{ ~int32 | ~int64 }
+
+// Keys order like the floats they come from, so a split compares two
+// integers, which compiles to a conditional move where a float comparison
+// compiles to a branch: tree splits are coin flips a branch predictor
+// cannot learn. -0 becomes +0 (they compare equal as floats) and every
+// NaN becomes the largest key, which no float maps to, so NaN fails
+// "x < thr" and goes right unless the node sends missing values left.
+func toKey[T number, K key](v T) K {
+	if v != v {
+		return nanKey[K]()
+	}
+	if v == 0 {
+		v = 0
+	}
+	if unsafe.Sizeof(v) == 4 {
+		b := int32(math.Float32bits(float32(v)))
+		return K(b ^ (b >> 31 & 0x7fffffff))
+	}
+	b := int64(math.Float64bits(float64(v)))
+	return K(b ^ (b >> 63 & 0x7fffffffffffffff))
+}
+
+// fromKey inverts toKey.
+func fromKey[T number, K key](k K) T {
+	if k == nanKey[K]() {
+		return T(math.NaN())
+	}
+	if unsafe.Sizeof(k) == 4 {
+		b := int32(k)
+		return T(math.Float32frombits(uint32(b ^ (b >> 31 & 0x7fffffff))))
+	}
+	b := int64(k)
+	return T(math.Float64frombits(uint64(b ^ (b >> 63 & 0x7fffffffffffffff))))
+}
+
+// nanKey is the key of every NaN: the largest value of K.
+func nanKey[K key]() K {
+	var k K
+	if unsafe.Sizeof(k) == 4 {
+		return K(math.MaxInt32)
+	}
+	m := int64(math.MaxInt64)
+	return K(m)
+}
+
 // node is one split. A child >= 0 is a node index inside the same tree's
 // slice; a child < 0 is ^(leaf index) into ensemble.leaves. A numerical
-// split sends x < thr left, x >= thr right and NaN to the default side;
-// LightGBM's x <= t is stored as x < nextafter(t, +inf).
-type node[T number] struct {
-	thr         T
+// split sends key(x) < thr left, the rest right and NaN to the default
+// side; LightGBM's x <= t is stored as x < nextafter(t, +inf).
+type node[K key] struct {
+	thr         K
 	feat        uint32
 	left, right int32
 }
 
 // ensemble is a compiled forest: every tree's nodes in one slice, every
 // leaf value in another, so evaluation touches two arrays and allocates
-// nothing.
-type ensemble[T number] struct {
-	nodes  []node[T]
+// nothing. T is the arithmetic of the leaves, K the key type of T.
+type ensemble[T number, K key] struct {
+	nodes  []node[K]
 	leaves []T
 	roots  []int32 // per tree: node index of the root, or ^leaf for a single-leaf tree
 	group  []int32 // per tree: output group (class) it adds to
@@ -55,30 +104,30 @@ func catBit(s []uint32, c int) bool {
 	return c >= 0 && w < len(s) && s[w]>>(uint(c)&31)&1 == 1
 }
 
-// slowFlags mark the splits that step hands to slow.
+// slowFlags mark the splits the walkers hand to slow.
 const slowFlags = flagCat | flagZeroMiss
 
-// leaf walks tree t for row x and returns its leaf value. The common
-// numeric split compiles to a conditional move, not a branch: tree splits
-// are coin flips a branch predictor cannot learn. NaN fails v < thr and
-// so goes right unless the node sends missing values left.
-func (e *ensemble[T]) leaf(t int, x []T) T {
+// leaf walks tree t for the row of keys x and returns its leaf value.
+func (e *ensemble[T, K]) leaf(t int, x []K) T {
 	i := e.roots[t]
 	nodes := e.nodes
+	nan := nanKey[K]()
 	for i >= 0 {
 		n := &nodes[i]
 		f := n.feat
-		v := x[f&featMask]
+		k := x[f&featMask]
 		if f&slowFlags != 0 {
-			i = e.slow(n, v)
+			i = e.slow(n, k)
 			continue
 		}
-		next := n.right
-		if v < n.thr {
-			next = n.left
+		// Both children are loaded first: a select between two loaded
+		// values compiles to CMOV, a load under a condition to a branch.
+		l, next := n.left, n.right
+		if k < n.thr {
+			next = l
 		}
-		if v != v && f&flagDefLeft != 0 {
-			next = n.left
+		if k == nan && f&flagDefLeft != 0 {
+			next = l
 		}
 		i = next
 	}
@@ -89,44 +138,45 @@ func (e *ensemble[T]) leaf(t int, x []T) T {
 // values to out: four independent chains of loads keep the core busy
 // while each waits on memory. Pairs may share a tree (a block of rows) or
 // a row (the next four trees).
-func (e *ensemble[T]) walk4(idx *[4]int32, xs *[4][]T, out *[4]T) {
+func (e *ensemble[T, K]) walk4(idx *[4]int32, xs *[4][]K, out *[4]T) {
 	nodes := e.nodes
+	nan := nanKey[K]()
 	for {
 		done := 0
-		for k := range 4 {
-			i := idx[k]
+		for j := range 4 {
+			i := idx[j]
 			if i < 0 {
 				done++
 				continue
 			}
 			n := &nodes[i]
 			f := n.feat
-			v := xs[k][f&featMask]
+			k := xs[j][f&featMask]
 			if f&slowFlags != 0 {
-				idx[k] = e.slow(n, v)
+				idx[j] = e.slow(n, k)
 				continue
 			}
-			next := n.right
-			if v < n.thr {
-				next = n.left
+			l, next := n.left, n.right
+			if k < n.thr {
+				next = l
 			}
-			if v != v && f&flagDefLeft != 0 {
-				next = n.left
+			if k == nan && f&flagDefLeft != 0 {
+				next = l
 			}
-			idx[k] = next
+			idx[j] = next
 		}
 		if done == 4 {
 			break
 		}
 	}
-	for k := range 4 {
-		out[k] = e.leaves[^idx[k]]
+	for j := range 4 {
+		out[j] = e.leaves[^idx[j]]
 	}
 }
 
 // addBlock adds every tree's leaf, in tree order, to the margins acc of
-// the nb rows in x (F values each, G margins each).
-func (e *ensemble[T]) addBlock(acc, x []T, nb, F, G int) {
+// the nb rows of keys in x (F keys each, G margins each).
+func (e *ensemble[T, K]) addBlock(acc []T, x []K, nb, F, G int) {
 	roots, group := e.roots, e.group
 	if nb < 4 {
 		// Few rows: walk four trees of one row at once, then add their
@@ -137,7 +187,7 @@ func (e *ensemble[T]) addBlock(acc, x []T, nb, F, G int) {
 			t := 0
 			for ; t+4 <= len(roots); t += 4 {
 				idx := [4]int32{roots[t], roots[t+1], roots[t+2], roots[t+3]}
-				xs := [4][]T{row, row, row, row}
+				xs := [4][]K{row, row, row, row}
 				var l [4]T
 				e.walk4(&idx, &xs, &l)
 				a[group[t]] += l[0]
@@ -156,7 +206,7 @@ func (e *ensemble[T]) addBlock(acc, x []T, nb, F, G int) {
 		r := 0
 		for ; r+4 <= nb; r += 4 {
 			idx := [4]int32{root, root, root, root}
-			xs := [4][]T{x[r*F : r*F+F], x[(r+1)*F : (r+1)*F+F], x[(r+2)*F : (r+2)*F+F], x[(r+3)*F : (r+3)*F+F]}
+			xs := [4][]K{x[r*F : r*F+F], x[(r+1)*F : (r+1)*F+F], x[(r+2)*F : (r+2)*F+F], x[(r+3)*F : (r+3)*F+F]}
 			var l [4]T
 			e.walk4(&idx, &xs, &l)
 			acc[r*G+g] += l[0]
@@ -171,32 +221,32 @@ func (e *ensemble[T]) addBlock(acc, x []T, nb, F, G int) {
 }
 
 // slow decides the splits that are not plain numeric comparisons.
-func (e *ensemble[T]) slow(n *node[T], v T) int32 {
+func (e *ensemble[T, K]) slow(n *node[K], k K) int32 {
 	def := n.right
 	if n.feat&flagDefLeft != 0 {
 		def = n.left
 	}
+	v := fromKey[T](k)
 	if n.feat&flagCat == 0 {
 		switch {
 		case v != v:
 			return def
 		case n.feat&flagZeroMiss != 0 && float64(v) >= -kZeroThreshold && float64(v) <= kZeroThreshold:
 			return def
-		case v < n.thr:
+		case k < n.thr:
 			return n.left
 		default:
 			return n.right
 		}
 	}
 	set := e.cats[int(n.thr)]
-	inLeft := n.feat&flagCatLeft != 0
 	if v != v {
 		if n.feat&flagCatNaN != 0 {
 			return def
 		}
 		v = 0
 	}
-	if inLeft {
+	if n.feat&flagCatLeft != 0 {
 		// LightGBM: negative (after truncation to int) or absent
 		// categories go right.
 		if v <= -1 || float64(v) >= float64(len(set))*32 || !catBit(set, int(v)) {

@@ -78,13 +78,13 @@ type Model struct {
 	transform transform
 	sigmoid   float64 // LightGBM binary/ova scale
 
-	e32     *ensemble[float32]
+	e32     *ensemble[float32, int32]
 	base32  float32   // XGBoost margin of base_score
 	linear  []float32 // XGBoost gblinear weights: feature-major, groups wide, then the biases
-	e64     *ensemble[float64]
+	e64     *ensemble[float64, int64]
 	average float64 // LightGBM rf: the margins are divided by this (iterations); 0 = no averaging
 
-	pool32 sync.Pool // *[]float32 scratch rows for float64 input
+	pool sync.Pool // *scratch, one block's working memory
 }
 
 // NumGroups is the number of margins per record: the classes of a
@@ -190,41 +190,74 @@ func (m *Model) run(dst, rows64 []float64, rows32 []float32, kind outKind) error
 	return m.run32(dst, rows64, rows32, nrows, kind)
 }
 
+// blockRows is how many rows of F features a block takes: wide rows
+// shrink it so the block's keys stay small.
+func blockRows(F int) int {
+	if F > 1024 {
+		return max(1, 64*1024/F)
+	}
+	return block
+}
+
+// scratch is a block's working memory, pooled per Model.
+type scratch struct {
+	x32 []float32
+	k32 []int32
+	k64 []int64
+	a32 []float32
+	a64 []float64
+}
+
+func (m *Model) getScratch() *scratch {
+	if s, ok := m.pool.Get().(*scratch); ok {
+		return s
+	}
+	bs := blockRows(m.NumFeatures)
+	n := bs * m.NumFeatures
+	s := &scratch{}
+	switch {
+	case m.linear != nil:
+		s.x32, s.a32 = make([]float32, n), make([]float32, bs*m.groups)
+	case m.e32 != nil:
+		s.k32, s.a32 = make([]int32, n), make([]float32, bs*m.groups)
+	default:
+		s.k64 = make([]int64, n)
+	}
+	return s
+}
+
 func (m *Model) run32(dst, rows64 []float64, rows32 []float32, nrows int, kind outKind) error {
 	F, G := m.NumFeatures, m.groups
-	// Wide rows shrink the block so the float32 copy stays small.
-	bs := block
-	if F > 1024 {
-		bs = max(1, 64*1024/F)
-	}
-	var margins [block * 16]float32
-	acc := margins[:]
-	if bs*G > len(acc) {
-		acc = make([]float32, bs*G)
-	}
-	var scratch *[]float32
-	if rows32 == nil {
-		scratch = m.getScratch(bs * F)
-		defer m.pool32.Put(scratch)
-	}
+	bs := blockRows(F)
+	s := m.getScratch()
+	defer m.pool.Put(s)
 	for start := 0; start < nrows; start += bs {
 		nb := min(bs, nrows-start)
-		var x []float32
-		if rows32 != nil {
-			x = rows32[start*F : (start+nb)*F]
-		} else {
-			x = (*scratch)[:nb*F]
-			for i, v := range rows64[start*F : (start+nb)*F] {
-				x[i] = float32(v)
-			}
-		}
-		a := acc[:nb*G]
+		a := s.a32[:nb*G]
 		for i := range a {
 			a[i] = m.base32
 		}
 		if m.linear != nil {
+			x := s.x32[:nb*F]
+			if rows32 != nil {
+				copy(x, rows32[start*F:(start+nb)*F])
+			} else {
+				for i, v := range rows64[start*F : (start+nb)*F] {
+					x[i] = float32(v)
+				}
+			}
 			m.linear32(a, x, nb)
 		} else {
+			x := s.k32[:nb*F]
+			if rows32 != nil {
+				for i, v := range rows32[start*F : (start+nb)*F] {
+					x[i] = toKey[float32, int32](v)
+				}
+			} else {
+				for i, v := range rows64[start*F : (start+nb)*F] {
+					x[i] = toKey[float32, int32](float32(v))
+				}
+			}
 			m.e32.addBlock(a, x, nb, F, G)
 		}
 		m.finish32(dst, a, start, nb, kind)
@@ -296,56 +329,36 @@ func (m *Model) finish32(dst []float64, a []float32, start, nb int, kind outKind
 	}
 }
 
-func (m *Model) getScratch(n int) *[]float32 {
-	if p, ok := m.pool32.Get().(*[]float32); ok && cap(*p) >= n {
-		*p = (*p)[:n]
-		return p
-	}
-	s := make([]float32, n)
-	return &s
-}
-
 func (m *Model) run64(dst, rows64 []float64, rows32 []float32, nrows int, kind outKind) error {
 	F, G := m.NumFeatures, m.groups
-	e := m.e64
-	var conv [1024]float64
-	var row []float64
-	if rows32 != nil {
-		if F <= len(conv) {
-			row = conv[:F]
-		} else {
-			row = make([]float64, F)
-		}
-	}
-	for r := 0; r < nrows; r++ {
-		x := row
+	bs := blockRows(F)
+	s := m.getScratch()
+	defer m.pool.Put(s)
+	for start := 0; start < nrows; start += bs {
+		nb := min(bs, nrows-start)
+		x := s.k64[:nb*F]
 		if rows32 != nil {
-			for j, v := range rows32[r*F : r*F+F] {
-				x[j] = float64(v)
+			for i, v := range rows32[start*F : (start+nb)*F] {
+				x[i] = toKey[float64, int64](float64(v))
 			}
 		} else {
-			x = rows64[r*F : r*F+F]
-		}
-		out := dst[r*G : r*G+G]
-		clear(out)
-		if G == 1 {
-			var s float64
-			for t := range e.roots {
-				s += e.leaf(t, x)
-			}
-			out[0] = s
-		} else {
-			for t := range e.roots {
-				out[e.group[t]] += e.leaf(t, x)
+			for i, v := range rows64[start*F : (start+nb)*F] {
+				x[i] = toKey[float64, int64](v)
 			}
 		}
-		if m.average > 0 {
-			for j := range out {
-				out[j] /= m.average
+		a := dst[start*G : (start+nb)*G]
+		clear(a)
+		m.e64.addBlock(a, x, nb, F, G)
+		for r := 0; r < nb; r++ {
+			out := a[r*G : r*G+G]
+			if m.average > 0 {
+				for j := range out {
+					out[j] /= m.average
+				}
 			}
-		}
-		if kind != outMargin {
-			m.finish64(out)
+			if kind != outMargin {
+				m.finish64(out)
+			}
 		}
 	}
 	return nil

@@ -284,7 +284,7 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 	if h.booster == "dart" && len(h.weightDrop) != len(trees) {
 		return nil, fmt.Errorf("dart: %d trees but weight_drop has %d entries", len(trees), len(h.weightDrop))
 	}
-	e := &ensemble[float32]{nGroup: m.groups}
+	e := &ensemble[float32, int32]{nGroup: m.groups}
 	budget := maxCatWords
 	for i := range trees {
 		g := h.treeInfo[i]
