@@ -108,18 +108,21 @@ var unaryOps = map[string]string{
 	"Softplus": "Softplus", "Softsign": "Softsign", "Erf": "Erf", "Exp": "Exp", "Log": "Log",
 	"Sign": "Sign", "Reciprocal": "Reciprocal", "Inv": "Reciprocal", "Sin": "Sin", "Cos": "Cos",
 	"LogicalNot": "Not", "IsNan": "IsNaN",
+	"Tan": "Tan", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh",
+	"Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh", "IsInf": "IsInf",
 }
 
 var binaryOps = map[string]string{
 	"Add": "Add", "AddV2": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div",
 	"Maximum": "Max", "Minimum": "Min", "Pow": "Pow",
+	"Div": "Div", "TruncateDiv": "Div",
 	"Equal": "Equal", "Less": "Less", "LessEqual": "LessOrEqual", "Greater": "Greater",
 	"GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And", "LogicalOr": "Or",
 }
 
 var boolResult = map[string]bool{
 	"Equal": true, "NotEqual": true, "Less": true, "LessEqual": true, "Greater": true, "GreaterEqual": true,
-	"LogicalAnd": true, "LogicalOr": true, "LogicalNot": true, "IsNan": true,
+	"LogicalAnd": true, "LogicalOr": true, "LogicalNot": true, "IsNan": true, "IsInf": true,
 }
 
 var reduceOps = map[string]string{
@@ -569,6 +572,30 @@ func (c *converter) translate(n *node) {
 		c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
 	case "ParseExample", "ParseExampleV2":
 		c.parseExample(n)
+	case "Where":
+		x := c.in(n, 0)
+		c.set(n, 0, &value{name: c.op1("Transpose", c.op1("NonZero", x.name), attrInts("perm", []int64{1, 0})), dtype: tensor.Int64, rank: 2})
+	case "SpaceToDepth", "DepthToSpace":
+		x := c.in(n, 0)
+		bs := n.i("block_size", 0)
+		if bs < 2 {
+			c.unsupported(n, fmt.Sprintf("block_size %d must be at least 2", bs))
+			return
+		}
+		args := []any{attrInt("blocksize", bs)}
+		if n.op == "DepthToSpace" {
+			args = append(args, attrString("mode", "DCR"))
+		}
+		in := x.name
+		nchw := n.s("data_format", "NHWC") == "NCHW"
+		if !nchw {
+			in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+		}
+		out := c.op1(n.op, append([]any{in}, args...)...)
+		if !nchw {
+			out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+		}
+		c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
 	case "BroadcastTo":
 		x, sh := c.in(n, 0), c.in(n, 1)
 		r := -1

@@ -116,3 +116,57 @@ func TestExtraOps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { runOpCase(t, c) })
 	}
 }
+
+func TestMathAndLayoutOps(t *testing.T) {
+	f32 := tensor.Float32
+	x := rnd(90, -0.9, 0.9, 2, 3)
+	big := rnd(91, 1.1, 3, 2, 3)
+	cases := []opCase{
+		unaryCase("Tan", x, math.Tan), unaryCase("Asin", x, math.Asin), unaryCase("Acos", x, math.Acos),
+		unaryCase("Atan", x, math.Atan), unaryCase("Sinh", x, math.Sinh), unaryCase("Cosh", x, math.Cosh),
+		unaryCase("Asinh", x, math.Asinh), unaryCase("Acosh", big, math.Acosh), unaryCase("Atanh", x, math.Atanh),
+		binaryCase("Div", x, big, f32, func(a, b float64) float64 { return a / b }),
+		{
+			name:  "TruncateDiv int32",
+			feeds: []tensor.Tensor{tensor.FromInt32("x", []int64{4}, []int32{7, -7, 7, -7}), tensor.FromInt32("y", []int64{4}, []int32{2, 2, -2, -2})},
+			build: func(t testing.TB, b *graphBuilder, in []string) []string {
+				return []string{b.op(t, "TruncateDiv", tensor.Int32, in, nil)}
+			},
+			want: []tensor.Tensor{tensor.FromInt32("", []int64{4}, []int32{3, -3, -3, 3})},
+		},
+		{
+			name:  "IsInf",
+			feeds: []tensor.Tensor{vals([]int64{3}, math.Inf(1), 1, math.Inf(-1)).f32("x")},
+			build: func(t testing.TB, b *graphBuilder, in []string) []string {
+				return []string{b.op(t, "IsInf", f32, in, nil)}
+			},
+			want: []tensor.Tensor{vals([]int64{3}, 1, 0, 1).as("", tensor.Bool)},
+		},
+		{
+			name:  "Where",
+			feeds: []tensor.Tensor{vals([]int64{2, 3}, 0, 1, 0, 1, 1, 0).as("x", tensor.Bool)},
+			build: func(t testing.TB, b *graphBuilder, in []string) []string { return []string{b.node("Where", in, nil)} },
+			want:  []tensor.Tensor{tensor.FromInt64("", []int64{3, 2}, []int64{0, 1, 1, 0, 1, 1})},
+		},
+	}
+	// SpaceToDepth / DepthToSpace on NHWC, from TF's index definitions.
+	img := rnd(92, -1, 1, 1, 4, 6, 2)
+	const bs = 2
+	s2d := gatherIdx([]int64{1, 2, 3, 8}, func(i []int64) float64 {
+		c := i[3] % 2
+		off := i[3] / 2
+		return img.at([]int64{i[0], i[1]*bs + off/bs, i[2]*bs + off%bs, c})
+	})
+	cases = append(cases, opCase{
+		name:  "SpaceToDepth DepthToSpace",
+		feeds: []tensor.Tensor{img.f32("x")},
+		build: func(t testing.TB, b *graphBuilder, in []string) []string {
+			s := b.op(t, "SpaceToDepth", f32, in, map[string]any{"block_size": bs})
+			return []string{s, b.op(t, "DepthToSpace", f32, []string{s}, map[string]any{"block_size": bs})}
+		},
+		want: []tensor.Tensor{s2d.f32(""), img.f32("")},
+	})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { runOpCase(t, c) })
+	}
+}
