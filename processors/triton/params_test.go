@@ -57,3 +57,24 @@ func TestParseParamsErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestParseRoute(t *testing.T) {
+	cases := map[string]route{
+		"":                                     {op: "infer"},
+		"/mlp":                                 {op: "infer", model: "mlp"},
+		"/mlp/versions/2":                      {op: "infer", model: "mlp", version: "2"},
+		"/v2/models/mlp/infer":                 {op: "infer", model: "mlp"},
+		"/v2/models/mlp/versions/3/infer":      {op: "infer", model: "mlp", version: "3"},
+		"/v2/repository/index":                 {op: "repo_index"},
+		"/v2/repository/models/mlp/load":       {op: "repo_load", model: "mlp"},
+		"/v2/repository/models/mlp/unload":     {op: "repo_unload", model: "mlp"},
+		"/v2/health/ready":                     {op: "passthrough"},
+		"/api/predict/other":                   {op: "passthrough"},
+		"/v2/models/mlp/versions/3/infer/more": {op: "passthrough"},
+	}
+	for in, want := range cases {
+		if got := parseRoute(in); got != want {
+			t.Errorf("parseRoute(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}

@@ -422,37 +422,37 @@ type route struct {
 	version string
 }
 
-func parseRoute(path string) (route, error) {
+func parseRoute(path string) route {
 	if path == "" || path == "/" {
-		return route{op: "infer"}, nil
+		return route{op: "infer"}
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if parts[0] != "v2" {
 		switch {
 		case len(parts) == 1:
-			return route{op: "infer", model: parts[0]}, nil
+			return route{op: "infer", model: parts[0]}
 		case len(parts) == 3 && parts[1] == "versions":
-			return route{op: "infer", model: parts[0], version: parts[2]}, nil
+			return route{op: "infer", model: parts[0], version: parts[2]}
 		}
-		return route{op: "passthrough"}, nil
+		return route{op: "passthrough"}
 	}
 	rest := parts[1:]
 	switch {
 	case len(rest) == 2 && rest[0] == "repository" && rest[1] == "index":
-		return route{op: "repo_index"}, nil
+		return route{op: "repo_index"}
 	case len(rest) == 4 && rest[0] == "repository" && rest[1] == "models" && (rest[3] == "load" || rest[3] == "unload"):
-		return route{op: "repo_" + rest[3], model: rest[2]}, nil
+		return route{op: "repo_" + rest[3], model: rest[2]}
 	case len(rest) >= 3 && rest[0] == "models" && rest[len(rest)-1] == "infer":
 		r := route{op: "infer", model: rest[1]}
 		switch {
 		case len(rest) == 3:
-			return r, nil
+			return r
 		case len(rest) == 5 && rest[2] == "versions":
 			r.version = rest[3]
-			return r, nil
+			return r
 		}
 	}
-	return route{op: "passthrough"}, nil
+	return route{op: "passthrough"}
 }
 
 // call is the payload of a request that came through Decode.
@@ -472,10 +472,7 @@ type reply struct {
 
 // Decode reads a request that the server did not route to a model itself.
 func (p *Processor) Decode(req *processors.Request) (any, error) {
-	r, err := parseRoute(req.Path)
-	if err != nil {
-		return nil, err
-	}
+	r := parseRoute(req.Path)
 	switch r.op {
 	case "infer":
 		var m processors.RoutedModel
