@@ -234,6 +234,11 @@ func TestCounterStatefulSignaturesRefused(t *testing.T) {
 			t.Errorf("signature %s: refusal %v does not name the Assign op and the signature", sig, err)
 		}
 	}
+	// An empty signature_name (serving_default after decoding) reaches
+	// the default signature of a model without serving_default.
+	if s, err := m.lookup("serving_default"); err != nil || s.name != "get_counter" {
+		t.Errorf("serving_default on a model without it: %v, %v; want get_counter", s, err)
+	}
 	delta := tensor.FromFloat32("delta", []int64{}, []float32{1})
 	if _, err := predict(t, m, "incr_counter_by", []tensor.Tensor{delta}, nil); err == nil || !processors.IsInputError(err) {
 		t.Errorf("incr_counter_by: err %v, want an input error naming the refusal", err)

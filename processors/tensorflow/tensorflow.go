@@ -321,6 +321,13 @@ func (m *Model) lookup(name string) (*signature, error) {
 	if s, ok := m.sigs[name]; ok {
 		return s, nil
 	}
+	if name == tfpb.DefaultSignature {
+		// An empty signature_name reaches the model's default signature
+		// when the model has no serving_default.
+		if s, ok := m.sigs[m.defaultSig]; ok && m.refused[name] == nil {
+			return s, nil
+		}
+	}
 	if err, ok := m.refused[name]; ok {
 		return nil, processors.BadInput("signature %q is not served: %v", name, err)
 	}
@@ -506,8 +513,8 @@ func (m *Model) BatchKey(payload any) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	s, ok := m.sigs[r.signature]
-	if !ok || !s.batchable {
+	s, err := m.lookup(r.signature)
+	if err != nil || !s.batchable {
 		return "", false
 	}
 	p, err := s.prepare(r)
