@@ -20,6 +20,15 @@ func TestMoreOps(t *testing.T) {
 		cases = append(cases, unaryCase(op, x, func(v float64) float64 { return v }))
 	}
 	cases = append(cases, opCase{
+		// A NoOp grouping harmless nodes, reached only by control inputs.
+		name:  "NoOp control dependency",
+		feeds: []tensor.Tensor{x.f32("x")},
+		build: func(t testing.TB, b *graphBuilder, in []string) []string {
+			g := b.node("NoOp", []string{"^" + b.op(t, "Neg", f32, in, nil)}, nil)
+			return []string{b.op(t, "Identity", f32, []string{in[0], "^" + g}, nil)}
+		},
+		want: []tensor.Tensor{x.f32("")},
+	}, opCase{
 		name:  "CheckNumerics",
 		feeds: []tensor.Tensor{x.f32("x")},
 		build: func(t testing.TB, b *graphBuilder, in []string) []string {
