@@ -98,9 +98,21 @@ func tensorsOf(t *testing.T, raw json.RawMessage, key string) []tensor.Tensor {
 // model through HTTP in the four wire formats and compares the outputs with
 // the numpy references (relative tolerance 1e-5).
 func TestONNXModelsThroughEveryCodec(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(onnxTestdata, "*.json"))
+	checkRefs(t, onnxTestdata, 1e-5, 1e-6)
+}
+
+// TestRealArchitectures does the same for real architectures exported by
+// PyTorch (scripts/export-real-models.py: a small BERT and MobileNetV3),
+// against PyTorch's own outputs. The tolerance allows for the different
+// kernels of two runtimes over a deep network.
+func TestRealArchitectures(t *testing.T) {
+	checkRefs(t, "testdata/real", 1e-4, 1e-4)
+}
+
+func checkRefs(t *testing.T, dir string, rtol, atol float64) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if len(files) == 0 {
-		t.Fatal("no reference files in " + onnxTestdata)
+		t.Fatal("no reference files in " + dir)
 	}
 	for _, f := range files {
 		var r refs
@@ -113,7 +125,7 @@ func TestONNXModelsThroughEveryCodec(t *testing.T) {
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
 		t.Run(name, func(t *testing.T) {
-			model := filepath.Join(onnxTestdata, r.Model)
+			model := filepath.Join(dir, r.Model)
 			s := newStack(t,
 				fmt.Sprintf(`{"name":"torch","processor":"pytorch_cpu_1.10","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`, model),
 				fmt.Sprintf(`{"name":"hie","processor":"onnx_cpu","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`, model))
@@ -126,7 +138,7 @@ func TestONNXModelsThroughEveryCodec(t *testing.T) {
 						t.Errorf("%s/%s: %v", c.Name, codec, err)
 						continue
 					}
-					compare(t, c.Name+"/"+codec, got, want)
+					compareTol(t, c.Name+"/"+codec, got, want, rtol, atol)
 				}
 			}
 		})
@@ -134,6 +146,11 @@ func TestONNXModelsThroughEveryCodec(t *testing.T) {
 }
 
 func compare(t *testing.T, label string, got, want []tensor.Tensor) {
+	t.Helper()
+	compareTol(t, label, got, want, 1e-5, 1e-6)
+}
+
+func compareTol(t *testing.T, label string, got, want []tensor.Tensor, rtol, atol float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d outputs, want %d", label, len(got), len(want))
@@ -144,7 +161,7 @@ func compare(t *testing.T, label string, got, want []tensor.Tensor) {
 		if g.Name != want[i].Name {
 			t.Errorf("%s: output %d named %q, want %q", label, i, g.Name, want[i].Name)
 		}
-		if err := tensor.AllClose(g, want[i], 1e-5, 1e-6); err != nil {
+		if err := tensor.AllClose(g, want[i], rtol, atol); err != nil {
 			t.Errorf("%s: output %q: %v", label, want[i].Name, err)
 		}
 	}
@@ -159,7 +176,7 @@ func namesOf(ts []tensor.Tensor) []string {
 }
 
 // inferTo sends in to service over the Torch protobuf.
-func (s *stack) inferTo(t *testing.T, service string, in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (s *stack) inferTo(t *testing.T, service string, in []tensor.Tensor, outNames []string) ([]tensor.Tensor, error) {
 	t.Helper()
 	body, err := torchpb.EncodeRequest(in, true, nil)
 	if err != nil {
@@ -169,7 +186,7 @@ func (s *stack) inferTo(t *testing.T, service string, in []tensor.Tensor) ([]ten
 	if code != 200 {
 		return nil, fmt.Errorf("status %d: %s", code, out)
 	}
-	return torchpb.DecodeResponse(out, []string{"output"})
+	return torchpb.DecodeResponse(out, outNames)
 }
 
 // infer sends in through one codec and decodes the outputs. The Torch
