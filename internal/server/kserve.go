@@ -109,31 +109,37 @@ func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.Tensor
 // model; when one has it but the token is wrong, it has answered 401 and
 // returns found with a nil Live.
 func (s *Server) routedModel(c *gin.Context, name, version string) (*service.Live, processors.RoutedModel, bool) {
+	live, svcName, rm := s.lookupRouted(name, version)
+	if live == nil {
+		return nil, nil, false
+	}
+	if err := auth.Verify(string(live.Token), auth.Request{
+		Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
+	}); err != nil {
+		live.Release()
+		kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svcName+"\"")
+		return nil, nil, true
+	}
+	return live, rm, true
+}
+
+// lookupRouted finds name among the models of the serving services whose
+// processor routes models, in service name order, and holds that service's
+// serving version; nil when none has it.
+func (s *Server) lookupRouted(name, version string) (*service.Live, string, processors.RoutedModel) {
 	for _, svc := range s.opt.Manager.List() {
 		live, serving := svc.Acquire()
 		if !serving {
 			continue
 		}
-		mr, ok := live.Processor.(processors.ModelRouter)
-		if !ok {
-			live.Release()
-			continue
+		if mr, ok := live.Processor.(processors.ModelRouter); ok {
+			if rm, ok := mr.Model(name, version); ok {
+				return live, svc.Name, rm
+			}
 		}
-		rm, ok := mr.Model(name, version)
-		if !ok {
-			live.Release()
-			continue
-		}
-		if err := auth.Verify(string(live.Token), auth.Request{
-			Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
-		}); err != nil {
-			live.Release()
-			kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svc.Name+"\"")
-			return nil, nil, true
-		}
-		return live, rm, true
+		live.Release()
 	}
-	return nil, nil, false
+	return nil, "", nil
 }
 
 func (s *Server) kserveMetadata(c *gin.Context) {

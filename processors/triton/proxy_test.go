@@ -3,7 +3,6 @@ package triton_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,16 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/wire/hiepb"
 	"github.com/eas-server/eas-server/wire/kserve"
-	"github.com/eas-server/eas-server/wire/kservegrpc"
 )
 
 const peerToken = "peer-token"
@@ -38,107 +30,30 @@ func newPeer(t *testing.T) *stack {
 	return newStack(t, `{"name":"mlp","processor":"onnx_cpu","model_path":`+quote(model)+`,"token":"`+peerToken+`","metadata":{"instance":1}}`)
 }
 
-// grpcPeer is a test-only GRPCInferenceService over the peer's services:
-// each call runs on the service's real scheduler and ONNX model, so the
-// proxy's gRPC path meets a real KServe v2 model server. eas-server has no
-// gRPC listener of its own yet.
-type grpcPeer struct {
-	kservegrpc.UnimplementedGRPCInferenceServiceServer
-	mgr   *service.Manager
-	delay time.Duration
-}
-
-func startGRPCPeer(t *testing.T, mgr *service.Manager, delay time.Duration) string {
+// startGRPCPeer serves the peer's KServe v2 gRPC API (the server's own
+// RegisterGRPC) on loopback; delay, when set, holds every ModelInfer that
+// long first, to play a slow upstream.
+func startGRPCPeer(t *testing.T, peer *stack, delay time.Duration) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	kservegrpc.RegisterGRPCInferenceServiceServer(srv, &grpcPeer{mgr: mgr, delay: delay})
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
-}
-
-func (g *grpcPeer) live(ctx context.Context, name string) (*service.Live, error) {
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("authorization")) == 0 || md.Get("authorization")[0] != peerToken {
-		return nil, status.Error(codes.Unauthenticated, "missing or wrong token")
-	}
-	svc, ok := g.mgr.Get(name)
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "model %q not found", name)
-	}
-	live, ok := svc.Acquire()
-	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "model %q is not ready", name)
-	}
-	return live, nil
-}
-
-func (g *grpcPeer) ServerReady(context.Context, *kservegrpc.ServerReadyRequest) (*kservegrpc.ServerReadyResponse, error) {
-	ok, _ := g.mgr.Ready()
-	return &kservegrpc.ServerReadyResponse{Ready: ok}, nil
-}
-
-func (g *grpcPeer) ModelReady(ctx context.Context, r *kservegrpc.ModelReadyRequest) (*kservegrpc.ModelReadyResponse, error) {
-	live, err := g.live(ctx, r.GetName())
-	if err != nil {
-		return nil, err
-	}
-	live.Release()
-	return &kservegrpc.ModelReadyResponse{Ready: true}, nil
-}
-
-func (g *grpcPeer) ModelMetadata(ctx context.Context, r *kservegrpc.ModelMetadataRequest) (*kservegrpc.ModelMetadataResponse, error) {
-	live, err := g.live(ctx, r.GetName())
-	if err != nil {
-		return nil, err
-	}
-	defer live.Release()
-	tm := live.Processor.(processors.TensorModel)
-	md := tm.Metadata()
-	out := &kservegrpc.ModelMetadataResponse{Name: r.GetName(), Versions: []string{"1"}, Platform: tm.Platform()}
-	for _, s := range md.Inputs {
-		out.Inputs = append(out.Inputs, &kservegrpc.ModelMetadataResponse_TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: s.Shape})
-	}
-	for _, s := range md.Outputs {
-		out.Outputs = append(out.Outputs, &kservegrpc.ModelMetadataResponse_TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: s.Shape})
-	}
-	return out, nil
-}
-
-func (g *grpcPeer) ModelInfer(ctx context.Context, r *kservegrpc.ModelInferRequest) (*kservegrpc.ModelInferResponse, error) {
-	live, err := g.live(ctx, r.GetModelName())
-	if err != nil {
-		return nil, err
-	}
-	defer live.Release()
-	if g.delay > 0 {
-		select {
-		case <-time.After(g.delay):
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+	slow := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if delay > 0 && strings.HasSuffix(info.FullMethod, "/ModelInfer") {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
+		return handler(ctx, req)
 	}
-	ins, err := kservegrpc.TensorsFromRequest(r)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	var outs []string
-	for _, o := range r.GetOutputs() {
-		outs = append(outs, o.GetName())
-	}
-	res, err := live.Scheduler.Do(ctx, &processors.TensorPayload{Inputs: ins, Outputs: outs})
-	switch {
-	case processors.IsInputError(err):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, scheduler.ErrDeadline):
-		return nil, status.Error(codes.DeadlineExceeded, err.Error())
-	case err != nil:
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return kservegrpc.ResponseFromTensors(r.GetModelName(), "1", r.GetId(), res.(*processors.TensorResult).Outputs), nil
+	gs := grpc.NewServer(grpc.UnaryInterceptor(slow))
+	peer.srv.RegisterGRPC(gs)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
 }
 
 // proxyService is a triton service proxying to url.
@@ -150,7 +65,7 @@ func TestProxy(t *testing.T) {
 	peer := newPeer(t)
 	upstreams := map[string]string{
 		"http": peer.URL,
-		"grpc": "grpc://" + startGRPCPeer(t, peer.mgr, 0),
+		"grpc": "grpc://" + startGRPCPeer(t, peer, 0),
 	}
 	cases := loadCases(t, "mlp")
 	auth := map[string]string{"Authorization": token}
@@ -272,7 +187,7 @@ func TestProxyFailures(t *testing.T) {
 		peer.ts.Config.Handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(slow.Close)
-	for _, url := range []string{slow.URL, "grpc://" + startGRPCPeer(t, peer.mgr, 2*time.Second)} {
+	for _, url := range []string{slow.URL, "grpc://" + startGRPCPeer(t, peer, 2*time.Second)} {
 		s := newStack(t, proxyService(url, 300))
 		start := time.Now()
 		r := do(t, "POST", s.URL+"/v2/models/mlp/infer", c.req, auth)

@@ -29,6 +29,7 @@ type stack struct {
 	URL string
 	mgr *service.Manager
 	ts  *httptest.Server
+	srv *server.Server
 }
 
 // newStack deploys services (service.json texts) and fails the test when
@@ -47,12 +48,13 @@ func newStack(t *testing.T, services ...string) *stack {
 			t.Fatalf("deploy %s: %v", spec.Name, err)
 		}
 	}
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, Metrics: mt, Gatherer: reg}).Handler())
+	srv := server.New(server.Options{Manager: mgr, Metrics: mt, Gatherer: reg})
+	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
 		mgr.Shutdown(context.Background())
 	})
-	return &stack{URL: ts.URL, mgr: mgr, ts: ts}
+	return &stack{URL: ts.URL, mgr: mgr, ts: ts, srv: srv}
 }
 
 // deployErr deploys one service.json on a fresh manager and returns the
