@@ -63,6 +63,9 @@ type Feature struct {
 // ShapeSuffix names the companion shape tensor of an AnyRank port.
 const ShapeSuffix = "__shape"
 
+// OutputSuffix renames an output whose key is also an input key.
+const OutputSuffix = "__output"
+
 // Port is one signature input or output as the ONNX model sees it.
 type Port struct {
 	Key   string       // the signature key, also the ONNX value name
@@ -71,6 +74,10 @@ type Port struct {
 	Kind  PortKind
 	// Features are the parsed features of an Examples port, by key.
 	Features []Feature
+	// Value is the ONNX value name of an output: the key, unless an input
+	// has the same key (ONNX names must be unique), then Key + OutputSuffix.
+	// Inputs are always named by their key.
+	Value string
 	// AsFloat32 marks a DT_HALF or DT_BFLOAT16 output that the ONNX model
 	// returns as float32; the caller narrows it back to DType.
 	AsFloat32 bool
@@ -277,17 +284,22 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			wire, p.AsFloat32 = tensor.Float32, true
 			src = c.op1("Cast", src, attrInt("to", onnxType(wire)))
 		}
+		p.Value = p.Key
+		if _, clash := sd.Inputs[p.Key]; clash {
+			p.Value = p.Key + OutputSuffix
+		}
+		name := p.Value
 		switch p.Kind {
 		case Plain:
-			c.emit("Identity", []string{src}, []string{p.Key})
-			graph.Output = append(graph.Output, valueInfo(p.Key, wire, p.Shape))
+			c.emit("Identity", []string{src}, []string{name})
+			graph.Output = append(graph.Output, valueInfo(name, wire, p.Shape))
 		case Scalar:
-			c.emit("Reshape", []string{src, c.i64Const([]int64{1})}, []string{p.Key})
-			graph.Output = append(graph.Output, valueInfo(p.Key, wire, []int64{1}))
+			c.emit("Reshape", []string{src, c.i64Const([]int64{1})}, []string{name})
+			graph.Output = append(graph.Output, valueInfo(name, wire, []int64{1}))
 		case AnyRank:
-			c.emit("Reshape", []string{src, c.i64Const([]int64{-1})}, []string{p.Key})
-			c.emit("Shape", []string{src}, []string{p.Key + ShapeSuffix})
-			graph.Output = append(graph.Output, valueInfo(p.Key, wire, []int64{-1}), valueInfo(p.Key+ShapeSuffix, tensor.Int64, []int64{-1}))
+			c.emit("Reshape", []string{src, c.i64Const([]int64{-1})}, []string{name})
+			c.emit("Shape", []string{src}, []string{name + ShapeSuffix})
+			graph.Output = append(graph.Output, valueInfo(name, wire, []int64{-1}), valueInfo(name+ShapeSuffix, tensor.Int64, []int64{-1}))
 		}
 	}
 	if len(out.Inputs) == 0 {

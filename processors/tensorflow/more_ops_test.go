@@ -167,3 +167,26 @@ func TestHalfPrecision(t *testing.T) {
 		want: []tensor.Tensor{tensor.FromFloat16Bits("", []int64{4}, want)},
 	})
 }
+
+// TestOutputKeyEqualsInputKey: a signature may name an output like an
+// input; ONNX names must be unique, the response still uses the key.
+func TestOutputKeyEqualsInputKey(t *testing.T) {
+	b := newBuilder()
+	x := b.input(t, "x", tensor.Float32, []int64{-1})
+	y := b.op(t, "Neg", tensor.Float32, []string{x}, nil)
+	b.outShapes = map[string][]int64{"x": {-1}}
+	dir := b.save(t, map[string]string{"x": y}, map[string]tensor.DType{"x": tensor.Float32})
+	m, err := loadModel(t, "tensorflow_cpu_2.7", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, filter := range [][]string{nil, {"x"}} {
+		got, err := predict(t, m, "", []tensor.Tensor{tensor.FromFloat32("x", []int64{2}, []float32{1, -3})}, filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.AllClose(got["x"], tensor.FromFloat32("x", []int64{2}, []float32{-1, 3}), 0, 0); err != nil {
+			t.Errorf("filter %v: %v", filter, err)
+		}
+	}
+}

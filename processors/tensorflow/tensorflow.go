@@ -247,7 +247,7 @@ func (m *Model) loadONNX(ctx context.Context, file string) error {
 		out := make([]tf2onnx.Port, len(ios))
 		for i, io := range ios {
 			dt, _ := tensor.ParseDType(io.DType)
-			out[i] = tf2onnx.Port{Key: io.Name, DType: dt, Shape: io.Shape}
+			out[i] = tf2onnx.Port{Key: io.Name, Value: io.Name, DType: dt, Shape: io.Shape}
 		}
 		return out
 	}
@@ -412,10 +412,11 @@ func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.Tensor
 	for _, name := range want {
 		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
 		port := s.outputs[i]
-		t, ok := byName[name]
+		t, ok := byName[port.Value]
 		if !ok {
-			return nil, fmt.Errorf("tensorflow: runtime returned no output %q", name)
+			return nil, fmt.Errorf("tensorflow: runtime returned no output %q", port.Value)
 		}
+		t.Name = port.Key
 		if port.AsFloat32 {
 			var err error
 			if t, err = narrow(t, port.DType); err != nil {
@@ -426,7 +427,7 @@ func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.Tensor
 		case tf2onnx.Scalar:
 			t.Shape = []int64{}
 		case tf2onnx.AnyRank:
-			st, ok := byName[name+tf2onnx.ShapeSuffix]
+			st, ok := byName[port.Value+tf2onnx.ShapeSuffix]
 			if !ok || st.DType != tensor.Int64 {
 				return nil, fmt.Errorf("tensorflow: runtime returned no shape for output %q", name)
 			}
@@ -448,10 +449,10 @@ func (s *signature) onnxOutputs(r *request) []string {
 	}
 	var out []string
 	for _, name := range r.outputs {
-		out = append(out, name)
 		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
+		out = append(out, s.outputs[i].Value)
 		if s.outputs[i].Kind == tf2onnx.AnyRank {
-			out = append(out, name+tf2onnx.ShapeSuffix)
+			out = append(out, s.outputs[i].Value+tf2onnx.ShapeSuffix)
 		}
 	}
 	return out
