@@ -139,15 +139,15 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 	path := filepath.Join(xgbDir, "multiclass.ubj")
 	base := serve(t, service_("one", "parameter_server", path, ""),
 		fmt.Sprintf(`{"name":"many","processor":"parameter_server","model_path":%q,"token":"T",
-		  "metadata":{"instance":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":16}}}`, path))
+		  "metadata":{"instance":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":16,"max_queue_size":256}}}`, path))
 	exp := readExpected(t, "multiclass")
 	names := features(t, base+"/api/predict/one")
 	single := make([]string, len(exp.Rows))
 	for i, r := range exp.Rows {
 		_, single[i] = call(t, "POST", base+"/api/predict/one", records([][]*float64{r}, names))
 	}
-	var wg sync.WaitGroup
 	for round := range 10 {
+		var wg sync.WaitGroup
 		for i, r := range exp.Rows {
 			wg.Add(1)
 			go func() {
@@ -158,8 +158,8 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 				}
 			}()
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 }
 
 // TestConfig checks model_config: class names, feature names, and errors.
