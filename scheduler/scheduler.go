@@ -114,6 +114,32 @@ type call struct {
 	timer     *time.Timer // the caller's deadline timer, reused
 
 	queued bool // still in the queue
+	run    *run // the run it joined, once taken off the queue
+}
+
+// run is one model run's context. Its callers share it; when every one of
+// them has given up (deadline or cancellation), the run is cancelled, so a
+// model that honours its context frees the worker. No timer is involved: the
+// callers' own deadline timers drive it.
+type run struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	waiting int // callers still waiting; guarded by the scheduler's mutex
+}
+
+// newRunLocked makes the run of a batch just taken off the queue. A single
+// request's run ends with its caller's context as well.
+func newRunLocked(batch []*call) *run {
+	base := context.Background()
+	if len(batch) == 1 {
+		base = batch[0].ctx
+	}
+	ctx, cancel := context.WithCancel(base)
+	r := &run{ctx: ctx, cancel: cancel, waiting: len(batch)}
+	for _, c := range batch {
+		c.run = r
+	}
+	return r
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan result, 1)} }}
@@ -151,11 +177,12 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	queue  []*call
-	arrive chan struct{} // cap 1: "the queue changed"
-	free   chan struct{} // worker tokens: cap Workers
-	quit   chan struct{} // closed by Stop once the queue is drained
-	exited chan struct{} // closed when the dispatcher returns
-	runs   sync.WaitGroup
+	arrive chan struct{}  // cap 1: "the queue changed"
+	free   chan struct{}  // worker tokens: cap Workers
+	quit   chan struct{}  // closed by Stop once the queue is drained
+	exited chan struct{}  // closed when the dispatcher returns
+	work   chan []*call   // batches handed to the persistent workers
+	runs   sync.WaitGroup // the workers
 }
 
 // New starts a scheduler's dispatcher. key may be nil (nothing batches).
@@ -175,12 +202,15 @@ func New(cfg Config, run RunFunc, key KeyFunc, obs Observer, log *slog.Logger) *
 		free:     make(chan struct{}, cfg.Workers),
 		quit:     make(chan struct{}),
 		exited:   make(chan struct{}),
+		work:     make(chan []*call),
 	}
 	if cfg.RateLimit > 0 {
 		s.limiter = newLimiter(cfg.RateLimit)
 	}
 	for range cfg.Workers {
 		s.free <- struct{}{}
+		s.runs.Add(1)
+		go s.worker()
 	}
 	go s.dispatch()
 	return s
@@ -242,7 +272,7 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
-		c.ctx, c.payload = nil, nil
+		c.ctx, c.payload, c.run = nil, nil, nil
 		callPool.Put(c)
 		return r.value, r.err
 	case <-ctx.Done():
@@ -258,10 +288,14 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	if c.queued {
 		s.removeLocked(c)
 		s.inflight.Add(-1)
+	} else if r := c.run; r != nil {
+		if r.waiting--; r.waiting == 0 {
+			r.cancel() // nobody waits for this run any more
+		}
 	}
 	s.mu.Unlock()
 	if reusable { // nobody else holds it
-		c.ctx, c.payload = nil, nil
+		c.ctx, c.payload, c.run = nil, nil, nil
 		callPool.Put(c)
 	}
 	return nil, err
@@ -301,6 +335,7 @@ func (s *Scheduler) othersBusy() int { return s.cfg.Workers - len(s.free) - 1 }
 // dispatch forms batches and starts runs until Stop.
 func (s *Scheduler) dispatch() {
 	defer close(s.exited)
+	defer close(s.work)
 	for {
 		select {
 		case <-s.free:
@@ -311,8 +346,16 @@ func (s *Scheduler) dispatch() {
 		if batch == nil {
 			return
 		}
-		s.runs.Add(1)
-		go s.execute(batch)
+		s.work <- batch // a worker is free: we hold its token
+	}
+}
+
+// worker runs the batches the dispatcher hands it. Workers live as long as
+// the scheduler, so their stacks stay grown.
+func (s *Scheduler) worker() {
+	defer s.runs.Done()
+	for b := range s.work {
+		s.execute(b)
 	}
 }
 
@@ -361,7 +404,9 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	head := s.queue[0]
 	if !head.batchable || s.cfg.MaxBatchSize == 1 {
 		s.takeLocked(0)
-		return []*call{head}, 0
+		batch := []*call{head}
+		newRunLocked(batch)
+		return batch, 0
 	}
 	n := 0
 	for _, c := range s.queue {
@@ -394,6 +439,7 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
+	newRunLocked(batch)
 	return batch, 0
 }
 
@@ -418,7 +464,6 @@ func (s *Scheduler) takeLocked(i int) {
 
 // execute runs one batch on a worker token and answers its calls.
 func (s *Scheduler) execute(batch []*call) {
-	defer s.runs.Done()
 	defer func() {
 		s.free <- struct{}{}
 		s.signal() // a partial batch waiting on busy workers may now leave
@@ -448,8 +493,9 @@ func (s *Scheduler) execute(batch []*call) {
 	for i, c := range live {
 		payloads[i] = c.payload
 	}
-	ctx, cancel := runContext(live)
-	defer cancel()
+	r := batch[0].run
+	defer r.cancel()
+	ctx := r.ctx
 	out, err := s.safeRun(ctx, payloads)
 	if s.obs.Batch != nil {
 		s.obs.Batch(len(live), time.Since(start))
@@ -477,29 +523,6 @@ func (s *Scheduler) safeRun(ctx context.Context, payloads []any) (out []any, err
 		}
 	}()
 	return s.run(ctx, payloads)
-}
-
-// runContext is the context of one run. A single request's run ends with
-// its caller (cancellation or deadline); a batch outlives any one member, so
-// it runs until the latest member deadline.
-func runContext(calls []*call) (context.Context, context.CancelFunc) {
-	if len(calls) == 1 {
-		c := calls[0]
-		if c.deadline.IsZero() {
-			return context.WithCancel(c.ctx)
-		}
-		return context.WithDeadline(c.ctx, c.deadline)
-	}
-	var latest time.Time
-	for _, c := range calls {
-		if c.deadline.IsZero() {
-			return context.WithCancel(context.Background())
-		}
-		if c.deadline.After(latest) {
-			latest = c.deadline
-		}
-	}
-	return context.WithDeadline(context.Background(), latest)
 }
 
 // Stop refuses new requests, lets queued and running ones finish, and
