@@ -300,6 +300,11 @@ func reconcileIO(kind string, conf []IOConfig, model []processors.IOSpec, maxBat
 		}
 		return out, nil
 	}
+	if kind == "input" && len(conf) != len(model) {
+		// Triton's check: every model input must be configured (outputs
+		// may be a subset).
+		return nil, fmt.Errorf("configuration expects %d inputs, model provides %d; list every input of the ONNX model in config.pbtxt", len(conf), len(model))
+	}
 	for _, c := range conf {
 		s, ok := byName[c.Name]
 		if !ok {

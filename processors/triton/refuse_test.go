@@ -57,6 +57,7 @@ func TestDeployRefusals(t *testing.T) {
 		{"dims mismatch", `name: "m" max_batch_size: 8 input [ { name: "input" data_type: TYPE_FP32 dims: [ 15 ] } ]`, 0, nil, `input "input": config.pbtxt dims [15] do not match the ONNX model's [16]`},
 		{"dtype mismatch", `name: "m" max_batch_size: 8 input [ { name: "input" data_type: TYPE_INT64 dims: [ 16 ] } ]`, 0, nil, `config.pbtxt says TYPE_INT64, but the ONNX model has FP32`},
 		{"unknown input", `name: "m" max_batch_size: 8 input [ { name: "x" data_type: TYPE_FP32 dims: [ 16 ] } ]`, 0, nil, `unexpected input "x" in config.pbtxt; the ONNX model's inputs are input`},
+		{"input missing", `name: "m" max_batch_size: 8 input [ ] output [ { name: "output" data_type: TYPE_FP32 dims: [ 8 ] } ]`, 0, []string{"--strict-model-config=true"}, "config.pbtxt lists no inputs"},
 		{"unknown field", `name: "m" max_batch_sise: 8`, 0, nil, `unknown field "max_batch_sise" in ModelConfig`},
 		{"syntax", `name: "m" input [ { name: "x" `, 0, nil, `m/config.pbtxt: line 1`},
 		{"sequence batching", `name: "m" sequence_batching { }`, 0, nil, `sequence_batching is not supported natively`},
