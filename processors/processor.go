@@ -89,6 +89,13 @@ type Warmer interface {
 	Warmup(ctx context.Context, path string) error
 }
 
+// MetadataJSONer is implemented by processors whose EAS family answers
+// GET /api/predict/<name> with a body of its own shape (TensorFlow's
+// signature JSON); others answer with Metadata.
+type MetadataJSONer interface {
+	MetadataJSON() any
+}
+
 // Closer is implemented by processors holding resources (sessions, files).
 type Closer interface {
 	Close() error

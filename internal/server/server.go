@@ -179,7 +179,11 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 		}
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
-		c.JSON(http.StatusOK, live.Processor.Metadata())
+		if d, ok := live.Processor.(processors.MetadataJSONer); ok {
+			c.JSON(http.StatusOK, d.MetadataJSON()) // the family's own GET body (TF signatures)
+		} else {
+			c.JSON(http.StatusOK, live.Processor.Metadata())
+		}
 		return http.StatusOK
 	}
 
