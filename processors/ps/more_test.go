@@ -172,3 +172,39 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("%d %s", code, out)
 	}
 }
+
+// TestMissingValue checks model_config "missing": a sentinel value scores
+// as a missing one, both in records and in KServe tensors.
+func TestMissingValue(t *testing.T) {
+	path := filepath.Join(xgbDir, "missing.json")
+	base := serve(t, service_("plain", "xgboost", path, `{"output":"margin"}`),
+		service_("sentinel", "xgboost", path, `{"output":"margin","missing":-999}`))
+	exp := readExpected(t, "missing")
+	names := features(t, base+"/api/predict/plain")
+	var withNull, withSentinel []string
+	for _, r := range exp.Rows {
+		var a, b []string
+		for j, v := range r {
+			s := "null"
+			if v != nil {
+				s = strconv.FormatFloat(*v, 'g', -1, 64)
+			}
+			a = append(a, fmt.Sprintf("%q:%s", names[j], s))
+			if v == nil {
+				s = "-999"
+			}
+			b = append(b, fmt.Sprintf("%q:%s", names[j], s))
+		}
+		withNull = append(withNull, "{"+strings.Join(a, ",")+"}")
+		withSentinel = append(withSentinel, "{"+strings.Join(b, ",")+"}")
+	}
+	_, want := call(t, "POST", base+"/api/predict/plain", "["+strings.Join(withNull, ",")+"]")
+	code, got := call(t, "POST", base+"/api/predict/sentinel", "["+strings.Join(withSentinel, ",")+"]")
+	if code != 200 || got != want {
+		t.Fatalf("with -999 as missing: %d %s\nwith null: %s", code, got, want)
+	}
+	_, differs := call(t, "POST", base+"/api/predict/plain", "["+strings.Join(withSentinel, ",")+"]")
+	if differs == want {
+		t.Fatal("-999 scored like a missing value without model_config.missing; the test cannot tell them apart")
+	}
+}

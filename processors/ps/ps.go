@@ -56,6 +56,10 @@ type Config struct {
 	// Classes names the classes of a classifier, for "label" and the
 	// keys of "details"; default "0", "1", ...
 	Classes []string `json:"classes"`
+	// Missing is a value that means "missing" besides null and an absent
+	// key, as XGBoost's DMatrix(missing=...) (e.g. 0 for sparse data
+	// trained that way, or -999).
+	Missing *float64 `json:"missing"`
 }
 
 // Processor serves one tree-ensemble model. It is safe for concurrent use.
@@ -91,7 +95,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p.cfg); err != nil {
-			return fmt.Errorf("model_config: %v; %s accepts {\"output\": \"prediction\"|\"margin\", \"features\": [names...], \"classes\": [names...]}", err, spec.Code)
+			return fmt.Errorf("model_config: %v; %s accepts {\"output\": \"prediction\"|\"margin\", \"features\": [names...], \"classes\": [names...], \"missing\": number}", err, spec.Code)
 		}
 	}
 	switch p.cfg.Output {
@@ -242,7 +246,21 @@ func (p *Processor) Decode(req *processors.Request) (any, error) {
 	if err != nil {
 		return nil, processors.BadInput("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
+	p.markMissing64(rows)
 	return &payload{rows: rows, n: n}, nil
+}
+
+// markMissing64 turns model_config "missing" values into NaN.
+func (p *Processor) markMissing64(rows []float64) {
+	if p.cfg.Missing == nil {
+		return
+	}
+	miss := *p.cfg.Missing
+	for i, v := range rows {
+		if v == miss {
+			rows[i] = math.NaN()
+		}
+	}
 }
 
 // BatchKey lets every request join a batch: records are independent rows.
@@ -334,6 +352,9 @@ func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorR
 		x := make([]float32, n*F)
 		for i := range x {
 			x[i] = math.Float32frombits(uint32(in.Data[4*i]) | uint32(in.Data[4*i+1])<<8 | uint32(in.Data[4*i+2])<<16 | uint32(in.Data[4*i+3])<<24)
+			if p.cfg.Missing != nil && float64(x[i]) == *p.cfg.Missing {
+				x[i] = float32(math.NaN())
+			}
 		}
 		if p.margin {
 			err = p.model.MarginsFloat32(out, x)
@@ -349,6 +370,7 @@ func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorR
 			}
 			x[i] = math.Float64frombits(u)
 		}
+		p.markMissing64(x)
 		if p.margin {
 			err = p.model.Margins(out, x)
 		} else {
