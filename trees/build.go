@@ -28,6 +28,7 @@ type rnode[T number] struct {
 	flags       uint32
 	left, right int      // source indexes of the children
 	cats        []uint32 // categorical bitset
+	lin         *linLeaf[T] // LightGBM linear leaf; nil for a constant leaf
 }
 
 var errCycle = errors.New("a node is reached twice (the children do not form a tree)")
@@ -67,6 +68,21 @@ func (e *ensemble[T, K]) addTree(src []rnode[T], group int, nFeatures int) error
 				return fmt.Errorf("node %d: leaf value is NaN", it.src)
 			}
 			code = ^int32(len(e.leaves))
+			if s.lin != nil && e.lin == nil {
+				e.lin = make([]linLeaf[T], len(e.leaves), cap(e.leaves))
+			}
+			if e.lin != nil {
+				var l linLeaf[T]
+				if s.lin != nil {
+					for _, f := range s.lin.feat {
+						if f < 0 || int(f) >= nFeatures {
+							return fmt.Errorf("node %d: linear leaf feature %d out of range [0, %d)", it.src, f, nFeatures)
+						}
+					}
+					l = *s.lin
+				}
+				e.lin = append(e.lin, l)
+			}
 			e.leaves = append(e.leaves, s.value)
 		} else {
 			if s.feat < 0 || s.feat >= nFeatures || s.feat > maxFeatures {

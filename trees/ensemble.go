@@ -96,6 +96,36 @@ type ensemble[T number, K key] struct {
 	nGroup int
 
 	catWords int // total bitset words, bounded by maxCatWords
+
+	// lin holds, per leaf, LightGBM's linear model (linear_tree=true);
+	// nil when no tree is linear.
+	lin []linLeaf[T]
+}
+
+// linLeaf is a leaf's linear model: c + sum coeff[j]*x[feat[j]], or the
+// plain leaf value when one of its features is missing.
+type linLeaf[T number] struct {
+	c     T
+	feat  []int32
+	coeff []T
+}
+
+// linear is leaf l's output for the row of keys x, as LightGBM computes it.
+func (e *ensemble[T, K]) linear(l int32, x []K) T {
+	m := &e.lin[l]
+	if m.feat == nil {
+		return e.leaves[l]
+	}
+	out := m.c
+	nan := nanKey[K]()
+	for j, f := range m.feat {
+		k := x[f]
+		if k == nan {
+			return e.leaves[l]
+		}
+		out += m.coeff[j] * fromKey[T](k)
+	}
+	return out
 }
 
 // catBit reports whether category c is in bitset s.
@@ -130,6 +160,9 @@ func (e *ensemble[T, K]) leaf(t int, x []K) T {
 			next = l
 		}
 		i = next
+	}
+	if e.lin != nil {
+		return e.linear(^i, x)
 	}
 	return e.leaves[^i]
 }
@@ -170,6 +203,10 @@ func (e *ensemble[T, K]) walk4(idx *[4]int32, xs *[4][]K, out *[4]T) {
 		}
 	}
 	for j := range 4 {
+		if e.lin != nil {
+			out[j] = e.linear(^idx[j], xs[j])
+			continue
+		}
 		out[j] = e.leaves[^idx[j]]
 	}
 }

@@ -260,9 +260,6 @@ func (t lgbTreeText) nodes() ([]rnode[float64], error) {
 	if err != nil || nl < 1 || nl > maxNodes {
 		return nil, fmt.Errorf("num_leaves=%q is not a count in [1, %d]", t["num_leaves"], maxNodes)
 	}
-	if t["is_linear"] == "1" {
-		return nil, errors.New("linear trees (linear_tree=true) are not supported")
-	}
 	leaves, err := floatsOf(t["leaf_value"])
 	if err != nil {
 		return nil, fmt.Errorf("leaf_value: %w", err)
@@ -270,8 +267,21 @@ func (t lgbTreeText) nodes() ([]rnode[float64], error) {
 	if len(leaves) != nl {
 		return nil, fmt.Errorf("leaf_value has %d values for %d leaves", len(leaves), nl)
 	}
+	var lin []*linLeaf[float64]
+	if t["is_linear"] == "1" {
+		if lin, err = t.linearLeaves(nl); err != nil {
+			return nil, err
+		}
+	}
+	leafNode := func(i int) rnode[float64] {
+		r := rnode[float64]{leaf: true, value: leaves[i]}
+		if lin != nil {
+			r.lin = lin[i]
+		}
+		return r
+	}
 	if nl == 1 {
-		return []rnode[float64]{{leaf: true, value: leaves[0]}}, nil
+		return []rnode[float64]{leafNode(0)}, nil
 	}
 	ni := nl - 1
 	get := func(key string) ([]int, error) {
@@ -327,7 +337,7 @@ func (t lgbTreeText) nodes() ([]rnode[float64], error) {
 		return c
 	}
 	for i := 0; i < nl; i++ {
-		out[ni+i] = rnode[float64]{leaf: true, value: leaves[i]}
+		out[ni+i] = leafNode(i)
 	}
 	for i := 0; i < ni; i++ {
 		r := &out[i]
@@ -353,6 +363,51 @@ func (t lgbTreeText) nodes() ([]rnode[float64], error) {
 		}
 	}
 	// The root is internal node 0.
+	return out, nil
+}
+
+// linearLeaves reads the linear models of a linear tree (LightGBM's
+// linear_tree=true): leaf_const per leaf, num_features per leaf, and
+// leaf_features and leaf_coeff flattened over the leaves in order.
+func (t lgbTreeText) linearLeaves(nl int) ([]*linLeaf[float64], error) {
+	consts, err := floatsOf(t["leaf_const"])
+	if err != nil {
+		return nil, fmt.Errorf("leaf_const: %w", err)
+	}
+	counts, err := intsOf(t["num_features"])
+	if err != nil {
+		return nil, fmt.Errorf("num_features: %w", err)
+	}
+	feats, err := intsOf(t["leaf_features"])
+	if err != nil {
+		return nil, fmt.Errorf("leaf_features: %w", err)
+	}
+	coeffs, err := floatsOf(t["leaf_coeff"])
+	if err != nil {
+		return nil, fmt.Errorf("leaf_coeff: %w", err)
+	}
+	if len(consts) != nl || len(counts) != nl {
+		return nil, fmt.Errorf("linear tree: %d leaf_const and %d num_features for %d leaves", len(consts), len(counts), nl)
+	}
+	if len(feats) != len(coeffs) {
+		return nil, fmt.Errorf("linear tree: %d leaf_features but %d leaf_coeff", len(feats), len(coeffs))
+	}
+	out := make([]*linLeaf[float64], nl)
+	off := 0
+	for i, c := range counts {
+		if c < 0 || c > len(feats)-off {
+			return nil, fmt.Errorf("linear tree: num_features %v do not add up to the %d leaf_features", counts, len(feats))
+		}
+		l := &linLeaf[float64]{c: consts[i], feat: make([]int32, c), coeff: coeffs[off : off+c]}
+		for j, f := range feats[off : off+c] {
+			l.feat[j] = int32(f)
+		}
+		off += c
+		out[i] = l
+	}
+	if off != len(feats) {
+		return nil, fmt.Errorf("linear tree: num_features %v do not add up to the %d leaf_features", counts, len(feats))
+	}
 	return out, nil
 }
 
