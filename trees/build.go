@@ -26,8 +26,8 @@ type rnode[T number] struct {
 	thr         T // numerical threshold, already in "x < thr goes left" form
 	feat        int
 	flags       uint32
-	left, right int      // source indexes of the children
-	cats        []uint32 // categorical bitset
+	left, right int         // source indexes of the children
+	cats        []uint32    // categorical bitset
 	lin         *linLeaf[T] // LightGBM linear leaf; nil for a constant leaf
 }
 
