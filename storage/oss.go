@@ -430,7 +430,10 @@ func (f *Fetcher) fetchOSSPrefix(ctx context.Context, t *ossTarget, opts FetchOp
 	mu.Unlock()
 feed:
 	for _, o := range objs {
-		if finished[o.Key] == o.ETag {
+		mu.Lock() // workers write finished as they complete objects
+		done := finished[o.Key] == o.ETag
+		mu.Unlock()
+		if done {
 			if st, err := os.Stat(filepath.Join(dir, o.rel)); err == nil && st.Size() == o.Size {
 				mu.Lock()
 				doneBytes += o.Size
