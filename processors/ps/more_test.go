@@ -97,8 +97,12 @@ func TestKServeV2(t *testing.T) {
 			t.Fatalf("record %d: %v, xgboost %v", i, o.Data[i], w)
 		}
 	}
+	code, out = call(t, "GET", base+"/v2/models/kbin", "")
+	if code != 200 || !strings.Contains(out, `"platform":"xgboost"`) || !strings.Contains(out, `"shape":[-1,30]`) {
+		t.Fatalf("model metadata: %d %s", code, out)
+	}
 	code, out = call(t, "POST", base+"/v2/models/kbin/infer", `{"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}`)
-	if code != 400 || !strings.Contains(out, "[-1, 30]") && !strings.Contains(out, "30") {
+	if code != 400 || !strings.Contains(out, `shape [1,3], the model takes [-1, 30]`) {
 		t.Fatalf("wrong width: %d %s", code, out)
 	}
 }
