@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/metrics"
@@ -36,6 +37,7 @@ type serveFlags struct {
 	grace       time.Duration
 	onnxRuntime string
 	cacheBytes  int64
+	grpcListen  string
 }
 
 func serveCmd() *cobra.Command {
@@ -56,6 +58,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long a shutdown may drain requests")
+	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
 	fl.Int64Var(&f.cacheBytes, "cache-size", 0, "bound of the model cache in <state-dir>/cache, in bytes; least recently used models of stopped services go first (0 = no bound)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	return cmd
@@ -116,6 +119,21 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
+	var gs *grpc.Server
+	if f.grpcListen != "" {
+		gln, err := net.Listen("tcp", f.grpcListen)
+		if err != nil {
+			return fmt.Errorf("--grpc-listen: %w", err)
+		}
+		gs = grpc.NewServer(grpc.MaxRecvMsgSize(int(f.maxBody)))
+		srv.RegisterGRPC(gs)
+		go func() {
+			if err := gs.Serve(gln); err != nil {
+				log.Error("grpc server stopped", "err", err)
+			}
+		}()
+		log.Info("grpc listening", "addr", gln.Addr().String())
+	}
 
 	deployAll(ctx, mgr, f.deploy, log)
 
@@ -132,6 +150,15 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
+	}
+	if gs != nil {
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			gs.Stop()
+		}
 	}
 	mgr.Shutdown(sctx)
 	log.Info("stopped")
