@@ -120,6 +120,9 @@ def main():
     save("multiclass", train({"objective": "multi:softprob", "num_class": 3}, X, y, 10,
                              feature_names=["sepal_length", "sepal_width", "petal_length", "petal_width"]), Xte)
     save("multiclass_softmax", train({"objective": "multi:softmax", "num_class": 3}, X, y, 6), Xte)
+    save("multiclass_dart", train({"objective": "multi:softprob", "num_class": 3, "booster": "dart",
+                                   "rate_drop": 0.2, "skip_drop": 0.0}, X, y, 8), Xte)
+    save("multiclass_gblinear", train({"objective": "multi:softprob", "num_class": 3, "booster": "gblinear"}, X, y, 10), Xte)
 
     db = datasets.load_diabetes()
     X, y, Xte, _ = split(db.data.astype(np.float32), db.target, 2)
@@ -134,6 +137,9 @@ def main():
     X, y, Xte, _ = split(bc.data.astype(np.float32), bc.target)
     save("gblinear_binary", train({"objective": "binary:logistic", "booster": "gblinear"}, X, y, 10), Xte)
     save("rank", train({"objective": "rank:pairwise"}, X, y, 10), Xte)
+    # A random forest: several parallel trees per round, bagged.
+    save("random_forest", train({"objective": "binary:logistic", "num_parallel_tree": 6, "subsample": 0.7,
+                                 "colsample_bynode": 0.7, "eta": 1.0, "max_depth": 5}, X, y, 2), Xte)
 
     # Categorical: wine with two columns binned into small categories; one
     # column low-cardinality (one-hot splits), one wider (partition splits).
