@@ -93,7 +93,6 @@ type ensemble[T number, K key] struct {
 	roots  []int32 // per tree: node index of the root, or ^leaf for a single-leaf tree
 	group  []int32 // per tree: output group (class) it adds to
 	cats   [][]uint32
-	nGroup int
 
 	catWords int // total bitset words, bounded by maxCatWords
 

@@ -149,7 +149,7 @@ func newLightGBM(h lgbHeader, nTrees int) (*Model, error) {
 		NumFeatures: nf,
 		NumTrees:    nTrees,
 		groups:      h.treesPerIter,
-		e64:         &ensemble[float64, int64]{nGroup: h.treesPerIter},
+		e64:         &ensemble[float64, int64]{},
 	}
 	if len(h.featureNames) > 0 {
 		if len(h.featureNames) != nf {

@@ -205,7 +205,6 @@ type scratch struct {
 	k32 []int32
 	k64 []int64
 	a32 []float32
-	a64 []float64
 }
 
 func (m *Model) getScratch() *scratch {

@@ -284,7 +284,7 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 	if h.booster == "dart" && len(h.weightDrop) != len(trees) {
 		return nil, fmt.Errorf("dart: %d trees but weight_drop has %d entries", len(trees), len(h.weightDrop))
 	}
-	e := &ensemble[float32, int32]{nGroup: m.groups}
+	e := &ensemble[float32, int32]{}
 	budget := maxCatWords
 	for i := range trees {
 		g := h.treeInfo[i]
@@ -441,10 +441,4 @@ func (m *Model) xgbObjective(base float32) error {
 		return fmt.Errorf("objective %s with num_class %d", obj, m.groups)
 	}
 	return nil
-}
-
-// isJSON reports whether data starts like a JSON object.
-func isJSON(data []byte) bool {
-	d := bytes.TrimLeft(data, " \t\r\n")
-	return len(d) > 0 && d[0] == '{' && (len(d) < 2 || d[1] == '"' || d[1] == ' ' || d[1] == '\n' || d[1] == '\r' || d[1] == '\t' || d[1] == '}')
 }
