@@ -301,14 +301,16 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 		return res, nil
 	}
 	F, w := p.model.NumFeatures, p.width()
-	rows := make([]float64, 0, total*F)
-	for _, b := range batch {
-		if pl, ok := b.(*payload); ok {
-			rows = append(rows, pl.rows...)
-		}
-	}
+	var rows []float64
 	if len(batch) == 1 {
 		rows = batch[0].(*payload).rows
+	} else {
+		rows = make([]float64, 0, total*F)
+		for _, b := range batch {
+			if pl, ok := b.(*payload); ok {
+				rows = append(rows, pl.rows...)
+			}
+		}
 	}
 	out := make([]float64, total*w)
 	var err error
