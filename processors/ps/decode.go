@@ -1,6 +1,7 @@
 package ps
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -16,8 +17,14 @@ const maxRecords = 1 << 20
 // form {"columns": [...], "data": [[...], ...]}. Keys the model does not
 // read are ignored, as EAS does. It is a small hand-written scanner:
 // records are flat, and scoring a record must not cost a map per record.
-func decodeRecords(body []byte, index map[string]int, nf int) ([]float64, int, error) {
-	d := &dec{b: body}
+//
+// names[i] is feature i's name and index its inverse. Records of one
+// request almost always list their keys in one order, so the decoder
+// remembers which feature each key position held and checks that name
+// before it hashes the key.
+func decodeRecords(body []byte, names []string, index map[string]int) ([]float64, int, error) {
+	nf := len(names)
+	d := &dec{b: body, names: names, order: make([]int, 0, nf)}
 	d.ws()
 	if d.pos >= len(d.b) {
 		return nil, 0, errors.New("empty body")
@@ -87,8 +94,10 @@ func grow(rows []float64, nf int) []float64 {
 }
 
 type dec struct {
-	b   []byte
-	pos int
+	b     []byte
+	pos   int
+	names []string
+	order []int // per key position of the last record: its feature, or -1
 }
 
 func (d *dec) ws() {
@@ -126,7 +135,7 @@ func (d *dec) record(row []float64, index map[string]int) error {
 		d.pos++
 		return nil
 	}
-	for {
+	for at := 0; ; at++ {
 		d.ws()
 		key, err := d.str()
 		if err != nil {
@@ -138,7 +147,21 @@ func (d *dec) record(row []float64, index map[string]int) error {
 		}
 		d.pos++
 		d.ws()
-		j, known := index[string(key)]
+		j, known := -1, false
+		if at < len(d.order) && d.order[at] >= 0 && d.names[d.order[at]] == string(key) {
+			j, known = d.order[at], true
+		} else {
+			j, known = index[string(key)]
+			o := j
+			if !known {
+				o = -1
+			}
+			if at < len(d.order) {
+				d.order[at] = o
+			} else {
+				d.order = append(d.order, o)
+			}
+		}
 		v, err := d.scalar()
 		if err != nil {
 			return fmt.Errorf("field %q: %w", key, err)
@@ -166,21 +189,18 @@ func (d *dec) str() ([]byte, error) {
 	}
 	d.pos++
 	start := d.pos
-	for d.pos < len(d.b) {
-		c := d.b[d.pos]
-		switch {
-		case c == '"':
-			s := d.b[start:d.pos]
-			d.pos++
-			return s, nil
-		case c == '\\':
-			return d.escaped(start)
-		case c < 0x20:
-			return nil, fmt.Errorf("control character %#x in a string at byte %d", c, d.pos)
-		}
-		d.pos++
+	end := bytes.IndexByte(d.b[start:], '"')
+	if end < 0 {
+		return nil, errors.New("unterminated string")
 	}
-	return nil, errors.New("unterminated string")
+	s := d.b[start : start+end]
+	for _, c := range s {
+		if c == '\\' || c < 0x20 {
+			return d.escaped(start)
+		}
+	}
+	d.pos = start + end + 1
+	return s, nil
 }
 
 // escaped finishes a string that has escapes, from its first byte at start.

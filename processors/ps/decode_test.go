@@ -8,7 +8,10 @@ import (
 	"github.com/eas-server/eas-server/processors"
 )
 
-var testIndex = map[string]int{"a": 0, "b": 1, "c\"q": 2}
+var (
+	testNames = []string{"a", "b", "c\"q"}
+	testIndex = map[string]int{"a": 0, "b": 1, "c\"q": 2}
+)
 
 func TestDecodeRecords(t *testing.T) {
 	nan := math.NaN()
@@ -18,6 +21,7 @@ func TestDecodeRecords(t *testing.T) {
 		err        string
 	}{
 		{"array", `[{"a":1,"b":2,"c\"q":3},{"b":-4.5e1}]`, []float64{1, 2, 3, nan, -45, nan}, ""},
+		{"key order changes", `[{"a":1,"zz":0,"b":2},{"b":3,"a":4,"zz":0},{"zz":1,"a":5,"b":6}]`, []float64{1, 2, nan, 4, 3, nan, 5, 6, nan}, ""},
 		{"one object", ` {"a": "7", "b": null, "zz": {"ignored": false}} `, nil, "objects and arrays"},
 		{"one object ok", ` {"a": "7", "b": null, "zz": 1} `, []float64{7, nan, nan}, ""},
 		{"bools and empty string", `[{"a":true,"b":false,"c\"q":""}]`, []float64{1, 0, nan}, ""},
@@ -36,7 +40,7 @@ func TestDecodeRecords(t *testing.T) {
 		{"control char", "[{\"a\x01\":1}]", nil, "control character"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, n, err := decodeRecords([]byte(c.body), testIndex, 3)
+			rows, n, err := decodeRecords([]byte(c.body), testNames, testIndex)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want %q", err, c.err)
@@ -63,7 +67,7 @@ func FuzzDecodeRecords(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rows, n, err := decodeRecords(body, testIndex, 3)
+		rows, n, err := decodeRecords(body, testNames, testIndex)
 		if err == nil && len(rows) != 3*n {
 			t.Fatalf("%d values for %d records", len(rows), n)
 		}

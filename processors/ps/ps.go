@@ -242,7 +242,7 @@ func (p *Processor) Metadata() processors.Metadata {
 
 // Decode parses the EAS JSON records or the dense form.
 func (p *Processor) Decode(req *processors.Request) (any, error) {
-	rows, n, err := decodeRecords(req.Body, p.index, p.model.NumFeatures)
+	rows, n, err := decodeRecords(req.Body, p.features, p.index)
 	if err != nil {
 		return nil, processors.BadInput("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
