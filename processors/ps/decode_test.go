@@ -1,7 +1,9 @@
 package ps
 
 import (
+	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,10 +70,88 @@ func FuzzDecodeRecords(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rows, n, err := decodeRecords(body, testNames, testIndex)
-		if err == nil && len(rows) != 3*n {
+		if err != nil {
+			return
+		}
+		if len(rows) != 3*n {
 			t.Fatalf("%d values for %d records", len(rows), n)
 		}
+		// Where encoding/json reads the body as records too, the values
+		// must be the same.
+		want, ok := referenceRecords(body)
+		if !ok {
+			return
+		}
+		if len(want) != len(rows) {
+			t.Fatalf("%d values, encoding/json reads %d", len(rows), len(want))
+		}
+		for i := range want {
+			if rows[i] != want[i] && !(math.IsNaN(rows[i]) && math.IsNaN(want[i])) {
+				t.Fatalf("value %d = %v, encoding/json reads %v", i, rows[i], want[i])
+			}
+		}
 	})
+}
+
+// referenceRecords decodes EAS records with encoding/json; ok is false for
+// anything but an array of flat record objects (or one) that it accepts.
+func referenceRecords(body []byte) ([]float64, bool) {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, false
+	}
+	var recs []any
+	switch x := v.(type) {
+	case []any:
+		recs = x
+	case map[string]any:
+		if _, dense := x["data"]; dense {
+			return nil, false
+		}
+		if _, dense := x["columns"]; dense {
+			return nil, false
+		}
+		recs = []any{x}
+	default:
+		return nil, false
+	}
+	var out []float64
+	for _, r := range recs {
+		obj, ok := r.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		for _, name := range testNames {
+			f := math.NaN()
+			switch val := obj[name].(type) {
+			case nil:
+			case float64:
+				f = val
+			case bool:
+				f = 0
+				if val {
+					f = 1
+				}
+			case string:
+				if val != "" {
+					var err error
+					if f, err = strconv.ParseFloat(val, 64); err != nil {
+						return nil, false
+					}
+				}
+			default:
+				return nil, false
+			}
+			out = append(out, f)
+		}
+		for _, val := range obj {
+			switch val.(type) {
+			case map[string]any, []any:
+				return nil, false
+			}
+		}
+	}
+	return out, true
 }
 
 func TestConfigure(t *testing.T) {
