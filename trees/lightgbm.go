@@ -490,7 +490,9 @@ type lgbJSONNode struct {
 	Left         *lgbJSONNode    `json:"left_child"`
 	Right        *lgbJSONNode    `json:"right_child"`
 	LeafValue    *float64        `json:"leaf_value"`
-	LeafCoeff    json.RawMessage `json:"leaf_coeff"`
+	LeafConst    *float64        `json:"leaf_const"`
+	LeafFeatures []int32         `json:"leaf_features"`
+	LeafCoeff    []float64       `json:"leaf_coeff"`
 }
 
 func parseLightGBMJSON(data []byte) (*Model, error) {
@@ -546,10 +548,14 @@ func flattenJSON(n *lgbJSONNode, src *[]rnode[float64], depth int, budget *int) 
 		if n.LeafValue == nil {
 			return errors.New("a node has neither split_feature nor leaf_value")
 		}
-		if len(n.LeafCoeff) > 0 {
-			return errors.New("linear trees (linear_tree=true) are not supported")
+		r := rnode[float64]{leaf: true, value: *n.LeafValue}
+		if n.LeafConst != nil {
+			if len(n.LeafFeatures) != len(n.LeafCoeff) {
+				return fmt.Errorf("linear leaf: %d leaf_features but %d leaf_coeff", len(n.LeafFeatures), len(n.LeafCoeff))
+			}
+			r.lin = &linLeaf[float64]{c: *n.LeafConst, feat: append([]int32{}, n.LeafFeatures...), coeff: n.LeafCoeff}
 		}
-		*src = append(*src, rnode[float64]{leaf: true, value: *n.LeafValue})
+		*src = append(*src, r)
 		return nil
 	}
 	if n.Left == nil || n.Right == nil {

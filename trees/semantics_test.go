@@ -53,12 +53,18 @@ func lgbDecisions(t *testing.T, file string) {
 	}
 }
 
-// TestLightGBMLinearTree scores testdata/lightgbm/handmade_linear_v4.txt,
-// a hand-written linear tree (linear_tree=true, version=v4): a <= 1.5
+// TestLightGBMLinearTree scores testdata/lightgbm/handmade_linear_v4.txt
+// and its JSON dump, a hand-written linear tree (linear_tree=true, version=v4): a <= 1.5
 // goes to leaf 0 (10 + 0.5c), else leaf 1 (20 + a - 2b); a leaf whose
 // features include a missing value answers its plain leaf_value (1, 2).
 func TestLightGBMLinearTree(t *testing.T) {
-	m, err := Load("testdata/lightgbm/handmade_linear_v4.txt")
+	for _, file := range []string{"testdata/lightgbm/handmade_linear_v4.txt", "testdata/lightgbm/handmade_linear_v4.json"} {
+		t.Run(file, func(t *testing.T) { lgbLinear(t, file) })
+	}
+}
+
+func lgbLinear(t *testing.T, file string) {
+	m, err := Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
