@@ -8,7 +8,8 @@
 // key or null is a missing value), one record object, or the dense form
 // {"columns": [...], "data": [[...], ...]} (columns default to the model's
 // order). Feature names come from model_config "features", else the
-// model, else XGBoost's defaults f0, f1, ...
+// model, else XGBoost's defaults f0, f1, ... model_config "missing" names
+// a value that also counts as missing, as XGBoost's DMatrix(missing=...).
 //
 // Response: one object per record, as the PS processor answers:
 // {"label": <class or value>, "score": <its probability or value>,
