@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -58,14 +59,7 @@ func TestAnswersGolden(t *testing.T) {
 func featureList(n int) string {
 	names := make([]string, n)
 	for i := range names {
-		names[i] = `"c` + itoa(i) + `"`
+		names[i] = `"c` + strconv.Itoa(i) + `"`
 	}
 	return "[" + strings.Join(names, ",") + "]"
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }
