@@ -114,6 +114,7 @@ def main():
     Xm[rng.random(Xm.shape) < 0.2] = np.nan
     Xtem[rng.random(Xtem.shape) < 0.2] = np.nan
     save("missing", train({"objective": "binary:logistic", "max_depth": 4}, Xm, y, 20), Xtem)
+    save("missing_gblinear", train({"objective": "binary:logistic", "booster": "gblinear"}, Xm, y, 10), Xtem)
 
     iris = datasets.load_iris()
     X, y, Xte, _ = split(iris.data.astype(np.float32), iris.target, 1)
