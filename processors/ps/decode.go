@@ -9,8 +9,13 @@ import (
 	"unicode/utf8"
 )
 
-// maxRecords bounds the records of one request.
-const maxRecords = 1 << 20
+// maxValues bounds the feature values of one request (records times the
+// model's features): a record of "{}" is two bytes of body but a row of
+// every feature in memory.
+const maxValues = 1 << 25
+
+// recordLimit is the most records of nf features one request may hold.
+func recordLimit(nf int) int { return maxValues / max(nf, 1) }
 
 // decodeRecords reads an EAS JSON body into rows of nf values (NaN =
 // missing): an array of record objects, one record object, or the dense
@@ -40,8 +45,8 @@ func decodeRecords(body []byte, names []string, index map[string]int) ([]float64
 			break
 		}
 		for {
-			if n >= maxRecords {
-				return nil, 0, fmt.Errorf("more than %d records in one request; split it", maxRecords)
+			if n >= recordLimit(nf) {
+				return nil, 0, fmt.Errorf("more than %d records of %d features in one request; split it", recordLimit(nf), nf)
 			}
 			d.ws()
 			if d.peek() != '{' {
@@ -436,8 +441,8 @@ func (d *dec) matrix(cols []int, nf int) ([]float64, error) {
 		width = len(cols)
 	}
 	for n := 0; ; n++ {
-		if n >= maxRecords {
-			return nil, fmt.Errorf("more than %d rows in one request; split it", maxRecords)
+		if n >= recordLimit(nf) {
+			return nil, fmt.Errorf("more than %d rows of %d features in one request; split it", recordLimit(nf), nf)
 		}
 		d.ws()
 		if d.peek() != '[' {

@@ -193,3 +193,19 @@ func TestLoadErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordLimit checks a body of many empty records is refused before it
+// asks for gigabytes: the limit is on values, not bytes of body.
+func TestRecordLimit(t *testing.T) {
+	names := make([]string, 4096)
+	index := map[string]int{}
+	for i := range names {
+		names[i] = "f" + strconv.Itoa(i)
+		index[names[i]] = i
+	}
+	body := "[" + strings.Repeat("{},", recordLimit(len(names))) + "{}]"
+	_, _, err := decodeRecords([]byte(body), names, index)
+	if err == nil || !strings.Contains(err.Error(), "more than 8192 records of 4096 features in one request; split it") {
+		t.Fatalf("error %v", err)
+	}
+}
