@@ -177,12 +177,16 @@ type Scheduler struct {
 
 	mu     sync.Mutex
 	queue  []*call
-	arrive chan struct{}  // cap 1: "the queue changed"
-	free   chan struct{}  // worker tokens: cap Workers
-	quit   chan struct{}  // closed by Stop once the queue is drained
-	exited chan struct{}  // closed when the dispatcher returns
-	work   chan []*call   // batches handed to the persistent workers
-	runs   sync.WaitGroup // the workers
+	arrive chan struct{} // cap 1: "the queue changed"
+	free   chan struct{} // worker tokens: cap Workers
+	quit   chan struct{} // closed by Stop once the queue is drained
+	exited chan struct{} // closed when the dispatcher returns
+
+	// load is a moving average of the requests in flight, sampled at each
+	// arrival; guarded by mu.
+	load float64
+	work chan []*call   // batches handed to the persistent workers
+	runs sync.WaitGroup // the workers
 }
 
 // New starts a scheduler's dispatcher. key may be nil (nothing batches).
@@ -235,7 +239,8 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	if s.limiter != nil && !s.limiter.allow() {
 		return nil, ErrRateLimited
 	}
-	if s.inflight.Add(1) > s.capacity {
+	inflight := s.inflight.Add(1)
+	if inflight > s.capacity {
 		s.inflight.Add(-1)
 		return nil, ErrQueueFull
 	}
@@ -263,6 +268,7 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	s.mu.Lock()
 	c.queued = true
 	s.queue = append(s.queue, c)
+	s.load = 0.9*s.load + 0.1*float64(inflight)
 	s.mu.Unlock()
 	s.signal()
 
@@ -420,9 +426,13 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	if p := s.preferredAtMost(n); p > 0 {
 		// A preferred size can be formed: it leaves now, the rest waits.
 		n = p
-	} else if n < s.cfg.MaxBatchSize && s.othersBusy() > 0 {
-		// Other runs are in progress, so more requests are likely to come:
-		// wait for the batch to fill, up to the oldest request's timeout.
+	} else if n < s.cfg.MaxBatchSize && (s.othersBusy() > 0 || float64(n) < 0.9*min(s.load, float64(s.cfg.MaxBatchSize))) {
+		// More requests are likely to come: other runs are in progress (their
+		// callers will send again), or recently more requests were in flight
+		// than this batch holds (the callers of the last run are sending
+		// again). Wait for the batch to fill, up to the oldest request's
+		// timeout. At low load only this batch's requests were in flight, so
+		// nothing waits.
 		if wait := time.Until(head.arrived.Add(s.cfg.MaxBatchTimeout)); wait > 0 {
 			return nil, wait
 		}

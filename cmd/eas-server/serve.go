@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // served only with --pprof-listen
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	onnxRuntime string
 	cacheBytes  int64
 	grpcListen  string
+	pprofListen string
 }
 
 func serveCmd() *cobra.Command {
@@ -58,6 +60,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long a shutdown may drain requests")
+	fl.StringVar(&f.pprofListen, "pprof-listen", "", "address for Go's pprof profiling endpoints (keep it on loopback), e.g. 127.0.0.1:6060; empty = off")
 	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
 	fl.Int64Var(&f.cacheBytes, "cache-size", 0, "bound of the model cache in <state-dir>/cache, in bytes; least recently used models of stopped services go first (0 = no bound)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
@@ -119,6 +122,12 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
+	if f.pprofListen != "" {
+		go func() {
+			// net/http/pprof registers on http.DefaultServeMux, which nothing else uses.
+			log.Info("pprof listening", "addr", f.pprofListen, "err", http.ListenAndServe(f.pprofListen, nil))
+		}()
+	}
 	var gs *grpc.Server
 	if f.grpcListen != "" {
 		gln, err := net.Listen("tcp", f.grpcListen)
