@@ -12,9 +12,11 @@
 //     queued request is dropped too.
 //   - Workers: at most Workers runs at once.
 //   - Batching: a batch leaves as soon as a worker is free and it is full, or
-//     its oldest request has waited MaxBatchTimeout since arrival, or no other
-//     run is in progress (idle dispatch: waiting cannot help, so no latency is
-//     added at low load). Only payloads with equal batch keys share a batch;
+//     its oldest request has waited MaxBatchTimeout since arrival, or waiting
+//     cannot help: no other run is in progress and no more requests were in
+//     flight recently than the batch holds (idle dispatch: no latency is
+//     added at low load; when load falls, a last partial batch may wait up to
+//     MaxBatchTimeout while the moving average of the load decays). Only payloads with equal batch keys share a batch;
 //     others wait for their own. With preferred batch sizes, a batch of
 //     the largest preferred size the queue can fill leaves at once.
 //   - A panic in the run function fails only the requests of that batch.
