@@ -28,13 +28,15 @@ test-deps: deps
 ## test: vet, race-enabled tests, and the examples validate
 test: test-deps build
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 	./$(BIN) validate $(EXAMPLES)
 
-## lint: formatting and vet
+## lint: formatting, go.mod tidiness and vet
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
