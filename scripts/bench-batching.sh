@@ -9,14 +9,14 @@
 # into a temporary directory, never committed.
 #
 # Usage: scripts/bench-batching.sh [DURATION]   (default 10s per measurement)
-# Env: WORKERS (rpc.worker_threads, default 2), CPU (metadata.cpu = ORT
-# intra-op threads per run, default 1), MAX_BATCH (default 64).
+# Env: WORKERS (rpc.worker_threads, default 1), CPU (metadata.cpu = ORT
+# intra-op threads per run, default 2: one run uses both cores), MAX_BATCH (default 64).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 DUR=${1:-10s}
-WORKERS=${WORKERS:-2}
-CPU=${CPU:-1}
+WORKERS=${WORKERS:-1}
+CPU=${CPU:-2}
 MAX_BATCH=${MAX_BATCH:-64}
 PORT=${PORT:-18090}
 PEER_PORT=${PEER_PORT:-18091}
