@@ -2,6 +2,8 @@ package processors
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,38 @@ func TestRegistry(t *testing.T) {
 			}()
 			bad()
 		}()
+	}
+}
+
+func TestFindModelFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exts := []string{".pmml", ".xml"}
+	if _, err := FindModelFile(dir, "", exts, "PMML"); err == nil || !strings.Contains(err.Error(), "no PMML file") {
+		t.Fatalf("empty dir: %v", err)
+	}
+	write("sub/model.PMML")
+	write("notes.txt")
+	if got, err := FindModelFile(dir, "", exts, "PMML"); err != nil || got != filepath.Join(dir, "sub/model.PMML") {
+		t.Fatalf("one model: %q, %v", got, err)
+	}
+	write("other.xml")
+	if _, err := FindModelFile(dir, "", exts, "PMML"); err == nil || !strings.Contains(err.Error(), "set model_entry") {
+		t.Fatalf("two models: %v", err)
+	}
+	if got, err := FindModelFile(dir, "other.xml", exts, "PMML"); err != nil || got != filepath.Join(dir, "other.xml") {
+		t.Fatalf("model_entry: %q, %v", got, err)
+	}
+	if _, err := FindModelFile(dir, "../../etc/passwd", exts, "PMML"); err == nil {
+		t.Fatal("model_entry escaped the model directory")
+	}
+	if got, err := FindModelFile(filepath.Join(dir, "notes.txt"), "", exts, "PMML"); err != nil || got != filepath.Join(dir, "notes.txt") {
+		t.Fatalf("a file model_path is used as is: %q, %v", got, err)
 	}
 }

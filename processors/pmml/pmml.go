@@ -22,13 +22,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/pmml"
 	"github.com/eas-server/eas-server/processors"
 )
@@ -97,7 +95,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 
 // Load finds and compiles the PMML file.
 func (p *Processor) Load(ctx context.Context) error {
-	file, err := findModel(p.spec.ModelPath, p.spec.ModelEntry)
+	file, err := processors.FindModelFile(p.spec.ModelPath, p.spec.ModelEntry, []string{".pmml", ".xml"}, "PMML")
 	if err != nil {
 		return err
 	}
@@ -116,42 +114,6 @@ func (p *Processor) Load(ctx context.Context) error {
 			"inputs", len(m.Inputs()), "outputs", len(m.Outputs()))
 	}
 	return nil
-}
-
-// findModel resolves model_path (a file, or a directory holding exactly one
-// .pmml/.xml file, or the one model_entry names).
-func findModel(path, entry string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	if !st.IsDir() {
-		return path, nil
-	}
-	if entry != "" {
-		f := filepath.Join(path, filepath.Clean("/"+entry))
-		if _, err := os.Stat(f); err != nil {
-			return "", fmt.Errorf("model_entry: %q not found in %s", entry, path)
-		}
-		return f, nil
-	}
-	var found []string
-	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			ext := strings.ToLower(filepath.Ext(p))
-			if ext == ".pmml" || ext == ".xml" {
-				found = append(found, p)
-			}
-		}
-		return nil
-	})
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("model_path: no .pmml or .xml file in %s", path)
-	case 1:
-		return found[0], nil
-	}
-	return "", fmt.Errorf("model_path: %d PMML files in %s (%s); set model_entry to the one to serve", len(found), path, strings.Join(found, ", "))
 }
 
 // Metadata lists the model's input and output fields with PMML data types.
@@ -341,7 +303,7 @@ func (p *Processor) Encode(_, r any) (*processors.Response, error) {
 				return nil, processors.BadInput("%v", err)
 			}
 			b = append(b, `{"error":`...)
-			b = appendString(b, err.Error())
+			b = jsonenc.AppendString(b, err.Error())
 			b = append(b, '}')
 			continue
 		}
@@ -350,7 +312,7 @@ func (p *Processor) Encode(_, r any) (*processors.Response, error) {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, f.Name)
+			b = jsonenc.AppendString(b, f.Name)
 			b = append(b, ':')
 			b = appendValue(b, rr.Values[j])
 		}
@@ -365,46 +327,14 @@ func appendValue(b []byte, v pmml.Value) []byte {
 	case nil:
 		return append(b, "null"...)
 	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return append(b, "null"...)
-		}
-		return strconv.AppendFloat(b, x, 'g', -1, 64)
+		return jsonenc.AppendFloat(b, x, 64)
 	case bool:
 		return strconv.AppendBool(b, x)
 	case string:
-		return appendString(b, x)
+		return jsonenc.AppendString(b, x)
 	default:
-		return appendString(b, fmt.Sprint(x))
+		return jsonenc.AppendString(b, fmt.Sprint(x))
 	}
-}
-
-// appendString appends s as a JSON string.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				b = append(b, '\\', c)
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				b = append(b, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }
 
 var (

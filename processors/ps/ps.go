@@ -29,11 +29,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
+	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/trees"
@@ -114,7 +113,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 
 // Load reads and compiles the model and resolves the feature names.
 func (p *Processor) Load(ctx context.Context) error {
-	file, err := findModel(p.spec.ModelPath, p.spec.ModelEntry)
+	file, err := processors.FindModelFile(p.spec.ModelPath, p.spec.ModelEntry, modelExts, "model")
 	if err != nil {
 		return err
 	}
@@ -165,40 +164,7 @@ func (p *Processor) Load(ctx context.Context) error {
 }
 
 // modelExts are the extensions a model directory is searched for.
-var modelExts = map[string]bool{".json": true, ".ubj": true, ".bin": true, ".model": true, ".txt": true, ".xgb": true, ".lgb": true}
-
-// findModel resolves model_path: a file, or a directory holding exactly one
-// model file, or the one model_entry names.
-func findModel(path, entry string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	if !st.IsDir() {
-		return path, nil
-	}
-	if entry != "" {
-		f := filepath.Join(path, filepath.Clean("/"+entry))
-		if _, err := os.Stat(f); err != nil {
-			return "", fmt.Errorf("model_entry: %q not found in %s", entry, path)
-		}
-		return f, nil
-	}
-	var found []string
-	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && modelExts[strings.ToLower(filepath.Ext(p))] {
-			found = append(found, p)
-		}
-		return nil
-	})
-	switch len(found) {
-	case 0:
-		return "", fmt.Errorf("model_path: no model file (.json, .ubj, .bin, .model, .txt) in %s", path)
-	case 1:
-		return found[0], nil
-	}
-	return "", fmt.Errorf("model_path: %d model files in %s (%s); set model_entry to the one to serve", len(found), path, strings.Join(found, ", "))
-}
+var modelExts = []string{".json", ".ubj", ".bin", ".model", ".txt", ".xgb", ".lgb"}
 
 // Platform names the runtime for KServe model metadata.
 func (p *Processor) Platform() string { return p.model.Library }
@@ -461,7 +427,7 @@ func (p *Processor) appendRecord(b []byte, v []float64, bits int) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, '{')
-			b = appendString(b, p.classes[j])
+			b = jsonenc.AppendString(b, p.classes[j])
 			b = append(b, ':')
 			b = appendNum(b, x, bits)
 			b = append(b, '}')
@@ -491,11 +457,11 @@ func (p *Processor) appendRecord(b []byte, v []float64, bits int) []byte {
 				b = appendNum(b, s, bits)
 			}
 			b = append(b, `,"details":[{`...)
-			b = appendString(b, p.classes[0])
+			b = jsonenc.AppendString(b, p.classes[0])
 			b = append(b, ':')
 			b = appendNum(b, q, bits)
 			b = append(b, "},{"...)
-			b = appendString(b, p.classes[1])
+			b = jsonenc.AppendString(b, p.classes[1])
 			b = append(b, ':')
 			b = appendNum(b, s, bits)
 			return append(b, "}]}"...)
@@ -513,19 +479,14 @@ func (p *Processor) appendRecord(b []byte, v []float64, bits int) []byte {
 // appendClass writes class k as its index, or its configured name.
 func (p *Processor) appendClass(b []byte, k int) []byte {
 	if len(p.cfg.Classes) > 0 {
-		return appendString(b, p.classes[k])
+		return jsonenc.AppendString(b, p.classes[k])
 	}
 	return strconv.AppendInt(b, int64(k), 10)
 }
 
 // appendNum writes x in its shortest form at the model's precision, so a
 // float32 score reads back to the same bits; non-finite values are null.
-func appendNum(b []byte, x float64, bits int) []byte {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return append(b, "null"...)
-	}
-	return strconv.AppendFloat(b, x, 'g', -1, bits)
-}
+func appendNum(b []byte, x float64, bits int) []byte { return jsonenc.AppendFloat(b, x, bits) }
 
 var (
 	_ processors.Processor   = (*Processor)(nil)
