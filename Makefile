@@ -4,6 +4,8 @@ GO       ?= go
 BIN      := bin/eas-server
 LISTEN   ?= :8080
 EXAMPLES := $(wildcard examples/service-json/*.json)
+# make run deploys the examples that need no cloud account (oss_* need OSS credentials).
+LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
 .PHONY: all build run test lint bench bench-batching deps test-deps clean
 
@@ -17,9 +19,9 @@ deps:
 build: deps
 	$(GO) build -trimpath -o $(BIN) ./cmd/eas-server
 
-## run: build and serve every example service on $(LISTEN)
+## run: build and serve the example services on $(LISTEN) (all but oss_*, which need OSS credentials)
 run: build
-	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(EXAMPLES),--deploy $(f))
+	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(LOCAL_EXAMPLES),--deploy $(f))
 
 ## test-deps: everything the tests need (Debian packages, native libraries)
 test-deps: deps

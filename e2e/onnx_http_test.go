@@ -40,7 +40,8 @@ type refs struct {
 }
 
 type stack struct {
-	url string
+	url   string
+	token string // the services' token; "" = "T"
 }
 
 func newStack(t *testing.T, services ...string) *stack {
@@ -63,7 +64,11 @@ func newStack(t *testing.T, services ...string) *stack {
 func (s *stack) post(t *testing.T, path string, body []byte, hdr map[string]string) (int, []byte, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", s.url+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "T")
+	tok := s.token
+	if tok == "" {
+		tok = "T"
+	}
+	req.Header.Set("Authorization", tok)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
