@@ -44,8 +44,9 @@ func (l *Live) Release() { l.refs.Add(-1) }
 // workers) over the same model, without loading it again. The last Live to
 // be retired closes it.
 type model struct {
-	proc  processors.Processor
-	users atomic.Int32
+	proc    processors.Processor
+	fetched []string // local paths from the model cache, released on close
+	users   atomic.Int32
 }
 
 // Acquire returns the serving version and holds it until Release; ok is
@@ -107,6 +108,7 @@ func (mgr *Manager) retire(ctx context.Context, l *Live, log *slog.Logger) {
 	}
 	if l.model.users.Add(-1) == 0 {
 		closeProcessor(l.model.proc, log)
+		mgr.release(l.model.fetched)
 	}
 }
 

@@ -195,7 +195,11 @@ func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servic
 
 // load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
 // Warmup. On failure whatever was opened is closed.
-func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger) (proc processors.Processor, err error) {
+//
+// The local paths it fetched are appended to *fetched; the caller releases
+// them to the cache (Manager.release) once the model is closed. On failure
+// they are released here.
+func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger, fetched *[]string) (proc processors.Processor, err error) {
 	if spec.Processor == "" {
 		return nil, fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
 	}
@@ -207,6 +211,8 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	defer func() {
 		if err != nil {
 			closeProcessor(opened, log)
+			m.release(*fetched)
+			*fetched = nil
 		}
 	}()
 	ps := processors.Spec{
@@ -236,6 +242,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		if ps.ModelPath, err = m.opt.Fetcher.Fetch(ctx, spec.ModelPath, mo); err != nil {
 			return nil, fmt.Errorf("model_path: %w", err)
 		}
+		*fetched = append(*fetched, ps.ModelPath)
 	}
 	if spec.WarmUpDataPath != "" {
 		wo := fo
@@ -243,6 +250,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		if ps.WarmupPath, err = m.opt.Fetcher.Fetch(ctx, spec.WarmUpDataPath, wo); err != nil {
 			return nil, fmt.Errorf("warm_up_data_path: %w", err)
 		}
+		*fetched = append(*fetched, ps.WarmupPath)
 	}
 	if err := proc.Configure(ps); err != nil {
 		return nil, err
@@ -260,6 +268,14 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		}
 	}
 	return proc, nil
+}
+
+// release tells the cache that no model uses these local paths any more, so
+// they may be evicted under --cache-size.
+func (m *Manager) release(paths []string) {
+	for _, p := range paths {
+		m.opt.Fetcher.Release(p)
+	}
 }
 
 // newScheduler sizes the scheduler for all of the service's instances:

@@ -125,13 +125,14 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	if scaled {
 		nl = m.newLive(v, spec, token, old.model, log)
 	} else {
-		proc, err := m.load(ctx, spec, log)
+		var fetched []string
+		proc, err := m.load(ctx, spec, log, &fetched)
 		if err != nil {
 			m.loadFailed(s, v, old, err)
 			log.Error("version failed to load", "err", err)
 			return err
 		}
-		nl = m.newLive(v, spec, token, &model{proc: proc}, log)
+		nl = m.newLive(v, spec, token, &model{proc: proc, fetched: fetched}, log)
 	}
 	if token != s.Token() {
 		if err := m.saveToken(s.Name, token); err != nil {
