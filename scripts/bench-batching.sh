@@ -9,7 +9,11 @@
 # into a temporary directory, never committed.
 #
 # Usage: scripts/bench-batching.sh [DURATION]   (default 10s per measurement)
-# Env: WORKERS (rpc.worker_threads, default 1), CPU (metadata.cpu = ORT
+# Env: SERVER_CPUS / CLIENT_CPUS (taskset lists: pin the server, the gin
+# peer and the in-process runs to one set of cores and the load generator to
+# another, on machines with more cores), PREBUILT=1 (use bin/ as it is: no
+# Go toolchain needed), PY (python with onnx and numpy, default /usr/bin/python3),
+# WORKERS (rpc.worker_threads, default 1), CPU (metadata.cpu = ORT
 # intra-op threads per run, default 2: one run uses both cores), MAX_BATCH (default 64).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,11 +24,16 @@ CPU=${CPU:-2}
 MAX_BATCH=${MAX_BATCH:-64}
 PORT=${PORT:-18090}
 PEER_PORT=${PEER_PORT:-18091}
-PY=/usr/bin/python3
+PY=${PY:-/usr/bin/python3}
+srv_pin=(); cli_pin=()
+[[ -n "${SERVER_CPUS:-}" ]] && srv_pin=(taskset -c "$SERVER_CPUS")
+[[ -n "${CLIENT_CPUS:-}" ]] && cli_pin=(taskset -c "$CLIENT_CPUS")
 
-make -s build >/dev/null
-bash scripts/install-test-deps.sh
-go build -o bin/ginecho ./tools/ginecho
+if [[ -z "${PREBUILT:-}" ]]; then
+	make -s build >/dev/null
+	bash scripts/install-test-deps.sh
+	go build -o bin/ginecho ./tools/ginecho
+fi
 
 work=$(mktemp -d)
 cleanup() {
@@ -49,10 +58,10 @@ cat >"$work/echo.json" <<EOF
 {"name":"echo","processor":"echo","token":"bench","metadata":{"instance":1,"rpc":{"worker_threads":8,"max_queue_size":4096,"keepalive":60000}}}
 EOF
 
-./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn \
+"${srv_pin[@]}" ./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn \
 	--deploy "$work/mlp_on.json" --deploy "$work/mlp_off.json" --deploy "$work/echo.json" &
 srv_pid=$!
-./bin/ginecho --listen 127.0.0.1:$PEER_PORT &
+"${srv_pin[@]}" ./bin/ginecho --listen 127.0.0.1:$PEER_PORT &
 peer_pid=$!
 for _ in $(seq 1 200); do
 	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
@@ -60,7 +69,7 @@ for _ in $(seq 1 200); do
 done
 curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready" >&2; exit 1; }
 
-B="./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s"
+B="${cli_pin[*]} ./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s"
 field() { $PY -c "import json,sys; print(json.load(sys.stdin)[0]['$1'])"; }
 batch_stats() { # prints sum count of eas_batch_size for mlp_on
 	curl -fs "127.0.0.1:$PORT/metrics" | awk '/^eas_batch_size_sum\{service="mlp_on"\}/{s=$2} /^eas_batch_size_count\{service="mlp_on"\}/{c=$2} END{print s+0, c+0}'
@@ -75,7 +84,7 @@ read -r s1 c1 < <(batch_stats)
 mean_batch=$($PY -c "print(max(1, round(($s1-$s0)/max(1,$c1-$c0))))")
 echo "measuring: in-process ONNX Runtime at batch $mean_batch, $WORKERS runs in parallel" >&2
 inproc_json=$(for _ in $(seq 1 "$WORKERS"); do
-	./bin/eas-server bench --in-process "$work/mlp2048.onnx" --processor onnx_cpu --cpu "$CPU" \
+	"${srv_pin[@]}" ./bin/eas-server bench --in-process "$work/mlp2048.onnx" --processor onnx_cpu --cpu "$CPU" \
 		--tensor "input:FP32:${mean_batch}x2048" -d "$DUR" --warmup 2s -o json &
 done; wait)
 inproc=$($PY -c "
@@ -96,7 +105,7 @@ median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 echo "measuring: echo, full stack vs bare gin, 32 clients" >&2
 printf '[{"x":1}]' >"$work/body.json"
 echo32=$($B --service echo --body "$work/body.json" -c 32)
-gin32=$(./bin/eas-server bench --url "http://127.0.0.1:$PEER_PORT/api/predict/echo" --body "$work/body.json" -o json -d "$DUR" --warmup 2s -c 32)
+gin32=$(${cli_pin[*]} ./bin/eas-server bench --url "http://127.0.0.1:$PEER_PORT/api/predict/echo" --body "$work/body.json" -o json -d "$DUR" --warmup 2s -c 32)
 
 t_off64=$(field throughput_rps <<<"$off64"); t_on64=$(field throughput_rps <<<"$on64")
 p_off1=$(median "${p_off[@]}"); p_on1=$(median "${p_on[@]}")
