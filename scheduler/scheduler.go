@@ -14,9 +14,10 @@
 //   - Batching: a batch leaves as soon as a worker is free and it is full, or
 //     its oldest request has waited MaxBatchTimeout since arrival, or waiting
 //     cannot help: no other run is in progress and no more requests were in
-//     flight recently than the batch holds (idle dispatch: no latency is
-//     added at low load; when load falls, a last partial batch may wait up to
-//     MaxBatchTimeout while the moving average of the load decays). Only payloads with equal batch keys share a batch;
+//     flight recently (the peak over the last two windows of
+//     2*max(MaxBatchTimeout, 10ms)) than the batch holds. So no latency is
+//     added at low load; after a burst, requests may wait up to
+//     MaxBatchTimeout for at most two windows. Only payloads with equal batch keys share a batch;
 //     others wait for their own. With preferred batch sizes, a batch of
 //     the largest preferred size the queue can fill leaves at once.
 //   - A panic in the run function fails only the requests of that batch.
@@ -184,11 +185,14 @@ type Scheduler struct {
 	quit   chan struct{} // closed by Stop once the queue is drained
 	exited chan struct{} // closed when the dispatcher returns
 
-	// load is a moving average of the requests in flight, sampled at each
-	// arrival; guarded by mu.
-	load float64
-	work chan []*call   // batches handed to the persistent workers
-	runs sync.WaitGroup // the workers
+	// peak is the most requests in flight seen at an arrival in the current
+	// window, peakPrev in the window before; windows last peakWindow. They
+	// tell a free worker whether the callers of the last run are about to
+	// send again. Guarded by mu.
+	peak, peakPrev float64
+	peakStart      time.Time
+	work           chan []*call   // batches handed to the persistent workers
+	runs           sync.WaitGroup // the workers
 }
 
 // New starts a scheduler's dispatcher. key may be nil (nothing batches).
@@ -270,7 +274,7 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	s.mu.Lock()
 	c.queued = true
 	s.queue = append(s.queue, c)
-	s.load = 0.9*s.load + 0.1*float64(inflight)
+	s.notePeakLocked(c.arrived, float64(inflight))
 	s.mu.Unlock()
 	s.signal()
 
@@ -428,7 +432,7 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	if p := s.preferredAtMost(n); p > 0 {
 		// A preferred size can be formed: it leaves now, the rest waits.
 		n = p
-	} else if n < s.cfg.MaxBatchSize && (s.othersBusy() > 0 || float64(n) < 0.9*min(s.load, float64(s.cfg.MaxBatchSize))) {
+	} else if n < s.cfg.MaxBatchSize && (s.othersBusy() > 0 || float64(n) < 0.9*min(s.recentPeakLocked(), float64(s.cfg.MaxBatchSize))) {
 		// More requests are likely to come: other runs are in progress (their
 		// callers will send again), or recently more requests were in flight
 		// than this batch holds (the callers of the last run are sending
@@ -454,6 +458,27 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	newRunLocked(batch)
 	return batch, 0
 }
+
+// peakWindow is how long one window of the in-flight peak lasts: long
+// enough to span a batch cycle, short enough that a lone request after a
+// burst waits for its batch timeout only briefly.
+func (s *Scheduler) peakWindow() time.Duration {
+	return 2 * max(s.cfg.MaxBatchTimeout, 10*time.Millisecond)
+}
+
+// notePeakLocked records the requests in flight at an arrival.
+func (s *Scheduler) notePeakLocked(now time.Time, inflight float64) {
+	switch el := now.Sub(s.peakStart); {
+	case el > 2*s.peakWindow(): // quiet for two windows: forget the past
+		s.peak, s.peakPrev, s.peakStart = 0, 0, now
+	case el > s.peakWindow():
+		s.peakPrev, s.peak, s.peakStart = s.peak, 0, now
+	}
+	s.peak = max(s.peak, inflight)
+}
+
+// recentPeakLocked is the most requests in flight over the last two windows.
+func (s *Scheduler) recentPeakLocked() float64 { return max(s.peak, s.peakPrev) }
 
 // preferredAtMost returns the largest preferred batch size <= n, or 0.
 func (s *Scheduler) preferredAtMost(n int) int {

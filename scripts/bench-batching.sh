@@ -22,6 +22,7 @@ DUR=${1:-10s}
 WORKERS=${WORKERS:-1}
 CPU=${CPU:-2}
 MAX_BATCH=${MAX_BATCH:-64}
+BATCH_TIMEOUT=${BATCH_TIMEOUT:-20}
 PORT=${PORT:-18090}
 PEER_PORT=${PEER_PORT:-18091}
 PY=${PY:-/usr/bin/python3}
@@ -48,7 +49,7 @@ $PY scripts/gen-test-models.py --bench-mlp "$work/mlp2048.onnx" >/dev/null
 svc() { # name batching
 	cat >"$work/$1.json" <<EOF
 {"name":"$1","processor":"pytorch_cpu_1.10","model_path":"$work/mlp2048.onnx","token":"bench",
- "metadata":{"instance":1,"cpu":$CPU,"rpc":{"batching":$2,"max_batch_size":$MAX_BATCH,"max_batch_timeout":20,
+ "metadata":{"instance":1,"cpu":$CPU,"rpc":{"batching":$2,"max_batch_size":$MAX_BATCH,"max_batch_timeout":$BATCH_TIMEOUT,
  "worker_threads":$WORKERS,"max_queue_size":1024,"keepalive":60000}}}
 EOF
 }
