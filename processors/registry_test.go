@@ -2,9 +2,11 @@ package processors
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -17,12 +19,17 @@ func (nop) Decode(*Request) (any, error)              { return nil, nil }
 func (nop) Run(context.Context, []any) ([]any, error) { return nil, nil }
 func (nop) Encode(any, any) (*Response, error)        { return nil, nil }
 
+// registrations makes each run's test codes unique: the registry is global
+// and lives as long as the test binary (go test -count=N runs tests again).
+var registrations atomic.Int32
+
 func TestRegistry(t *testing.T) {
-	Register("test_nop", "a test processor", func() Processor { return nop{} })
-	if _, err := New("test_nop"); err != nil {
+	code := fmt.Sprintf("test_nop_%d", registrations.Add(1))
+	Register(code, "a test processor", func() Processor { return nop{} })
+	if _, err := New(code); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New("no_such"); err == nil || !strings.Contains(err.Error(), "known: ") || !strings.Contains(err.Error(), "test_nop") {
+	if _, err := New("no_such"); err == nil || !strings.Contains(err.Error(), "known: ") || !strings.Contains(err.Error(), code) {
 		t.Fatalf("unknown code: err = %v, want the list of known codes", err)
 	}
 	if _, err := New("caffe_gpu"); err == nil || !strings.Contains(err.Error(), "onnx") {
@@ -30,8 +37,8 @@ func TestRegistry(t *testing.T) {
 	}
 	for _, bad := range []func(){
 		func() { Register("", "x", func() Processor { return nop{} }) },
-		func() { Register("test_nil", "x", nil) },
-		func() { Register("test_nop", "again", func() Processor { return nop{} }) },
+		func() { Register(code+"_nil", "x", nil) },
+		func() { Register(code, "again", func() Processor { return nop{} }) },
 	} {
 		func() {
 			defer func() {
