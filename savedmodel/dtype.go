@@ -66,9 +66,6 @@ func ShapeOf(s *shapepb.TensorShapeProto) ([]int64, error) {
 			return nil, fmt.Errorf("dimension %d is %d", i, d.Size)
 		}
 	}
-	if out == nil {
-		out = []int64{}
-	}
 	return out, nil
 }
 

@@ -342,7 +342,7 @@ func (x *extractor) tar(r io.Reader) error {
 			if err := x.mkdirAll(rel); err != nil {
 				return err
 			}
-		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		case tar.TypeReg, tar.TypeGNUSparse: // archive/tar reports the old TypeRegA as TypeReg
 			if rel == "" {
 				return fmt.Errorf("%w: a file entry named %q has no name", ErrUnsafeArchive, h.Name)
 			}

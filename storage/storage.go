@@ -336,26 +336,6 @@ func Redact(rawURL string) string {
 	return u.String()
 }
 
-var (
-	sharedMu sync.Mutex
-	fetchers = map[string]*Fetcher{}
-)
-
-// Fetch makes rawURL available locally with a Fetcher shared by every call
-// with the same cacheDir. It is the entry point of the first loader; new
-// code builds one Fetcher and calls its Fetch method, which also takes the
-// service's oss_endpoint, checksum and progress callback.
-func Fetch(ctx context.Context, rawURL, baseDir, cacheDir string) (string, error) {
-	sharedMu.Lock()
-	f, ok := fetchers[cacheDir]
-	if !ok {
-		f = &Fetcher{CacheDir: cacheDir}
-		fetchers[cacheDir] = f
-	}
-	sharedMu.Unlock()
-	return f.Fetch(ctx, rawURL, FetchOptions{BaseDir: baseDir})
-}
-
 // ModelSHA256 returns model_config's "model_sha256" (lowercased), or "" when
 // there is none. model_config may be a JSON object or a string holding one,
 // as EAS allows; a string that is not JSON has no checksum.

@@ -187,28 +187,6 @@ func ints(t *tensor.Tensor) ([]int64, bool) {
 	return out, true
 }
 
-// floats reads a floating constant as float64s.
-func floats(t *tensor.Tensor) ([]float64, bool) {
-	if t == nil {
-		return nil, false
-	}
-	n := int(t.NumElements())
-	out := make([]float64, n)
-	switch t.DType {
-	case tensor.Float32:
-		for i := range out {
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:])))
-		}
-	case tensor.Float64:
-		for i := range out {
-			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(t.Data[8*i:]))
-		}
-	default:
-		return nil, false
-	}
-	return out, true
-}
-
 // asInt64 returns v as an int64 ONNX value (shape inputs, axes, indices),
 // converting a constant at translation time and casting otherwise.
 func (c *converter) asInt64(v *value) string {

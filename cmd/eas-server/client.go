@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -152,10 +151,4 @@ func (c *apiClient) call(ctx context.Context, method, path string, body []byte, 
 		}
 	}
 	return nil
-}
-
-// isNotFound reports a 404 answer.
-func isNotFound(err error) bool {
-	var ae *apiError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }

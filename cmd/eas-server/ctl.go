@@ -194,24 +194,42 @@ func deleteCmd() *cobra.Command {
 	return cmd
 }
 
-func descCmd() *cobra.Command {
+// readCmd builds a read-only verb: GET the path made from the arguments and
+// print the answer as JSON (-o json) or with human.
+func readCmd[T any](use, short string, args cobra.PositionalArgs, path func(c *apiClient, args []string) string,
+	human func(w io.Writer, v *T) error) *cobra.Command {
 	var f clientFlags
 	cmd := &cobra.Command{
-		Use:   "desc NAME",
-		Short: "Describe a service",
-		Args:  cobra.ExactArgs(1),
+		Use:   use,
+		Short: short,
+		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
-			var obj server.ServiceObject
-			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], ""), nil, &obj); err != nil {
+			var v T
+			if err := c.call(cmd.Context(), http.MethodGet, path(c, args), nil, &v); err != nil {
 				return err
 			}
 			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), obj)
+				return printJSON(cmd.OutOrStdout(), v)
 			}
+			return human(cmd.OutOrStdout(), &v)
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+// servicePath is a readCmd path: the named service's sub-resource.
+func servicePath(sub string) func(c *apiClient, args []string) string {
+	return func(c *apiClient, args []string) string { return c.servicePath(args[0], sub) }
+}
+
+func descCmd() *cobra.Command {
+	return readCmd("desc NAME", "Describe a service", cobra.ExactArgs(1), servicePath(""),
+		func(w io.Writer, obj *server.ServiceObject) error {
 			cfg := obj.ServiceConfig
 			var buf bytes.Buffer
 			if json.Compact(&buf, []byte(cfg)) == nil {
@@ -236,94 +254,41 @@ func descCmd() *cobra.Command {
 			if obj.PendingVersion != 0 {
 				rows = append(rows[:8], append([][2]string{{"PendingVersion", strconv.Itoa(obj.PendingVersion)}}, rows[8:]...)...)
 			}
-			box(cmd.OutOrStdout(), rows)
+			box(w, rows)
 			return nil
-		},
-	}
-	f.add(cmd, false)
-	return cmd
+		})
 }
 
 func lsCmd() *cobra.Command {
-	var f clientFlags
-	cmd := &cobra.Command{
-		Use:   "ls",
-		Short: "List the services",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			var list server.ServiceList
-			if err := c.call(cmd.Context(), http.MethodGet, "/api/v2/services", nil, &list); err != nil {
-				return err
-			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), list)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return readCmd("ls", "List the services", cobra.NoArgs,
+		func(*apiClient, []string) string { return "/api/v2/services" },
+		func(out io.Writer, list *server.ServiceList) error {
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATUS\tVERSION\tINSTANCES\tUPDATED\tENDPOINT")
 			for _, s := range list.Services {
 				fmt.Fprintf(w, "%s\t%s\t%d/%d\t%d/%d\t%s\t%s\n", s.ServiceName, s.Status, s.CurrentVersion, s.LatestVersion,
 					s.RunningInstance, s.TotalInstance, formatTime(s.UpdateTime), s.IntranetEndpoint)
 			}
 			return w.Flush()
-		},
-	}
-	f.add(cmd, false)
-	return cmd
+		})
 }
 
 func eventsCmd() *cobra.Command {
-	var f clientFlags
-	cmd := &cobra.Command{
-		Use:   "events NAME",
-		Short: "Show a service's recent events",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			var list server.EventList
-			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], "events"), nil, &list); err != nil {
-				return err
-			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), list)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return readCmd("events NAME", "Show a service's recent events", cobra.ExactArgs(1), servicePath("events"),
+		func(out io.Writer, list *server.EventList) error {
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "TIME\tTYPE\tREASON\tMESSAGE")
 			for _, e := range list.Events {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Type, e.Reason, oneLine(e.Message))
 			}
 			return w.Flush()
-		},
-	}
-	f.add(cmd, false)
-	return cmd
+		})
 }
 
 func versionsCmd() *cobra.Command {
-	var f clientFlags
-	cmd := &cobra.Command{
-		Use:   "versions NAME",
-		Short: "List a service's stored versions",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			var list server.VersionList
-			if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], "versions"), nil, &list); err != nil {
-				return err
-			}
-			if f.output == "json" {
-				return printJSON(cmd.OutOrStdout(), list)
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return readCmd("versions NAME", "List a service's stored versions", cobra.ExactArgs(1), servicePath("versions"),
+		func(out io.Writer, list *server.VersionList) error {
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "VERSION\tCURRENT\tCREATED\tPROCESSOR")
 			for _, v := range list.Versions {
 				cur := ""
@@ -333,10 +298,7 @@ func versionsCmd() *cobra.Command {
 				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", v.Version, cur, formatTime(v.CreateTime), v.Processor)
 			}
 			return w.Flush()
-		},
-	}
-	f.add(cmd, false)
-	return cmd
+		})
 }
 
 // targetOf is the version an operation that answered obj is heading for.

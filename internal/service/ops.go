@@ -413,6 +413,7 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	if l := s.live.Swap(nil); l != nil {
 		m.retire(ctx, l, m.log.With("service", name))
 	}
+	m.opt.Metrics.Forget(name) // a deleted service leaves no series behind
 	if m.persistent() {
 		var errs []error
 		for _, dir := range []string{m.svcDir(name), filepath.Join(m.opt.StateDir, "cache", name)} {
