@@ -33,20 +33,27 @@ test-deps: deps
 ALLOC_TESTS := ^(TestZeroAllocations|TestLZ4HandBuiltBlock)$$
 ALLOC_PKGS  := ./pmml ./internal/decompress
 
-## test: vet, race-enabled tests, allocation tests without -race, and the examples validate
-test: test-deps build
+# The benchmark modules, each with its own go.mod (go ./... at the root
+# does not reach them).
+BENCH_MODULES := trees/bench pmml/bench
+
+## test: lint, race-enabled tests, allocation tests without -race, the
+## benchmark modules' correctness tests, and the examples validate
+test: test-deps build lint
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
+	GO=$(GO) bash scripts/test-bench-modules.sh
+	./$(BIN) validate $(EXAMPLES)
+
+## lint: formatting, go.mod tidiness and vet (the benchmark modules too)
+lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
-	./$(BIN) validate $(EXAMPLES)
-
-## lint: formatting, go.mod tidiness and vet
-lint:
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) mod tidy -diff
-	$(GO) vet ./...
+	@for m in $(BENCH_MODULES); do \
+		echo "cd $$m && $(GO) mod tidy -diff && $(GO) vet ./..."; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; \
+	done
 
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
 bench-batching:
