@@ -1,5 +1,5 @@
 # eas-server: build, run, test. Every install step lives in scripts/ so a
-# fresh machine needs only Go, apt and npm.
+# fresh Debian machine needs only Go and apt (scripts install npm from Debian).
 GO       ?= go
 BIN      := bin/eas-server
 LISTEN   ?= :8080

@@ -13,6 +13,8 @@
 #   DEST_DIR defaults to <repo>/third_party/onnxruntime/lib. The library lands
 #   at DEST_DIR/libonnxruntime.so.1.24.1 with a libonnxruntime.so symlink.
 #   Idempotent: when the file is present with the pinned hash, nothing is done.
+# npm comes from Debian (apt-get install npm, with sudo unless root) when it
+# is missing.
 # Override ONNXRUNTIME_NPM_TARBALL=/path/onnxruntime-node-1.24.1.tgz to use a
 # tarball already on disk (offline machines).
 set -euo pipefail
@@ -46,7 +48,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 tarball="${ONNXRUNTIME_NPM_TARBALL:-}"
 if [[ -z "$tarball" ]]; then
-	command -v npm >/dev/null || die "npm not found; install it (apt-get install -y npm) or set ONNXRUNTIME_NPM_TARBALL to a downloaded onnxruntime-node-$ORT_VERSION.tgz"
+	if ! command -v npm >/dev/null; then
+		# A fresh Debian with Go has no npm: take Debian's (with sudo unless root).
+		echo "fetch-onnxruntime: npm not found; installing Debian's npm"
+		sudo=""
+		[[ "$(id -u)" == 0 ]] || sudo="sudo"
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm ||
+			die "apt-get install npm failed; install npm yourself or set ONNXRUNTIME_NPM_TARBALL to a downloaded onnxruntime-node-$ORT_VERSION.tgz"
+		hash -r
+		command -v npm >/dev/null || die "npm still not found after apt-get install npm"
+	fi
 	echo "fetch-onnxruntime: npm pack onnxruntime-node@$ORT_VERSION (about 85 MB)"
 	(cd "$tmp" && npm pack --ignore-scripts --silent "onnxruntime-node@$ORT_VERSION" >/dev/null) ||
 		die "npm pack onnxruntime-node@$ORT_VERSION failed; check access to the npm registry"
