@@ -116,173 +116,228 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, opts FetchOption
 			return e.path(), nil
 		}
 	}
-	prev, hasPrev := c.latest()
+	d := &httpDownload{f: f, opts: opts, rawURL: rawURL, red: red, total: -1}
+	d.prev, d.hasPrev = c.latest()
 	if opts.SHA256 != "" {
-		hasPrev = false // its content is not the one asked for
+		d.hasPrev = false // its content is not the one asked for
 	}
 	base := fileBase(u.Path, "model")
-	partPath, err := c.partial("-" + base)
-	if err != nil {
+	if d.partPath, err = c.partial("-" + base); err != nil {
 		return "", err
 	}
-	statePath := strings.TrimSuffix(partPath, "-"+base) + ".json"
-
-	var state partialState
-	offset := int64(0)
-	if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &state) == nil && state.validator() != "" {
-		if st, err := os.Stat(partPath); err == nil {
-			offset = st.Size()
+	d.statePath = strings.TrimSuffix(d.partPath, "-"+base) + ".json"
+	if b, err := os.ReadFile(d.statePath); err == nil && json.Unmarshal(b, &d.state) == nil && d.state.validator() != "" {
+		if st, err := os.Stat(d.partPath); err == nil {
+			d.offset = st.Size()
 		}
 	}
 	start := time.Now()
-	var total int64 = -1
-	failures := 0
-	startLogged := false
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-		if err != nil {
-			return "", &FetchError{URL: red, Err: err}
-		}
-		if hasPrev {
-			if prev.meta.ETag != "" {
-				req.Header.Set("If-None-Match", prev.meta.ETag)
-			} else if prev.meta.LastModified != "" {
-				req.Header.Set("If-Modified-Since", prev.meta.LastModified)
-			}
-		}
-		if offset > 0 && state.validator() != "" {
-			req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
-			req.Header.Set("If-Range", state.validator())
-		}
-		resp, err := f.HTTPClient.Do(req)
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			fe := netError(err, red)
-			if fe.Retryable && failures < f.Retries {
-				opts.Logger.Warn("download failed, retrying", "url", red, "err", err, "retry", failures+1)
-				if err := f.backoff(ctx, failures); err != nil {
-					return "", err
-				}
-				failures++
-				continue
-			}
-			if hasPrev {
-				opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", red, "err", fe)
-				c.touch(prev)
-				return prev.path(), nil
-			}
-			return "", fe
-		}
-		switch resp.StatusCode {
-		case http.StatusNotModified:
-			resp.Body.Close()
-			if !hasPrev {
-				return "", &FetchError{URL: red, Err: errors.New("the server answered 304 Not Modified to an unconditional request")}
-			}
-			c.touch(prev)
-			opts.Logger.Info("model unchanged since cached", "url", red, "cached", prev.meta.Version)
-			return prev.path(), nil
-		case http.StatusOK:
-			if et := resp.Header.Get("ETag"); hasPrev && et != "" && et == prev.meta.ETag {
-				// The server ignores conditional requests but names the
-				// same version: keep the copy.
-				resp.Body.Close()
-				c.touch(prev)
-				return prev.path(), nil
-			}
-			offset = 0
-			state = partialState{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
-			total = resp.ContentLength
-		case http.StatusPartialContent:
-			first, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
-			if !ok || first != offset {
-				// Not the range asked for: start over.
-				resp.Body.Close()
-				offset, state = 0, partialState{}
-				os.Remove(partPath)
-				continue
-			}
-			total = size
-		case http.StatusRequestedRangeNotSatisfiable:
-			resp.Body.Close()
-			offset, state = 0, partialState{}
-			os.Remove(partPath)
-			continue
-		default:
-			err := httpStatusError(resp, red)
-			resp.Body.Close()
-			if retryable(err) && failures < f.Retries {
-				opts.Logger.Warn("download failed, retrying", "url", red, "err", err, "retry", failures+1)
-				if err := f.backoff(ctx, failures); err != nil {
-					return "", err
-				}
-				failures++
-				continue
-			}
-			return "", err
-		}
-		if !startLogged {
-			if err := checkRoom(filepath.Dir(partPath), total-offset); err != nil {
-				resp.Body.Close()
-				return "", &FetchError{URL: red, Err: err}
-			}
-			opts.Logger.Info("model download started", "url", red, "bytes", total, "resume_at", offset)
-			startLogged = true
-		}
-		if b, err := json.Marshal(state); err == nil {
-			_ = os.WriteFile(statePath, b, 0o644)
-		}
-		before := offset
-		n, err := appendBody(partPath, offset, resp.Body, func(n int64) { opts.Progress(n, total) })
-		resp.Body.Close()
-		offset += n
-		if err == nil && total >= 0 && offset < total {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", ctx.Err()
-			}
-			if errors.Is(err, syscall.ENOSPC) {
-				return "", &FetchError{URL: red, Err: classify(err, f.CacheDir)}
-			}
-			if offset > before {
-				failures = 0 // progress: the connection dropped, not the server
-			}
-			if failures >= f.Retries {
-				return "", &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("download interrupted at byte %d of %d after %d retries: %w", offset, total, failures, err)}
-			}
-			opts.Logger.Warn("download interrupted, resuming", "url", red, "at_byte", offset, "err", err)
-			if err := f.backoff(ctx, failures); err != nil {
-				return "", err
-			}
-			failures++
-			continue
-		}
-		break
-	}
-
-	want := opts.SHA256
-	if want == "" {
-		want, err = f.sidecar(ctx, u, red)
-		if err != nil {
-			return "", err
-		}
-	}
-	got, err := verifyFile(partPath, want)
+	useCached, err := d.run(ctx)
 	if err != nil {
-		os.Remove(partPath)
-		os.Remove(statePath)
-		return "", &FetchError{URL: red, Err: err}
+		return "", err
 	}
-	m := entryMeta{ETag: state.ETag, LastModified: state.LastModified, SHA256: got}
+	if useCached {
+		c.touch(d.prev)
+		return d.prev.path(), nil
+	}
+	p, err := d.keep(ctx, u, base, c)
+	if err != nil {
+		return "", err
+	}
+	opts.Logger.Info("model downloaded", "url", red, "bytes", d.offset, "seconds", time.Since(start).Seconds())
+	return p, nil
+}
+
+// httpDownload is one fetch of an http(s) URL. Its partial file and the
+// validator in the state file beside it outlive failed attempts and
+// restarts of the process, so that every attempt resumes where the last one
+// stopped instead of starting over.
+type httpDownload struct {
+	f           *Fetcher
+	opts        FetchOptions
+	rawURL, red string
+	prev        entry // the cached copy to revalidate, when hasPrev
+	hasPrev     bool
+	partPath    string
+	statePath   string
+	state       partialState
+	offset      int64 // bytes in the partial file
+	total       int64 // the body's size, -1 when unknown
+	started     bool  // the room was checked and the start logged
+}
+
+// attemptOutcome is how one attempt ended.
+type attemptOutcome int
+
+const (
+	attemptFailed      attemptOutcome = iota // err says why and whether to retry
+	attemptNoAnswer                          // the request got no response: a cached copy can serve
+	attemptInterrupted                       // the body stopped short: resume it
+	attemptRestart                           // the partial file was discarded: ask again at once
+	attemptComplete                          // the partial file holds the whole body
+	attemptUnchanged                         // the cached copy is current
+)
+
+// run makes attempts until one completes the download, the cached copy
+// turns out current (useCached), or an error is final. f.Retries bounds
+// the failures in a row: an attempt that wrote bytes resets the count, so
+// a flaky link still finishes a big file.
+func (d *httpDownload) run(ctx context.Context) (useCached bool, _ error) {
+	failures := 0
+	for {
+		out, progressed, err := d.attempt(ctx)
+		switch {
+		case out == attemptComplete:
+			return false, nil
+		case out == attemptUnchanged:
+			return true, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case out == attemptRestart:
+			continue
+		}
+		if progressed {
+			failures = 0 // the connection dropped, not the server
+		}
+		if !retryable(err) || failures >= d.f.Retries {
+			return d.giveUp(out, err, failures)
+		}
+		if out == attemptInterrupted {
+			d.opts.Logger.Warn("download interrupted, resuming", "url", d.red, "at_byte", d.offset, "err", err)
+		} else {
+			d.opts.Logger.Warn("download failed, retrying", "url", d.red, "err", err, "retry", failures+1)
+		}
+		if err := d.f.backoff(ctx, failures); err != nil {
+			return false, err
+		}
+		failures++
+	}
+}
+
+// giveUp turns the last failure into run's answer. A server that cannot be
+// reached does not stop a restart while a cached copy exists.
+func (d *httpDownload) giveUp(out attemptOutcome, err error, failures int) (useCached bool, _ error) {
+	var fe *FetchError
 	switch {
-	case state.ETag != "":
-		m.Version = "etag:" + state.ETag
-	case state.LastModified != "":
-		m.Version = "last-modified:" + state.LastModified
+	case out == attemptNoAnswer && d.hasPrev:
+		d.opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", d.red, "err", err)
+		return true, nil
+	case out == attemptInterrupted && errors.As(err, &fe):
+		return false, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("download interrupted at byte %d of %d after %d retries: %w", d.offset, d.total, failures, fe.Err)}
+	}
+	return false, err
+}
+
+// attempt makes one request, conditional on the cached copy and ranged
+// from the end of the partial file, and appends the body to that file.
+// progressed says whether it wrote any bytes. Its errors are classified
+// (FetchError.Retryable) for run to decide on.
+func (d *httpDownload) attempt(ctx context.Context) (out attemptOutcome, progressed bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.rawURL, nil)
+	if err != nil {
+		return attemptFailed, false, &FetchError{URL: d.red, Err: err}
+	}
+	if d.hasPrev {
+		if d.prev.meta.ETag != "" {
+			req.Header.Set("If-None-Match", d.prev.meta.ETag)
+		} else if d.prev.meta.LastModified != "" {
+			req.Header.Set("If-Modified-Since", d.prev.meta.LastModified)
+		}
+	}
+	if d.offset > 0 && d.state.validator() != "" {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.offset))
+		req.Header.Set("If-Range", d.state.validator())
+	}
+	resp, err := d.f.HTTPClient.Do(req)
+	if err != nil {
+		return attemptNoAnswer, false, netError(err, d.red)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		if !d.hasPrev {
+			return attemptFailed, false, &FetchError{URL: d.red, Err: errors.New("the server answered 304 Not Modified to an unconditional request")}
+		}
+		d.opts.Logger.Info("model unchanged since cached", "url", d.red, "cached", d.prev.meta.Version)
+		return attemptUnchanged, false, nil
+	case http.StatusOK:
+		if et := resp.Header.Get("ETag"); d.hasPrev && et != "" && et == d.prev.meta.ETag {
+			// The server ignores conditional requests but names the
+			// same version: keep the copy.
+			return attemptUnchanged, false, nil
+		}
+		d.offset = 0
+		d.state = partialState{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
+		d.total = resp.ContentLength
+	case http.StatusPartialContent:
+		first, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || first != d.offset {
+			d.discard() // not the range asked for
+			return attemptRestart, false, nil
+		}
+		d.total = size
+	case http.StatusRequestedRangeNotSatisfiable:
+		d.discard()
+		return attemptRestart, false, nil
+	default:
+		return attemptFailed, false, httpStatusError(resp, d.red)
+	}
+	if !d.started {
+		if err := checkRoom(filepath.Dir(d.partPath), d.total-d.offset); err != nil {
+			return attemptFailed, false, &FetchError{URL: d.red, Err: err}
+		}
+		d.opts.Logger.Info("model download started", "url", d.red, "bytes", d.total, "resume_at", d.offset)
+		d.started = true
+	}
+	if b, err := json.Marshal(d.state); err == nil {
+		_ = os.WriteFile(d.statePath, b, 0o644)
+	}
+	n, err := appendBody(d.partPath, d.offset, resp.Body, func(n int64) { d.opts.Progress(n, d.total) })
+	d.offset += n
+	if err == nil && d.total >= 0 && d.offset < d.total {
+		err = io.ErrUnexpectedEOF
+	}
+	switch {
+	case err == nil:
+		return attemptComplete, n > 0, nil
+	case errors.Is(err, syscall.ENOSPC):
+		return attemptFailed, n > 0, &FetchError{URL: d.red, Err: classify(err, d.f.CacheDir)}
+	default:
+		// Whatever stopped the body, the bytes so far are kept: resume.
+		return attemptInterrupted, n > 0, &FetchError{URL: d.red, Retryable: true, Err: err}
+	}
+}
+
+// discard drops the partial file and its validator: the next attempt
+// starts from byte 0.
+func (d *httpDownload) discard() {
+	d.offset, d.state = 0, partialState{}
+	os.Remove(d.partPath)
+}
+
+// keep verifies the downloaded file against the checksum asked for or
+// published beside it, and makes it (unpacked, if an archive) a cache entry
+// named after its validator.
+func (d *httpDownload) keep(ctx context.Context, u *url.URL, base string, c *cacheRef) (string, error) {
+	want := d.opts.SHA256
+	if want == "" {
+		var err error
+		if want, err = d.f.sidecar(ctx, u, d.red); err != nil {
+			return "", err
+		}
+	}
+	got, err := verifyFile(d.partPath, want)
+	if err != nil {
+		os.Remove(d.partPath)
+		os.Remove(d.statePath)
+		return "", &FetchError{URL: d.red, Err: err}
+	}
+	m := entryMeta{ETag: d.state.ETag, LastModified: d.state.LastModified, SHA256: got}
+	switch {
+	case d.state.ETag != "":
+		m.Version = "etag:" + d.state.ETag
+	case d.state.LastModified != "":
+		m.Version = "last-modified:" + d.state.LastModified
 	case want != "":
 		m.Version = "sha256:" + want
 	default:
@@ -291,17 +346,16 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, rawURL string, opts FetchOption
 	}
 	p, err := c.commitMeta(m, func(dst string) (string, error) {
 		if IsArchive(base) {
-			return f.unpack(partPath, dst)
+			return d.f.unpack(d.partPath, dst)
 		}
 		out := filepath.Join(dst, base)
-		return out, os.Rename(partPath, out)
+		return out, os.Rename(d.partPath, out)
 	})
 	if err != nil {
 		return "", err
 	}
-	os.Remove(partPath)
-	os.Remove(statePath)
-	opts.Logger.Info("model downloaded", "url", red, "bytes", offset, "seconds", time.Since(start).Seconds())
+	os.Remove(d.partPath)
+	os.Remove(d.statePath)
 	return p, nil
 }
 

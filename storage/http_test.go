@@ -542,3 +542,128 @@ func TestRetryable(t *testing.T) {
 		t.Errorf("classify(ENOSPC) = %v", err)
 	}
 }
+
+// flakyServer serves /m.bin with an ETag and ranges, but answers 503 to
+// the first busy GETs and cuts every body after cut bytes (0: never).
+type flakyServer struct {
+	data   []byte
+	cut    int
+	mu     sync.Mutex
+	busy   int
+	gets   int
+	ranges []string
+}
+
+func (s *flakyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/m.bin" {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	s.gets++
+	busy := s.busy > 0
+	if busy {
+		s.busy--
+	}
+	if rg := r.Header.Get("Range"); rg != "" {
+		s.ranges = append(s.ranges, rg)
+	}
+	s.mu.Unlock()
+	if busy {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	sum := sha256.Sum256(s.data)
+	w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:8])+`"`)
+	if s.cut > 0 {
+		w = &cutWriter{ResponseWriter: w, left: s.cut}
+	}
+	http.ServeContent(w, r, "m.bin", time.Time{}, bytes.NewReader(s.data))
+}
+
+// cutWriter sends left bytes of the body, then closes the connection.
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (w *cutWriter) Write(p []byte) (int, error) {
+	if w.left <= 0 {
+		return 0, errors.New("cut")
+	}
+	n, _ := w.ResponseWriter.Write(p[:min(len(p), w.left)])
+	if w.left -= n; w.left > 0 {
+		return n, nil
+	}
+	w.ResponseWriter.(http.Flusher).Flush()
+	if conn, _, err := w.ResponseWriter.(http.Hijacker).Hijack(); err == nil {
+		conn.Close()
+	}
+	return n, errors.New("cut")
+}
+
+// fetch fetches /m.bin from s with f, checks the bytes and closes the
+// server, so that gets and ranges can be read.
+func (s *flakyServer) fetch(t *testing.T, f *Fetcher) {
+	t.Helper()
+	srv := httptest.NewServer(s)
+	p, err := f.Fetch(t.Context(), srv.URL+"/m.bin", FetchOptions{})
+	srv.Close() // waits for the handlers
+	if err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, s.data) {
+		t.Errorf("fetched %d bytes; want the %d served", len(got), len(s.data))
+	}
+}
+
+func TestHTTPRetriesBusyServer(t *testing.T) {
+	fs := &flakyServer{data: randomBytes(20_000, 4), busy: 2}
+	fs.fetch(t, testFetcher(t.TempDir()))
+	if fs.gets != 3 {
+		t.Errorf("%d requests; want 2 busy + 1 download", fs.gets)
+	}
+}
+
+// A link that drops every few kilobytes still finishes a file: each
+// attempt that brings bytes resets the retry count.
+func TestHTTPResumesWhileBytesCome(t *testing.T) {
+	fs := &flakyServer{data: randomBytes(50_000, 5), cut: 10_000}
+	f := testFetcher(t.TempDir())
+	f.Retries = 1
+	fs.fetch(t, f)
+	want := []string{"bytes=10000-", "bytes=20000-", "bytes=30000-", "bytes=40000-"}
+	if fmt.Sprint(fs.ranges) != fmt.Sprint(want) {
+		t.Errorf("range requests %q; want %q", fs.ranges, want)
+	}
+}
+
+// A body that dies before its first byte, every time, is given up after
+// the retries.
+func TestHTTPInterruptedWithoutProgressGivesUp(t *testing.T) {
+	var mu sync.Mutex
+	gets := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gets++
+		mu.Unlock()
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	_, err := testFetcher(t.TempDir()).Fetch(t.Context(), srv.URL+"/m.bin", FetchOptions{})
+	var fe *FetchError
+	if !errors.As(err, &fe) || !fe.Retryable || !errors.Is(err, io.ErrUnexpectedEOF) ||
+		!strings.Contains(err.Error(), "download interrupted at byte 0 of 1000 after 3 retries") {
+		t.Fatalf("Fetch = %v; want a retryable FetchError saying the download was interrupted after 3 retries", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gets != 4 {
+		t.Errorf("%d requests; want 1 + 3 retries", gets)
+	}
+}
