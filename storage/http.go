@@ -50,8 +50,13 @@ func httpStatusError(resp *http.Response, red string) error {
 	}
 }
 
-// netError classifies a failed round trip.
+// netError classifies a failed round trip. The client's error names the
+// URL with its query, which may be a signature: that is redacted.
 func netError(err error, red string) *FetchError {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = Redact(ue.URL)
+	}
 	var dnsErr *net.DNSError
 	var opErr *net.OpError
 	switch {

@@ -260,7 +260,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"missing", srv.URL + "/nope.onnx?Signature=s3cr3t", ErrNotFound, false, "404 Not Found; check model_path"},
 		{"forbidden", srv.URL + "/private", ErrAccessDenied, false, "signed URL"},
 		{"busy", srv.URL + "/busy", nil, true, "503 Service Unavailable"},
-		{"unreachable", dead.URL + "/m.onnx", ErrUnreachable, true, "check the host and port"},
+		{"unreachable", dead.URL + "/m.onnx?Signature=s3cr3t", ErrUnreachable, true, "check the host and port"},
 		{"scheme", "ftp://host/m.onnx", ErrUnsupportedScheme, false, "use a local path"},
 	}
 	for _, tc := range tests {
