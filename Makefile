@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build run test lint bench bench-batching deps test-deps clean
+.PHONY: all build run test lint bench bench-batching deps test-deps proto clean
 
 all: build
 
@@ -54,6 +54,11 @@ lint:
 		echo "cd $$m && $(GO) mod tidy -diff && $(GO) vet ./..."; \
 		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./...) || exit 1; \
 	done
+
+## proto: regenerate every committed *.pb.go from its .proto (installs protoc
+## and the pinned protoc-gen-go / protoc-gen-go-grpc when missing)
+proto:
+	bash scripts/gen-proto.sh
 
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
 bench-batching:
