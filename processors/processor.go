@@ -46,7 +46,9 @@ type Request struct {
 	Body   []byte      // the (decompressed) request body
 	Path   string      // extra path after /api/predict/<name>, "" or starting with "/"
 	Query  string      // raw query string
-	Header http.Header // request headers (Authorization removed)
+	// Header is the caller's headers, not a copy: read-only, and it holds
+	// the service's Authorization, which a processor must never forward.
+	Header http.Header
 }
 
 // Response is what Encode returns for a successful call.

@@ -10,7 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/eas-server/eas-server/auth"
-	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/wire/kserve"
 )
@@ -60,121 +59,38 @@ func (s *Server) processorsHealthy(ctx context.Context) bool {
 	return true
 }
 
-// kserveService resolves and authorises the model of a KServe route and
-// holds its serving version; the caller releases it. The model is a
-// service, or else one model of a service whose processor routes models
-// (a Triton repository): then rm is set and tm is nil. On failure it has
-// answered and returns a nil Live.
-func (s *Server) kserveService(c *gin.Context) (*service.Live, processors.TensorModel, processors.RoutedModel) {
-	name := c.Param("model")
-	svc, ok := s.opt.Manager.Get(name)
-	if !ok {
-		if live, rm, found := s.routedModel(c, name, c.Param("version")); found {
-			return live, nil, rm
-		}
-		kserveFail(c, http.StatusNotFound, "model \""+name+"\" not found")
-		return nil, nil, nil
+// kserveTarget resolves and authorises the model of a KServe route; the
+// caller releases it. On failure it has answered.
+func (s *Server) kserveTarget(c *gin.Context) target {
+	t, err := s.resolveModel(c.Param("model"), c.Param("version"), auth.Request{
+		Method: c.Request.Method, RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
+	})
+	if err != nil {
+		kserveFail(c, statusOf(err), err.Error())
+		return nil
 	}
-	live, serving := svc.Acquire()
-	token := svc.Token()
-	if serving {
-		token = string(live.Token)
-	}
-	if err := auth.Verify(token, auth.Request{
-		Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
-	}); err != nil {
-		if serving {
-			live.Release()
-		}
-		kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\"")
-		return nil, nil, nil
-	}
-	if !serving {
-		st, msg, _ := svc.State()
-		kserveFail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
-		return nil, nil, nil
-	}
-	tm, ok := live.Processor.(processors.TensorModel)
-	if !ok {
-		live.Release()
-		kserveFail(c, http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
-		return nil, nil, nil
-	}
-	return live, tm, nil
-}
-
-// routedModel looks for name among the models of the serving services
-// whose processor routes models, in service name order, and authorises the
-// request with that service's token. found is false when no service has the
-// model; when one has it but the token is wrong, it has answered 401 and
-// returns found with a nil Live.
-func (s *Server) routedModel(c *gin.Context, name, version string) (*service.Live, processors.RoutedModel, bool) {
-	live, svcName, rm := s.lookupRouted(name, version)
-	if live == nil {
-		return nil, nil, false
-	}
-	if err := auth.Verify(string(live.Token), auth.Request{
-		Method: c.Request.Method, Service: name, ExtraPath: "", RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
-	}); err != nil {
-		live.Release()
-		kserveFail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svcName+"\"")
-		return nil, nil, true
-	}
-	return live, rm, true
-}
-
-// lookupRouted finds name among the models of the serving services whose
-// processor routes models, in service name order, and holds that service's
-// serving version; nil when none has it.
-func (s *Server) lookupRouted(name, version string) (*service.Live, string, processors.RoutedModel) {
-	for _, svc := range s.opt.Manager.List() {
-		live, serving := svc.Acquire()
-		if !serving {
-			continue
-		}
-		if mr, ok := live.Processor.(processors.ModelRouter); ok {
-			if rm, ok := mr.Model(name, version); ok {
-				return live, svc.Name, rm
-			}
-		}
-		live.Release()
-	}
-	return nil, "", nil
+	return t
 }
 
 func (s *Server) kserveMetadata(c *gin.Context) {
-	live, tm, rm := s.kserveService(c)
-	if live == nil {
-		return
+	if t := s.kserveTarget(c); t != nil {
+		defer t.Release()
+		c.JSON(http.StatusOK, t.Metadata())
 	}
-	defer live.Release()
-	if rm != nil {
-		c.JSON(http.StatusOK, kserve.ModelMetadataFrom(rm.Name(), rm.Platform(), rm.Versions(), rm.Metadata()))
-		return
-	}
-	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(live.Spec.Name, tm.Platform(), []string{strconv.Itoa(live.Version)}, tm.Metadata()))
 }
 
 func (s *Server) kserveReady(c *gin.Context) {
-	if live, _, rm := s.kserveService(c); live != nil {
-		defer live.Release()
-		s.answerReady(c, live, rm)
+	if t := s.kserveTarget(c); t != nil {
+		defer t.Release()
+		s.answerReady(c, t)
 	}
 }
 
-// answerReady answers 200, or 503 when the processor (a proxy whose
-// upstream went away) or the routed model says it is not healthy.
-func (s *Server) answerReady(c *gin.Context, live *service.Live, rm processors.RoutedModel) int {
-	var h processors.Healther
-	if rm != nil {
-		h, _ = rm.(processors.Healther)
-	} else {
-		h, _ = live.Processor.(processors.Healther)
-	}
-	if h != nil {
-		if err := h.Healthy(c.Request.Context()); err != nil {
-			return kserveFail(c, http.StatusServiceUnavailable, err.Error())
-		}
+// answerReady answers 200, or 503 when the model (a proxy whose upstream
+// went away) says it is not healthy.
+func (s *Server) answerReady(c *gin.Context, t target) int {
+	if err := t.Healthy(c.Request.Context()); err != nil {
+		return kserveFail(c, http.StatusServiceUnavailable, err.Error())
 	}
 	c.Status(http.StatusOK)
 	return http.StatusOK
@@ -182,42 +98,38 @@ func (s *Server) answerReady(c *gin.Context, live *service.Live, rm processors.R
 
 // kserveStats answers the statistics extension for models that keep them.
 func (s *Server) kserveStats(c *gin.Context) {
-	live, _, rm := s.kserveService(c)
-	if live == nil {
-		return
+	if t := s.kserveTarget(c); t != nil {
+		defer t.Release()
+		s.answerStats(c, t)
 	}
-	defer live.Release()
-	s.answerStats(c, rm)
 }
 
-func (s *Server) answerStats(c *gin.Context, rm processors.RoutedModel) int {
-	sr, ok := rm.(processors.StatsReporter)
+func (s *Server) answerStats(c *gin.Context, t target) int {
+	st, ok := stats(t)
 	if !ok {
-		return kserveFail(c, http.StatusNotFound, "model \""+c.Param("model")+"\" keeps no statistics; the statistics extension covers the models of a triton repository")
+		return kserveFail(c, http.StatusNotFound, "model \""+t.Name()+"\" keeps no statistics; the statistics extension covers the models of a triton repository")
 	}
-	c.JSON(http.StatusOK, gin.H{"model_stats": []any{sr.Stats()}})
+	c.JSON(http.StatusOK, gin.H{"model_stats": []any{st}})
 	return http.StatusOK
 }
 
 func (s *Server) kserveInfer(c *gin.Context) {
 	start := time.Now()
-	live, _, rm := s.kserveService(c)
-	if live == nil {
+	t := s.kserveTarget(c)
+	if t == nil {
 		if _, ok := s.opt.Manager.Get(c.Param("model")); ok {
 			s.opt.Metrics.Request(c.Param("model"), c.Writer.Status(), time.Since(start))
 		}
 		return
 	}
-	defer live.Release()
-	code := s.serveInfer(c, live, rm)
-	s.opt.Metrics.Request(live.Spec.Name, code, time.Since(start))
+	defer t.Release()
+	code := s.serveInfer(c, t)
+	s.opt.Metrics.Request(t.Service(), code, time.Since(start))
 }
 
-// serveInfer runs one KServe infer request on the service's scheduler, or
-// on the routed model's own one (under the service's keepalive) when rm is
-// set.
-func (s *Server) serveInfer(c *gin.Context, live *service.Live, rm processors.RoutedModel) int {
-	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor)
+// serveInfer runs one KServe infer request on t.
+func (s *Server) serveInfer(c *gin.Context, t target) int {
+	body, status, err := s.readBody(c, t.Decompressor())
 	if err != nil {
 		return kserveFail(c, status, err.Error())
 	}
@@ -225,25 +137,11 @@ func (s *Server) serveInfer(c *gin.Context, live *service.Live, rm processors.Ro
 	if err != nil {
 		return kserveFail(c, http.StatusBadRequest, err.Error())
 	}
-	payload := &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()}
-	name, version := live.Spec.Name, strconv.Itoa(live.Version)
-	var result any
-	if rm != nil {
-		name, version = rm.Name(), rm.Version()
-		ctx, cancel := context.WithTimeout(c.Request.Context(), live.Spec.Metadata.RPC.Keepalive)
-		result, err = rm.Do(ctx, payload)
-		cancel()
-	} else {
-		result, err = live.Scheduler.Do(c.Request.Context(), payload)
-	}
+	tr, err := t.Infer(c.Request.Context(), &processors.TensorPayload{Inputs: req.Inputs, Outputs: req.OutputNames()})
 	if err != nil {
 		return kserveFail(c, statusOf(err), err.Error())
 	}
-	tr, ok := result.(*processors.TensorResult)
-	if !ok || tr == nil {
-		return kserveFail(c, http.StatusInternalServerError, "processor returned no tensors")
-	}
-	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: name, ModelVersion: version, ID: req.ID, Outputs: tr.Outputs}, req)
+	out, hlen, err := kserve.EncodeResponse(&kserve.InferResponse{ModelName: t.Name(), ModelVersion: t.Version(), ID: req.ID, Outputs: tr.Outputs}, req)
 	if err != nil {
 		return kserveFail(c, http.StatusInternalServerError, err.Error())
 	}
@@ -296,19 +194,19 @@ func routedPath(extra string) (model, version, op string, ok bool) {
 // serveRouted answers a request under /api/predict/<service> that names one
 // model of the service's processor (a Triton repository), with KServe v2
 // bodies and errors, as Triton clients expect.
-func (s *Server) serveRouted(c *gin.Context, live *service.Live, rm processors.RoutedModel, op string) int {
+func (s *Server) serveRouted(c *gin.Context, t target, op string) int {
 	switch {
 	case op == "infer" || (op == "" && c.Request.Method == http.MethodPost):
 		if c.Request.Method != http.MethodPost {
 			c.Header("Allow", "POST")
 			return kserveFail(c, http.StatusMethodNotAllowed, "infer takes POST")
 		}
-		return s.serveInfer(c, live, rm)
+		return s.serveInfer(c, t)
 	case op == "ready":
-		return s.answerReady(c, live, rm)
+		return s.answerReady(c, t)
 	case op == "stats":
-		return s.answerStats(c, rm)
+		return s.answerStats(c, t)
 	}
-	c.JSON(http.StatusOK, kserve.ModelMetadataFrom(rm.Name(), rm.Platform(), rm.Versions(), rm.Metadata()))
+	c.JSON(http.StatusOK, t.Metadata())
 	return http.StatusOK
 }

@@ -146,37 +146,18 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if name == "" {
 		return s.fail(c, http.StatusNotFound, "no service name in the path; use /api/predict/<service>")
 	}
-	svc, ok := s.opt.Manager.Get(name)
-	if !ok {
-		return s.fail(c, http.StatusNotFound, "service \""+name+"\" not found")
-	}
 	// The request runs entirely on the version serving now; an update
 	// swaps versions only between requests.
-	live, serving := svc.Acquire()
-	if serving {
-		defer live.Release()
+	live, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header})
+	if err != nil {
+		return s.failErr(c, err)
 	}
-	token := svc.Token()
-	if serving {
-		token = string(live.Token)
-	}
-	if err := auth.Verify(token, auth.Request{
-		Method: req.Method, Service: name, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header,
-	}); err != nil {
-		return s.fail(c, http.StatusUnauthorized, "unauthorized: missing or wrong token for service \""+name+"\"")
-	}
-	if !serving {
-		st, msg, _ := svc.State()
-		return s.fail(c, http.StatusServiceUnavailable, notServing(name, st, msg))
-	}
+	defer live.Release()
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.
-	if mr, ok := live.Processor.(processors.ModelRouter); ok {
-		if model, version, op, ok := routedPath(extra); ok {
-			if rm, ok := mr.Model(model, version); ok {
-				return s.serveRouted(c, live, rm, op)
-			}
-		}
+	if t, ok := routedIn(live, extra); ok {
+		_, _, op, _ := routedPath(extra)
+		return s.serveRouted(c, t, op)
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
 		if d, ok := live.Processor.(processors.MetadataJSONer); ok {
@@ -191,9 +172,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
-	h := req.Header.Clone()
-	h.Del("Authorization")
-	payload, err := live.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: h})
+	payload, err := live.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
 	if err != nil {
 		return s.failErr(c, err)
 	}
@@ -257,7 +236,10 @@ func notServing(name string, st service.Status, msg string) string {
 // It is the one place where errors become codes.
 func statusOf(err error) int {
 	var se *processors.StatusError
+	var fe *frontError
 	switch {
+	case errors.As(err, &fe):
+		return fe.code
 	case errors.As(err, &se):
 		return se.Code
 	case processors.IsInputError(err):
@@ -273,7 +255,6 @@ func statusOf(err error) int {
 	case errors.Is(err, scheduler.ErrStopped):
 		return http.StatusServiceUnavailable
 	default: // *scheduler.PanicError and processor failures
-
 		return http.StatusInternalServerError
 	}
 }

@@ -114,8 +114,9 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	log := m.log.With("service", s.Name, "version", v)
 	old := s.live.Load()
 	s.mu.Lock()
-	token := s.token
+	saved := s.token
 	s.mu.Unlock()
+	token := saved
 	if !spec.Token.IsZero() {
 		token = spec.Token.Reveal()
 	}
@@ -134,7 +135,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 		}
 		nl = m.newLive(v, spec, token, &model{proc: proc, fetched: fetched}, log)
 	}
-	if token != s.Token() {
+	if token != saved {
 		if err := m.saveToken(s.Name, token); err != nil {
 			log.Error("token not saved; the version will not be switched", "err", err)
 			m.retire(context.Background(), nl, log)
@@ -216,7 +217,9 @@ func (m *Manager) drain(s *Service, old *Live) {
 // switchStopped makes version v current for a stopped service; it loads at
 // the next start.
 func (m *Manager) switchStopped(s *Service, v int, spec *servicejson.Service) error {
-	token := s.Token()
+	s.mu.Lock()
+	token := s.token
+	s.mu.Unlock()
 	if !spec.Token.IsZero() && spec.Token.Reveal() != token {
 		token = spec.Token.Reveal()
 		if err := m.saveToken(s.Name, token); err != nil {
@@ -227,6 +230,7 @@ func (m *Manager) switchStopped(s *Service, v int, spec *servicejson.Service) er
 	defer s.mu.Unlock()
 	s.rec.CurrentVersion, s.spec, s.token = v, spec, token
 	s.rec.UpdateTime = time.Now().UTC()
+	s.publishLocked()
 	s.eventLocked(EventNormal, "VersionSwitched", fmt.Sprintf("version %d is current; the service is stopped and loads it at start", v))
 	return m.saveLocked(s)
 }

@@ -31,6 +31,7 @@ func (m *Manager) fetchProgress(name, key string) func(done, total int64) {
 			}
 		}
 		s.rec.Message = fmt.Sprintf("loading version %d: downloading %s", s.pending, what)
+		s.publishLocked()
 		switch {
 		case !started:
 			started = true

@@ -80,7 +80,12 @@ type Service struct {
 	Name string
 
 	live atomic.Pointer[Live] // the serving version; nil when none
-	op   sync.Mutex           // held for the whole of a lifecycle operation
+	// gate is what the data plane reads when no version serves: the token
+	// to check and the state to report. It is republished under mu on
+	// every change and read without it, so a request never waits for a
+	// lifecycle operation that holds mu while it writes to disk.
+	gate atomic.Pointer[gate]
+	op   sync.Mutex // held for the whole of a lifecycle operation
 
 	mu       sync.Mutex // guards the fields below
 	rec      record
@@ -99,11 +104,39 @@ type Service struct {
 	deleted bool
 }
 
-// State returns the status, its message and when it began.
+// gate is an immutable snapshot of a service's token and state.
+type gate struct {
+	token   string
+	status  Status
+	message string
+	since   time.Time
+}
+
+// publishLocked makes the current token and state visible to the data
+// plane. Every change of either calls it with mu held.
+func (s *Service) publishLocked() {
+	s.gate.Store(&gate{token: s.token, status: s.rec.Status, message: s.rec.Message, since: s.since})
+}
+
+// loadGate returns the published snapshot. A service being registered has
+// published nothing yet: it reads as Creating, with a token nobody can
+// present.
+func (s *Service) loadGate() *gate {
+	if g := s.gate.Load(); g != nil {
+		return g
+	}
+	return &gate{token: unpublished, status: Creating, message: "being created"}
+}
+
+// unpublished is a token no request can match: "\x00" never survives in
+// an HTTP header or gRPC metadata value.
+const unpublished = "\x00unpublished"
+
+// State returns the status, its message and when it began. It does not
+// wait for lifecycle operations.
 func (s *Service) State() (Status, string, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rec.Status, s.rec.Message, s.since
+	g := s.loadGate()
+	return g.status, g.message, g.since
 }
 
 // Ready reports whether a version serves requests.
@@ -111,11 +144,8 @@ func (s *Service) Ready() bool { return s.live.Load() != nil }
 
 // Token returns the service's effective token, for requests that find no
 // serving version (they are still authenticated before being told so).
-func (s *Service) Token() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.token
-}
+// It does not wait for lifecycle operations.
+func (s *Service) Token() string { return s.loadGate().token }
 
 // Info returns a snapshot of the service.
 func (s *Service) Info() Info {
@@ -175,6 +205,7 @@ func (s *Service) setStatusLocked(st Status, msg, reason string) {
 	s.rec.Status, s.rec.Message, s.rec.Reason = st, msg, reason
 	s.rec.UpdateTime = now
 	s.since = now
+	s.publishLocked()
 }
 
 func (s *Service) eventLocked(typ, reason, msg string) {

@@ -120,6 +120,7 @@ func (m *Manager) register(spec *servicejson.Service) (svc *Service, created boo
 		}
 	}
 	svc.mu.Lock()
+	svc.publishLocked()
 	svc.eventLocked(EventNormal, "Created", "service created with version 1")
 	err = m.saveLocked(svc)
 	svc.mu.Unlock()

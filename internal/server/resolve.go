@@ -1,0 +1,228 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/wire/kserve"
+)
+
+// This file is the one front door behind the three wire doors (EAS HTTP,
+// KServe v2 HTTP, KServe v2 gRPC): each door turns its request into a name
+// and an auth.Request, calls admit or resolveModel, and maps the error it
+// gets with statusOf (and grpcCode). Lookup, token check and "not serving"
+// are written only here.
+
+// frontError is a request that fails before it reaches a model: unknown
+// name, wrong token, nothing serving, a model of the wrong kind. statusOf
+// maps it to its code like any other error.
+type frontError struct {
+	code int
+	msg  string
+}
+
+func (e *frontError) Error() string { return e.msg }
+
+func refuse(code int, msg string) error { return &frontError{code: code, msg: msg} }
+
+// admit finds the service called name, checks the request's token and holds
+// its serving version; the caller releases it. The token of a serving
+// version is the one it was loaded with; when nothing serves, the service's
+// published token is checked first, so that only a caller with the token
+// learns why the service does not serve. Nothing here takes a lock that a
+// lifecycle operation holds.
+func (s *Server) admit(name string, ar auth.Request) (*service.Live, error) {
+	svc, ok := s.opt.Manager.Get(name)
+	if !ok {
+		return nil, refuse(http.StatusNotFound, "service \""+name+"\" not found")
+	}
+	live, serving := svc.Acquire()
+	token := ""
+	if serving {
+		token = string(live.Token)
+	} else {
+		token = svc.Token()
+	}
+	ar.Service = name
+	if auth.Verify(token, ar) != nil {
+		if serving {
+			live.Release()
+		}
+		return nil, refuse(http.StatusUnauthorized, "unauthorized: missing or wrong token for service \""+name+"\"")
+	}
+	if !serving {
+		st, msg, _ := svc.State()
+		return nil, refuse(http.StatusServiceUnavailable, notServing(name, st, msg))
+	}
+	return live, nil
+}
+
+// resolveModel resolves a model name of the tensor doors (KServe v2 over
+// HTTP or gRPC): a service of that name whose processor serves tensors, or
+// else a model of a service whose processor routes models (a Triton
+// repository), authorised with that service's token.
+func (s *Server) resolveModel(name, version string, ar auth.Request) (target, error) {
+	if _, ok := s.opt.Manager.Get(name); !ok {
+		live, svcName, rm := s.lookupRouted(name, version)
+		if live == nil {
+			return nil, refuse(http.StatusNotFound, "model \""+name+"\" not found")
+		}
+		ar.Service = name
+		if auth.Verify(string(live.Token), ar) != nil {
+			live.Release()
+			return nil, refuse(http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svcName+"\"")
+		}
+		return &routedTarget{held{live}, rm}, nil
+	}
+	live, err := s.admit(name, ar)
+	if err != nil {
+		return nil, err
+	}
+	tm, ok := live.Processor.(processors.TensorModel)
+	if !ok {
+		live.Release()
+		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
+	}
+	return &serviceTarget{held{live}, tm}, nil
+}
+
+// routedIn returns the model of live's processor that the extra path of
+// /api/predict/<service> names, when the processor routes models.
+func routedIn(live *service.Live, extra string) (target, bool) {
+	mr, ok := live.Processor.(processors.ModelRouter)
+	if !ok {
+		return nil, false
+	}
+	model, version, _, ok := routedPath(extra)
+	if !ok {
+		return nil, false
+	}
+	rm, ok := mr.Model(model, version)
+	if !ok {
+		return nil, false
+	}
+	return &routedTarget{held{live}, rm}, true
+}
+
+// lookupRouted finds name among the models of the serving services whose
+// processor routes models, in service name order, and holds that service's
+// serving version; nil when none has it.
+func (s *Server) lookupRouted(name, version string) (*service.Live, string, processors.RoutedModel) {
+	for _, svc := range s.opt.Manager.List() {
+		live, serving := svc.Acquire()
+		if !serving {
+			continue
+		}
+		if mr, ok := live.Processor.(processors.ModelRouter); ok {
+			if rm, ok := mr.Model(name, version); ok {
+				return live, svc.Name, rm
+			}
+		}
+		live.Release()
+	}
+	return nil, "", nil
+}
+
+// target is what a tensor request runs on: the serving version of a
+// service, or one model of a routing processor. It holds the service's
+// serving version until Release, so an update never swaps it mid-request.
+type target interface {
+	// Service is the name of the service that owns the target, for
+	// metrics and logs.
+	Service() string
+	// Decompressor is the owning service's metadata.rpc.decompressor.
+	Decompressor() string
+	Name() string
+	Version() string
+	Metadata() kserve.ModelMetadata
+	// Healthy is nil unless the model can tell it is not (a proxy whose
+	// upstream went away).
+	Healthy(ctx context.Context) error
+	// Infer runs one payload, queued and batched as the target's own
+	// scheduler decides, under the service's rpc.keepalive.
+	Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error)
+	Release()
+}
+
+// held is the serving version a target holds; both kinds of target share
+// its methods.
+type held struct{ live *service.Live }
+
+func (h held) Service() string      { return h.live.Spec.Name }
+func (h held) Decompressor() string { return h.live.Spec.Metadata.RPC.Decompressor }
+func (h held) Release()             { h.live.Release() }
+
+// serviceTarget is a service whose processor serves tensors.
+type serviceTarget struct {
+	held
+	tm processors.TensorModel
+}
+
+func (t *serviceTarget) Name() string    { return t.live.Spec.Name }
+func (t *serviceTarget) Version() string { return strconv.Itoa(t.live.Version) }
+
+func (t *serviceTarget) Metadata() kserve.ModelMetadata {
+	return kserve.ModelMetadataFrom(t.Name(), t.tm.Platform(), []string{t.Version()}, t.tm.Metadata())
+}
+
+func (t *serviceTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.live.Processor) }
+
+func (t *serviceTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
+	out, err := t.live.Scheduler.Do(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	tr, ok := out.(*processors.TensorResult)
+	if !ok || tr == nil {
+		return nil, errors.New("processor returned no tensors")
+	}
+	return tr, nil
+}
+
+// routedTarget is one model of a service whose processor routes models; it
+// runs on the model's own scheduler.
+type routedTarget struct {
+	held
+	rm processors.RoutedModel
+}
+
+func (t *routedTarget) Name() string    { return t.rm.Name() }
+func (t *routedTarget) Version() string { return t.rm.Version() }
+
+func (t *routedTarget) Metadata() kserve.ModelMetadata {
+	return kserve.ModelMetadataFrom(t.rm.Name(), t.rm.Platform(), t.rm.Versions(), t.rm.Metadata())
+}
+
+func (t *routedTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.rm) }
+
+func (t *routedTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.live.Spec.Metadata.RPC.Keepalive)
+	defer cancel()
+	return t.rm.Do(ctx, p)
+}
+
+// stats returns the KServe statistics of a target that keeps them.
+func stats(t target) (any, bool) {
+	rt, ok := t.(*routedTarget)
+	if !ok {
+		return nil, false
+	}
+	sr, ok := rt.rm.(processors.StatsReporter)
+	if !ok {
+		return nil, false
+	}
+	return sr.Stats(), true
+}
+
+// healthOf asks x whether it is healthy, when it can tell.
+func healthOf(ctx context.Context, x any) error {
+	if h, ok := x.(processors.Healther); ok {
+		return h.Healthy(ctx)
+	}
+	return nil
+}
