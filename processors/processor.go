@@ -43,9 +43,9 @@ type Spec struct {
 
 // Request is one data-plane call as the processor sees it.
 type Request struct {
-	Body   []byte      // the (decompressed) request body
-	Path   string      // extra path after /api/predict/<name>, "" or starting with "/"
-	Query  string      // raw query string
+	Body  []byte // the (decompressed) request body
+	Path  string // extra path after /api/predict/<name>, "" or starting with "/"
+	Query string // raw query string
 	// Header is the caller's headers, not a copy: read-only, and it holds
 	// the service's Authorization, which a processor must never forward.
 	Header http.Header
