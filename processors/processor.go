@@ -11,8 +11,6 @@ package processors
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -144,22 +142,4 @@ type IOSpec struct {
 	Name  string  `json:"name"`
 	DType string  `json:"datatype"`
 	Shape []int64 `json:"shape,omitempty"`
-}
-
-// InputError is a problem with the caller's request (HTTP 400).
-type InputError struct {
-	Msg string
-}
-
-func (e *InputError) Error() string { return e.Msg }
-
-// BadInput builds an *InputError.
-func BadInput(format string, args ...any) error {
-	return &InputError{Msg: fmt.Sprintf(format, args...)}
-}
-
-// IsInputError reports whether err is, or wraps, an *InputError.
-func IsInputError(err error) bool {
-	var ie *InputError
-	return errors.As(err, &ie)
 }

@@ -33,6 +33,6 @@
 // The protobuf packages commit their generated code; scripts/gen-proto.sh
 // regenerates it. Each .proto is registered under its repository path and a
 // distinct proto package, so all three load into one binary without a
-// registry conflict. Decoders of request bodies return *processors.InputError
+// registry conflict. Decoders of request bodies return *badinput.Error
 // for anything the caller got wrong.
 package wire

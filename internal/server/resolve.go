@@ -167,7 +167,7 @@ func (t *serviceTarget) Name() string    { return t.live.Spec.Name }
 func (t *serviceTarget) Version() string { return strconv.Itoa(t.live.Version) }
 
 func (t *serviceTarget) Metadata() kserve.ModelMetadata {
-	return kserve.ModelMetadataFrom(t.Name(), t.tm.Platform(), []string{t.Version()}, t.tm.Metadata())
+	return modelMetadata(t.Name(), t.tm.Platform(), []string{t.Version()}, t.tm.Metadata())
 }
 
 func (t *serviceTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.live.Processor) }
@@ -195,7 +195,7 @@ func (t *routedTarget) Name() string    { return t.rm.Name() }
 func (t *routedTarget) Version() string { return t.rm.Version() }
 
 func (t *routedTarget) Metadata() kserve.ModelMetadata {
-	return kserve.ModelMetadataFrom(t.rm.Name(), t.rm.Platform(), t.rm.Versions(), t.rm.Metadata())
+	return modelMetadata(t.rm.Name(), t.rm.Platform(), t.rm.Versions(), t.rm.Metadata())
 }
 
 func (t *routedTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.rm) }
@@ -225,4 +225,21 @@ func healthOf(ctx context.Context, x any) error {
 		return h.Healthy(ctx)
 	}
 	return nil
+}
+
+// modelMetadata describes a model in KServe's terms. Shapes are never null
+// in the output: a scalar is [].
+func modelMetadata(name, platform string, versions []string, md processors.Metadata) kserve.ModelMetadata {
+	conv := func(specs []processors.IOSpec) []kserve.TensorMetadata {
+		out := make([]kserve.TensorMetadata, len(specs))
+		for i, s := range specs {
+			shape := s.Shape
+			if shape == nil {
+				shape = []int64{}
+			}
+			out[i] = kserve.TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: shape}
+		}
+		return out
+	}
+	return kserve.ModelMetadata{Name: name, Versions: versions, Platform: platform, Inputs: conv(md.Inputs), Outputs: conv(md.Outputs)}
 }

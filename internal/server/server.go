@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/internal/decompress"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/service"
@@ -242,7 +243,7 @@ func statusOf(err error) int {
 		return fe.code
 	case errors.As(err, &se):
 		return se.Code
-	case processors.IsInputError(err):
+	case badinput.Is(err):
 		return http.StatusBadRequest
 	case errors.Is(err, scheduler.ErrQueueFull):
 		return 450

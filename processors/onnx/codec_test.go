@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/hiepb"
@@ -98,7 +99,7 @@ func TestTorchOutputFilter(t *testing.T) {
 	refCase{Name: c.Name, Outputs: []jsonTensor{c.Outputs[2], c.Outputs[1]}}.check(t, &processors.TensorResult{Outputs: outs})
 
 	body, _ = torchpb.EncodeRequest(c.payload(t).Inputs, false, []int32{3})
-	if _, err := roundTrip(t, m, body); !processors.IsInputError(err) || !strings.Contains(err.Error(), "output_filter") {
+	if _, err := roundTrip(t, m, body); !badinput.Is(err) || !strings.Contains(err.Error(), "output_filter") {
 		t.Errorf("output_filter out of range: %v", err)
 	}
 }
@@ -152,7 +153,7 @@ func TestBadBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := roundTrip(t, tt.m, tt.body)
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("err = %v, want an input error", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -256,7 +257,7 @@ func FuzzDecode(f *testing.F) {
 		for _, m := range []*Model{torch, hie} {
 			p, err := m.Decode(&processors.Request{Body: body})
 			if err != nil {
-				if !processors.IsInputError(err) {
+				if !badinput.Is(err) {
 					t.Fatalf("%s: decode error is not a 400: %v", m.code, err)
 				}
 				continue

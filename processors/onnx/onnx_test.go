@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -307,7 +308,7 @@ func TestInputErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("error is not an input error (would be 500): %v", err)
 			}
 			for _, w := range tt.wants {
@@ -318,7 +319,7 @@ func TestInputErrors(t *testing.T) {
 			// A bad payload in a batch fails the batch with the same message.
 			good := &processors.TensorPayload{Inputs: []tensor.Tensor{f32("input", []int64{1, 16})}}
 			if tt.m == mlp {
-				if _, err := tt.m.Run(t.Context(), []any{good, tt.p}); !processors.IsInputError(err) {
+				if _, err := tt.m.Run(t.Context(), []any{good, tt.p}); !badinput.Is(err) {
 					t.Errorf("batch with a bad payload: %v", err)
 				}
 			}

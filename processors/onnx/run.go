@@ -10,6 +10,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -32,11 +33,11 @@ func describeAll(ios []ioInfo) string {
 
 // arrange checks a payload against the model and returns its inputs in the
 // model's input order, each named as the model names it. Unnamed inputs are
-// taken by position. Every mismatch is a *processors.InputError naming the
+// taken by position. Every mismatch is a *badinput.Error naming the
 // input, what the model expects and what was received.
 func (m *Model) arrange(p *processors.TensorPayload) ([]tensor.Tensor, error) {
 	if len(p.Inputs) == 0 {
-		return nil, processors.BadInput("no input tensors; the model expects %s", describeAll(m.inputs))
+		return nil, badinput.Errorf("no input tensors; the model expects %s", describeAll(m.inputs))
 	}
 	out := make([]tensor.Tensor, len(m.inputs))
 	set := make([]bool, len(m.inputs))
@@ -44,35 +45,35 @@ func (m *Model) arrange(p *processors.TensorPayload) ([]tensor.Tensor, error) {
 		i, ok := m.inIndex[t.Name]
 		if t.Name == "" {
 			if pos >= len(m.inputs) {
-				return nil, processors.BadInput("%d input tensors, but the model has %d: %s", len(p.Inputs), len(m.inputs), describeAll(m.inputs))
+				return nil, badinput.Errorf("%d input tensors, but the model has %d: %s", len(p.Inputs), len(m.inputs), describeAll(m.inputs))
 			}
 			i, ok = pos, true
 		}
 		if !ok {
-			return nil, processors.BadInput("unknown input %q; the model's inputs are %s", t.Name, describeAll(m.inputs))
+			return nil, badinput.Errorf("unknown input %q; the model's inputs are %s", t.Name, describeAll(m.inputs))
 		}
 		want := m.inputs[i]
 		if set[i] {
-			return nil, processors.BadInput("input %q given twice", want.Name)
+			return nil, badinput.Errorf("input %q given twice", want.Name)
 		}
 		if t.DType != want.DType {
-			return nil, processors.BadInput("input %q: dtype %s, but the model expects %s (shape %s)", want.Name, t.DType, want.DType, tensor.FormatShape(want.Shape))
+			return nil, badinput.Errorf("input %q: dtype %s, but the model expects %s (shape %s)", want.Name, t.DType, want.DType, tensor.FormatShape(want.Shape))
 		}
 		if !shapeFits(t.Shape, want.Shape) {
-			return nil, processors.BadInput("input %q: shape %s does not match the model's %s (-1 = any size)", want.Name, tensor.FormatShape(t.Shape), tensor.FormatShape(want.Shape))
+			return nil, badinput.Errorf("input %q: shape %s does not match the model's %s (-1 = any size)", want.Name, tensor.FormatShape(t.Shape), tensor.FormatShape(want.Shape))
 		}
 		if err := t.Validate(); err != nil {
-			return nil, processors.BadInput("input %q: %v", want.Name, err)
+			return nil, badinput.Errorf("input %q: %v", want.Name, err)
 		}
 		if t.NumElements() == 0 {
-			return nil, processors.BadInput("input %q: shape %s has no elements; send at least one row", want.Name, tensor.FormatShape(t.Shape))
+			return nil, badinput.Errorf("input %q: shape %s has no elements; send at least one row", want.Name, tensor.FormatShape(t.Shape))
 		}
 		t.Name = want.Name
 		out[i], set[i] = t, true
 	}
 	for i, ok := range set {
 		if !ok {
-			return nil, processors.BadInput("missing input %s; the model's inputs are %s", m.inputs[i].describe(), describeAll(m.inputs))
+			return nil, badinput.Errorf("missing input %s; the model's inputs are %s", m.inputs[i].describe(), describeAll(m.inputs))
 		}
 	}
 	return out, nil
@@ -95,7 +96,7 @@ func shapeFits(got, want []int64) bool {
 func (m *Model) checkOutputs(names []string) error {
 	for _, n := range names {
 		if _, ok := m.outIndex[n]; !ok {
-			return processors.BadInput("unknown output %q; the model's outputs are %s", n, describeAll(m.outputs))
+			return badinput.Errorf("unknown output %q; the model's outputs are %s", n, describeAll(m.outputs))
 		}
 	}
 	return nil
@@ -275,7 +276,7 @@ func (m *Model) runSession(ctx context.Context, inputs []tensor.Tensor) ([]tenso
 		// EAS answers 400 when the model raises on an input (an index out
 		// of range, a reshape that does not fit); inputs were validated
 		// against the signature, so what is left is data-dependent.
-		return nil, processors.BadInput("model run failed on this input: %v", err)
+		return nil, badinput.Errorf("model run failed on this input: %v", err)
 	}
 	res := make([]tensor.Tensor, len(outputs))
 	for i, v := range outputs {

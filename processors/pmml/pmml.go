@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/pmml"
 	"github.com/eas-server/eas-server/processors"
@@ -142,28 +143,28 @@ func (p *Processor) Metadata() processors.Metadata {
 func (p *Processor) Decode(req *processors.Request) (any, error) {
 	body := bytes.TrimSpace(req.Body)
 	if len(body) == 0 {
-		return nil, processors.BadInput("empty body; send a JSON array of records, e.g. [{\"%s\": 1}]", p.exampleField())
+		return nil, badinput.Errorf("empty body; send a JSON array of records, e.g. [{\"%s\": 1}]", p.exampleField())
 	}
 	var objs []map[string]json.RawMessage
 	switch body[0] {
 	case '[':
 		if err := json.Unmarshal(body, &objs); err != nil {
-			return nil, processors.BadInput("body is not a JSON array of record objects: %v", err)
+			return nil, badinput.Errorf("body is not a JSON array of record objects: %v", err)
 		}
 	case '{':
 		var one map[string]json.RawMessage
 		if err := json.Unmarshal(body, &one); err != nil {
-			return nil, processors.BadInput("body is not a JSON record object: %v", err)
+			return nil, badinput.Errorf("body is not a JSON record object: %v", err)
 		}
 		objs = []map[string]json.RawMessage{one}
 	default:
-		return nil, processors.BadInput("body must be a JSON array of records or one record object, e.g. [{\"%s\": 1}]", p.exampleField())
+		return nil, badinput.Errorf("body must be a JSON array of records or one record object, e.g. [{\"%s\": 1}]", p.exampleField())
 	}
 	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs))}
 	inputs := p.model.Inputs()
 	for i, obj := range objs {
 		if obj == nil {
-			return nil, processors.BadInput("record %d is null; each record must be a JSON object", i)
+			return nil, badinput.Errorf("record %d is null; each record must be a JSON object", i)
 		}
 		rec := p.model.NewRecord()
 		for name, raw := range obj {
@@ -175,7 +176,7 @@ func (p *Processor) Decode(req *processors.Request) (any, error) {
 			if err != nil {
 				pl.bad[i] = fmt.Errorf("record %d, field %q: %v", i, name, err)
 				if !p.errorMode {
-					return nil, processors.BadInput("%v", pl.bad[i])
+					return nil, badinput.Errorf("%v", pl.bad[i])
 				}
 				break
 			}
@@ -300,7 +301,7 @@ func (p *Processor) Encode(_, r any) (*processors.Response, error) {
 		}
 		if err != nil {
 			if !p.errorMode {
-				return nil, processors.BadInput("%v", err)
+				return nil, badinput.Errorf("%v", err)
 			}
 			b = append(b, `{"error":`...)
 			b = jsonenc.AppendString(b, err.Error())

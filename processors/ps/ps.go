@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
@@ -211,7 +212,7 @@ func (p *Processor) Metadata() processors.Metadata {
 func (p *Processor) Decode(req *processors.Request) (any, error) {
 	rows, n, err := decodeRecords(req.Body, p.features, p.index)
 	if err != nil {
-		return nil, processors.BadInput("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
+		return nil, badinput.Errorf("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
 	p.markMissing64(rows)
 	return &payload{rows: rows, n: n}, nil
@@ -303,14 +304,14 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorResult, error) {
 	F := p.model.NumFeatures
 	if len(pl.Inputs) != 1 {
-		return nil, processors.BadInput("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(pl.Inputs), F)
+		return nil, badinput.Errorf("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(pl.Inputs), F)
 	}
 	in := pl.Inputs[0]
 	if len(in.Shape) != 2 || in.Shape[1] != int64(F) || in.Shape[0] < 0 {
-		return nil, processors.BadInput("input %q: shape %s, the model takes [-1, %d]", in.Name, tensor.FormatShape(in.Shape), F)
+		return nil, badinput.Errorf("input %q: shape %s, the model takes [-1, %d]", in.Name, tensor.FormatShape(in.Shape), F)
 	}
 	if err := in.Validate(); err != nil {
-		return nil, processors.BadInput("input %q: %v", in.Name, err)
+		return nil, badinput.Errorf("input %q: %v", in.Name, err)
 	}
 	n := int(in.Shape[0])
 	w := p.width()
@@ -346,7 +347,7 @@ func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorR
 			err = p.model.Scores(out, x)
 		}
 	default:
-		return nil, processors.BadInput("input %q: datatype %s; the model takes FP32 (or FP64)", in.Name, in.DType)
+		return nil, badinput.Errorf("input %q: datatype %s; the model takes FP32 (or FP64)", in.Name, in.DType)
 	}
 	if err != nil {
 		return nil, err

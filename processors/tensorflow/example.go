@@ -8,7 +8,7 @@ import (
 
 	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tf2onnx"
 )
@@ -19,17 +19,17 @@ import (
 // a missing feature takes its default, a required one is an error.
 func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 	if t.DType != tensor.String {
-		return nil, processors.BadInput("input %q holds serialized tf.Example protos and must be DT_STRING, got %s", p.Key, tfName(t.DType))
+		return nil, badinput.Errorf("input %q holds serialized tf.Example protos and must be DT_STRING, got %s", p.Key, tfName(t.DType))
 	}
 	if len(t.Shape) > 1 {
-		return nil, processors.BadInput("input %q must be a vector of serialized tf.Example protos, got shape %s", p.Key, tensor.FormatShape(t.Shape))
+		return nil, badinput.Errorf("input %q must be a vector of serialized tf.Example protos, got shape %s", p.Key, tensor.FormatShape(t.Shape))
 	}
 	n := len(t.Strings)
 	examples := make([]*examplepb.Example, n)
 	for i, s := range t.Strings {
 		var ex examplepb.Example
 		if err := proto.Unmarshal(s, &ex); err != nil {
-			return nil, processors.BadInput("input %q: element %d is not a serialized tf.Example: %v", p.Key, i, err)
+			return nil, badinput.Errorf("input %q: element %d is not a serialized tf.Example: %v", p.Key, i, err)
 		}
 		examples[i] = &ex
 	}
@@ -53,7 +53,7 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 			case tensor.Float32:
 				v := feat.GetFloatList().GetValue()
 				if feat != nil && feat.GetFloatList() == nil && feat.Kind != nil {
-					return nil, processors.BadInput("input %q: example %d: feature %q must be a float_list", p.Key, i, f.Key)
+					return nil, badinput.Errorf("input %q: example %d: feature %q must be a float_list", p.Key, i, f.Key)
 				}
 				count = len(v)
 				if int64(count) == per {
@@ -64,7 +64,7 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 			case tensor.Int64:
 				v := feat.GetInt64List().GetValue()
 				if feat != nil && feat.GetInt64List() == nil && feat.Kind != nil {
-					return nil, processors.BadInput("input %q: example %d: feature %q must be an int64_list", p.Key, i, f.Key)
+					return nil, badinput.Errorf("input %q: example %d: feature %q must be an int64_list", p.Key, i, f.Key)
 				}
 				count = len(v)
 				if int64(count) == per {
@@ -75,7 +75,7 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 			case tensor.String:
 				v := feat.GetBytesList().GetValue()
 				if feat != nil && feat.GetBytesList() == nil && feat.Kind != nil {
-					return nil, processors.BadInput("input %q: example %d: feature %q must be a bytes_list", p.Key, i, f.Key)
+					return nil, badinput.Errorf("input %q: example %d: feature %q must be a bytes_list", p.Key, i, f.Key)
 				}
 				count = len(v)
 				if int64(count) == per {
@@ -87,10 +87,10 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 			case count == 0 && f.Default != nil:
 				appendDefault(&res, f.Default, per)
 			case count == 0:
-				return nil, processors.BadInput("input %q: example %d has no feature %q, which the signature requires (%s, shape %s, no default)",
+				return nil, badinput.Errorf("input %q: example %d has no feature %q, which the signature requires (%s, shape %s, no default)",
 					p.Key, i, f.Key, tfName(f.DType), tensor.FormatShape(f.Shape))
 			default:
-				return nil, processors.BadInput("input %q: example %d: feature %q has %d values; the signature reads %d (shape %s)",
+				return nil, badinput.Errorf("input %q: example %d: feature %q has %d values; the signature reads %d (shape %s)",
 					p.Key, i, f.Key, count, per, tensor.FormatShape(f.Shape))
 			}
 		}

@@ -8,7 +8,7 @@ import (
 
 	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tf2onnx"
 )
@@ -83,7 +83,7 @@ func TestParseExamplesErrors(t *testing.T) {
 		{tensor.FromStrings("in", []int64{2}, []string{ok, example(t, nil)}), `example 1 has no feature "a"`},
 	} {
 		_, err := parseExamples(port, tc.in)
-		if err == nil || !processors.IsInputError(err) || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err %v, want an input error containing %q", err, tc.want)
 		}
 	}
@@ -102,7 +102,7 @@ func FuzzParseExamples(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out, err := parseExamples(port, tensor.FromStrings("in", []int64{1}, []string{string(data)}))
 		if err != nil {
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("error %v is not an input error", err)
 			}
 			return

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/tfpb"
@@ -240,7 +241,7 @@ func TestCounterStatefulSignaturesRefused(t *testing.T) {
 		t.Errorf("serving_default on a model without it: %v, %v; want get_counter", s, err)
 	}
 	delta := tensor.FromFloat32("delta", []int64{}, []float32{1})
-	if _, err := predict(t, m, "incr_counter_by", []tensor.Tensor{delta}, nil); err == nil || !processors.IsInputError(err) {
+	if _, err := predict(t, m, "incr_counter_by", []tensor.Tensor{delta}, nil); err == nil || !badinput.Is(err) {
 		t.Errorf("incr_counter_by: err %v, want an input error naming the refusal", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
 	"github.com/eas-server/eas-server/savedmodel"
@@ -329,9 +330,9 @@ func (m *Model) lookup(name string) (*signature, error) {
 		}
 	}
 	if err, ok := m.refused[name]; ok {
-		return nil, processors.BadInput("signature %q is not served: %v", name, err)
+		return nil, badinput.Errorf("signature %q is not served: %v", name, err)
 	}
-	return nil, processors.BadInput("unknown signature_name %q; the model serves %s", name, strings.Join(m.servedNames(), ", "))
+	return nil, badinput.Errorf("unknown signature_name %q; the model serves %s", name, strings.Join(m.servedNames(), ", "))
 }
 
 func (m *Model) servedNames() []string {
@@ -355,18 +356,18 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 	for _, t := range r.inputs {
 		port, ok := byKey[t.Name]
 		if !ok {
-			return nil, processors.BadInput("signature %q has no input %q; its inputs are %s", s.name, t.Name, describe(s.inputs))
+			return nil, badinput.Errorf("signature %q has no input %q; its inputs are %s", s.name, t.Name, describe(s.inputs))
 		}
 		seen[t.Name] = true
 		if t.DType != port.DType && port.Kind != tf2onnx.Examples {
-			return nil, processors.BadInput("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
+			return nil, badinput.Errorf("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
 		}
 		switch port.Kind {
 		case tf2onnx.Plain:
 			p.Inputs = append(p.Inputs, t)
 		case tf2onnx.Scalar:
 			if t.NumElements() != 1 || len(t.Shape) > 1 {
-				return nil, processors.BadInput("signature %q input %q is a scalar; got shape %s", s.name, t.Name, tensor.FormatShape(t.Shape))
+				return nil, badinput.Errorf("signature %q input %q is a scalar; got shape %s", s.name, t.Name, tensor.FormatShape(t.Shape))
 			}
 			t.Shape = []int64{1}
 			p.Inputs = append(p.Inputs, t)
@@ -384,12 +385,12 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 	}
 	for _, in := range s.inputs {
 		if !seen[in.Key] {
-			return nil, processors.BadInput("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
+			return nil, badinput.Errorf("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
 		}
 	}
 	for _, o := range r.outputs {
 		if !slices.ContainsFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == o }) {
-			return nil, processors.BadInput("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
+			return nil, badinput.Errorf("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
 		}
 	}
 	return p, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/tfpb"
@@ -58,7 +59,7 @@ func TestRequestErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := predict(t, m, tc.sig, tc.inputs, tc.filter)
-			if err == nil || !processors.IsInputError(err) || !strings.Contains(err.Error(), tc.want) {
+			if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want an input error containing %q", err, tc.want)
 			}
 		})

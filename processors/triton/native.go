@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
 	"github.com/eas-server/eas-server/scheduler"
@@ -415,22 +416,22 @@ func (v *version) check(tp *processors.TensorPayload) error {
 	for _, in := range tp.Inputs {
 		c, ok := byName[in.Name]
 		if !ok {
-			return processors.BadInput("unexpected inference input '%s' for model '%s'", in.Name, v.name)
+			return badinput.Errorf("unexpected inference input '%s' for model '%s'", in.Name, v.name)
 		}
 		if seen[in.Name] {
-			return processors.BadInput("input '%s' is given twice for model '%s'", in.Name, v.name)
+			return badinput.Errorf("input '%s' is given twice for model '%s'", in.Name, v.name)
 		}
 		seen[in.Name] = true
 		if in.DType != c.DType {
-			return processors.BadInput("inference input '%s' data-type is '%s', but model '%s' expects '%s'", in.Name, in.DType, v.name, c.DType)
+			return badinput.Errorf("inference input '%s' data-type is '%s', but model '%s' expects '%s'", in.Name, in.DType, v.name, c.DType)
 		}
 		dims := in.Shape
 		if cfg.MaxBatchSize > 0 {
 			if len(dims) == 0 {
-				return processors.BadInput("input '%s' for model '%s' has no batch dimension; model '%s' batches, so its shape is [batch, %s]", in.Name, v.name, v.name, joinDims(c.Dims))
+				return badinput.Errorf("input '%s' for model '%s' has no batch dimension; model '%s' batches, so its shape is [batch, %s]", in.Name, v.name, v.name, joinDims(c.Dims))
 			}
 			if dims[0] > int64(cfg.MaxBatchSize) || dims[0] < 1 {
-				return processors.BadInput("inference request batch-size must be <= %d for '%s', got %d", cfg.MaxBatchSize, v.name, dims[0])
+				return badinput.Errorf("inference request batch-size must be <= %d for '%s', got %d", cfg.MaxBatchSize, v.name, dims[0])
 			}
 			dims = dims[1:]
 		}
@@ -439,12 +440,12 @@ func (v *version) check(tp *processors.TensorPayload) error {
 			if cfg.MaxBatchSize > 0 {
 				want = append([]int64{-1}, want...)
 			}
-			return processors.BadInput("unexpected shape for input '%s' for model '%s'. Expected [%s], got [%s]", in.Name, v.name, joinDims(want), joinDims(in.Shape))
+			return badinput.Errorf("unexpected shape for input '%s' for model '%s'. Expected [%s], got [%s]", in.Name, v.name, joinDims(want), joinDims(in.Shape))
 		}
 	}
 	for _, c := range cfg.Inputs {
 		if !seen[c.Name] && !c.Optional {
-			return processors.BadInput("expected %d inputs but got %d inputs for model '%s'; missing '%s'", len(cfg.Inputs), len(tp.Inputs), v.name, c.Name)
+			return badinput.Errorf("expected %d inputs but got %d inputs for model '%s'; missing '%s'", len(cfg.Inputs), len(tp.Inputs), v.name, c.Name)
 		}
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/wire/kserve"
@@ -404,7 +405,7 @@ func (m *upstreamModel) Do(ctx context.Context, tp *processors.TensorPayload) (*
 	}
 	body, hlen, err := kserve.EncodeRequest(ir, true)
 	if err != nil {
-		return nil, processors.BadInput("%v", err)
+		return nil, badinput.Errorf("%v", err)
 	}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "application/octet-stream")

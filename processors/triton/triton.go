@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/storage"
 	"github.com/eas-server/eas-server/wire/kserve"
@@ -244,7 +245,7 @@ func (p *Processor) repositoryModels() ([]string, error) {
 // serving until the new one is ready, then is drained and closed.
 func (p *Processor) loadModel(ctx context.Context, name string) error {
 	if !validModelName(name) {
-		return processors.BadInput("model name %q is not a directory name of the repository", name)
+		return badinput.Errorf("model name %q is not a directory name of the repository", name)
 	}
 	p.loading.Lock()
 	defer p.loading.Unlock()
@@ -478,11 +479,11 @@ func (p *Processor) Decode(req *processors.Request) (any, error) {
 		var m processors.RoutedModel
 		if r.model == "" {
 			if p.proxy != nil {
-				return nil, processors.BadInput("name the model: POST /api/predict/%s/<model> or /api/predict/%s/v2/models/<model>/infer", p.spec.Service, p.spec.Service)
+				return nil, badinput.Errorf("name the model: POST /api/predict/%s/<model> or /api/predict/%s/v2/models/<model>/infer", p.spec.Service, p.spec.Service)
 			}
 			only := p.onlyModel()
 			if only == nil {
-				return nil, processors.BadInput("the repository serves several models (%s); name one: POST /api/predict/%s/<model>", strings.Join(p.readyNames(), ", "), p.spec.Service)
+				return nil, badinput.Errorf("the repository serves several models (%s); name one: POST /api/predict/%s/<model>", strings.Join(p.readyNames(), ", "), p.spec.Service)
 			}
 			m = only
 		} else {
@@ -493,7 +494,7 @@ func (p *Processor) Decode(req *processors.Request) (any, error) {
 		}
 		ir, err := kserve.DecodeRequest(req.Body, req.Header.Get(kserve.HeaderContentLength))
 		if err != nil {
-			return nil, processors.BadInput("%v", err)
+			return nil, badinput.Errorf("%v", err)
 		}
 		return &call{route: r, model: m, req: ir, tp: &processors.TensorPayload{Inputs: ir.Inputs, Outputs: ir.OutputNames()}}, nil
 	case "passthrough":
@@ -502,7 +503,7 @@ func (p *Processor) Decode(req *processors.Request) (any, error) {
 		}
 	case "repo_index", "repo_load", "repo_unload":
 		if p.proxy == nil && r.model != "" && !validModelName(r.model) {
-			return nil, processors.BadInput("model name %q is not valid", r.model)
+			return nil, badinput.Errorf("model name %q is not valid", r.model)
 		}
 	}
 	return &call{route: r, raw: req}, nil
@@ -559,7 +560,7 @@ func (p *Processor) runCall(ctx context.Context, c *call) (any, error) {
 		return &reply{body: body, contentType: "application/json"}, err
 	case "repo_load":
 		if err := p.loadModel(ctx, c.route.model); err != nil {
-			if processors.IsInputError(err) {
+			if badinput.Is(err) {
 				return nil, err
 			}
 			return nil, &processors.StatusError{Code: http.StatusBadRequest, Err: fmt.Errorf("failed to load '%s': %w", c.route.model, err)}

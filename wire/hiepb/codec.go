@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -63,28 +63,28 @@ func DataType(d tensor.DType) (int32, bool) {
 // DecodeDataProto parses a hie.processor.DataProto into tensors, in message
 // order. Every tensor must have a unique, non-empty name (the model input it
 // feeds), a supported data_type and exactly the bytes its dims need. Errors
-// are *processors.InputError (HTTP 400) with the fix in the message. The
+// are *badinput.Error (HTTP 400) with the fix in the message. The
 // tensors alias the decoded raw_data, not body.
 func DecodeDataProto(body []byte) ([]tensor.Tensor, error) {
 	var dp DataProto
 	if err := proto.Unmarshal(body, &dp); err != nil {
-		return nil, processors.BadInput("body is not a hie.processor.DataProto protobuf (%v); send the serialized DataProto message", err)
+		return nil, badinput.Errorf("body is not a hie.processor.DataProto protobuf (%v); send the serialized DataProto message", err)
 	}
 	if len(dp.Tensors) == 0 {
-		return nil, processors.BadInput("onnx request has no tensors; add one TensorProto per model input to DataProto.tensors")
+		return nil, badinput.Errorf("onnx request has no tensors; add one TensorProto per model input to DataProto.tensors")
 	}
 	out := make([]tensor.Tensor, 0, len(dp.Tensors))
 	seen := make(map[string]bool, len(dp.Tensors))
 	for i, tp := range dp.Tensors {
 		t, err := toTensor(tp)
 		if err != nil {
-			return nil, processors.BadInput("onnx request: tensors[%d] (%q): %v", i, tp.GetName(), err)
+			return nil, badinput.Errorf("onnx request: tensors[%d] (%q): %v", i, tp.GetName(), err)
 		}
 		if t.Name == "" {
-			return nil, processors.BadInput("onnx request: tensors[%d] has no name; set TensorProto.name to a model input name", i)
+			return nil, badinput.Errorf("onnx request: tensors[%d] has no name; set TensorProto.name to a model input name", i)
 		}
 		if seen[t.Name] {
-			return nil, processors.BadInput("onnx request: tensor %q appears more than once; send each input once", t.Name)
+			return nil, badinput.Errorf("onnx request: tensor %q appears more than once; send each input once", t.Name)
 		}
 		seen[t.Name] = true
 		out = append(out, t)
@@ -154,7 +154,7 @@ func EncodeDataProto(ts []tensor.Tensor) ([]byte, error) {
 }
 
 // DecodeResponse parses a DataProto response (client side) with the same
-// checks as a request, but without the *processors.InputError wrapping.
+// checks as a request, but without the *badinput.Error wrapping.
 func DecodeResponse(body []byte) ([]tensor.Tensor, error) {
 	var dp DataProto
 	if err := proto.Unmarshal(body, &dp); err != nil {

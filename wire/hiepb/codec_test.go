@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tensor/tensortest"
 )
@@ -166,7 +166,7 @@ func TestDecodeErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("err %T is not an InputError", err)
 			}
 		})
@@ -188,7 +188,7 @@ func FuzzHIE(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		ts, err := DecodeDataProto(body)
 		if err != nil {
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("error %v is not an InputError", err)
 			}
 			return

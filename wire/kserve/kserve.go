@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -50,23 +50,6 @@ type TensorMetadata struct {
 	Name     string  `json:"name"`
 	Datatype string  `json:"datatype"`
 	Shape    []int64 `json:"shape"`
-}
-
-// ModelMetadataFrom builds ModelMetadata from a processor's Metadata. Shapes
-// are never null in the output: a scalar is [].
-func ModelMetadataFrom(name, platform string, versions []string, md processors.Metadata) ModelMetadata {
-	conv := func(specs []processors.IOSpec) []TensorMetadata {
-		out := make([]TensorMetadata, len(specs))
-		for i, s := range specs {
-			shape := s.Shape
-			if shape == nil {
-				shape = []int64{}
-			}
-			out[i] = TensorMetadata{Name: s.Name, Datatype: s.DType, Shape: shape}
-		}
-		return out
-	}
-	return ModelMetadata{Name: name, Versions: versions, Platform: platform, Inputs: conv(md.Inputs), Outputs: conv(md.Outputs)}
 }
 
 // ErrorResponse is the body of every KServe error status.
@@ -191,49 +174,49 @@ func unmarshalStrict(b []byte, v any) error {
 
 // DecodeRequest parses an infer request body. headerLength is the value of
 // the Inference-Header-Content-Length header, "" when absent (a JSON-only
-// body). Every error is a *processors.InputError (HTTP 400) whose message
+// body). Every error is a *badinput.Error (HTTP 400) whose message
 // names the input and the fix. Binary inputs alias body.
 func DecodeRequest(body []byte, headerLength string) (*InferRequest, error) {
 	js, bin, err := splitBody(body, headerLength)
 	if err != nil {
-		return nil, processors.BadInput("kserve request: %v", err)
+		return nil, badinput.Errorf("kserve request: %v", err)
 	}
 	var rj requestJSON
 	if err := unmarshalStrict(js, &rj); err != nil {
-		return nil, processors.BadInput("kserve request: body is not a valid infer request JSON: %v", err)
+		return nil, badinput.Errorf("kserve request: body is not a valid infer request JSON: %v", err)
 	}
 	if len(rj.Inputs) == 0 {
-		return nil, processors.BadInput(`kserve request: "inputs" is empty; send [{"name","shape","datatype","data"}, ...]`)
+		return nil, badinput.Errorf(`kserve request: "inputs" is empty; send [{"name","shape","datatype","data"}, ...]`)
 	}
 	req := &InferRequest{ID: rj.ID, Parameters: rj.Parameters}
 	if raw, ok := rj.Parameters["binary_data_output"]; ok {
 		if err := json.Unmarshal(raw, &req.BinaryDataOutput); err != nil {
-			return nil, processors.BadInput("kserve request: parameters.binary_data_output must be true or false, got %s", raw)
+			return nil, badinput.Errorf("kserve request: parameters.binary_data_output must be true or false, got %s", raw)
 		}
 	}
 	req.Inputs, err = decodeTensors("input", rj.Inputs, bin)
 	if err != nil {
-		return nil, processors.BadInput("kserve request: %v", err)
+		return nil, badinput.Errorf("kserve request: %v", err)
 	}
 	seen := map[string]bool{}
 	for i, o := range rj.Outputs {
 		if o.Name == "" {
-			return nil, processors.BadInput("kserve request: outputs[%d] has no name", i)
+			return nil, badinput.Errorf("kserve request: outputs[%d] has no name", i)
 		}
 		if seen[o.Name] {
-			return nil, processors.BadInput("kserve request: output %q is requested twice", o.Name)
+			return nil, badinput.Errorf("kserve request: output %q is requested twice", o.Name)
 		}
 		seen[o.Name] = true
 		ro := RequestedOutput{Name: o.Name}
 		if raw, ok := o.Parameters["binary_data"]; ok {
 			var b bool
 			if err := json.Unmarshal(raw, &b); err != nil {
-				return nil, processors.BadInput("kserve request: output %q: parameters.binary_data must be true or false, got %s", o.Name, raw)
+				return nil, badinput.Errorf("kserve request: output %q: parameters.binary_data must be true or false, got %s", o.Name, raw)
 			}
 			ro.Binary = &b
 		}
 		if _, ok := o.Parameters["classification"]; ok {
-			return nil, processors.BadInput("kserve request: output %q: the classification parameter is not supported; remove it and read the raw output", o.Name)
+			return nil, badinput.Errorf("kserve request: output %q: the classification parameter is not supported; remove it and read the raw output", o.Name)
 		}
 		req.Outputs = append(req.Outputs, ro)
 	}

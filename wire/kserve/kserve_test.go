@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tensor/tensortest"
 )
@@ -253,7 +253,7 @@ func TestDecodeErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("err %T is not an InputError", err)
 			}
 		})
@@ -280,7 +280,7 @@ func TestDecodeErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("err %T is not an InputError", err)
 			}
 		})
@@ -322,11 +322,12 @@ func TestDecodeResponseServerError(t *testing.T) {
 }
 
 func TestMetadataJSON(t *testing.T) {
-	md := processors.Metadata{
-		Inputs:  []processors.IOSpec{{Name: "x", DType: "FP32", Shape: []int64{-1, 4}}},
-		Outputs: []processors.IOSpec{{Name: "y", DType: "INT64"}},
+	md := ModelMetadata{
+		Name: "mlp", Versions: []string{"1"}, Platform: "onnxruntime_onnx",
+		Inputs:  []TensorMetadata{{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}}},
+		Outputs: []TensorMetadata{{Name: "y", Datatype: "INT64", Shape: []int64{}}},
 	}
-	b, err := json.Marshal(ModelMetadataFrom("mlp", "onnxruntime_onnx", []string{"1"}, md))
+	b, err := json.Marshal(md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +380,7 @@ func FuzzKServeJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := DecodeRequest(body, "")
 		if err != nil {
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("error %v is not an InputError", err)
 			}
 			return
@@ -399,7 +400,7 @@ func FuzzKServeBinary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
 		req, err := DecodeRequest(body, header)
 		if err != nil {
-			if !processors.IsInputError(err) {
+			if !badinput.Is(err) {
 				t.Fatalf("error %v is not an InputError", err)
 			}
 			return

@@ -15,7 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/internal/arrayproto"
 )
@@ -36,14 +36,14 @@ type Request struct {
 }
 
 // DecodeRequest parses a PredictRequest. Every error is a
-// *processors.InputError (HTTP 400) whose message says what to fix.
+// *badinput.Error (HTTP 400) whose message says what to fix.
 func DecodeRequest(body []byte) (*Request, error) {
 	var pr PredictRequest
 	if err := proto.Unmarshal(body, &pr); err != nil {
-		return nil, processors.BadInput("body is not a tensorflow PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
+		return nil, badinput.Errorf("body is not a tensorflow PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
 	}
 	if len(pr.Inputs) == 0 {
-		return nil, processors.BadInput("tensorflow request has no inputs; set PredictRequest.inputs (input name -> ArrayProto)")
+		return nil, badinput.Errorf("tensorflow request has no inputs; set PredictRequest.inputs (input name -> ArrayProto)")
 	}
 	req := &Request{SignatureName: pr.SignatureName, OutputFilter: pr.OutputFilter}
 	if req.SignatureName == "" {
@@ -55,10 +55,10 @@ func DecodeRequest(body []byte) (*Request, error) {
 	seen := make(map[string]bool, len(req.OutputFilter))
 	for _, o := range req.OutputFilter {
 		if o == "" {
-			return nil, processors.BadInput("tensorflow request: output_filter holds an empty name; list output names, or leave it empty for all outputs")
+			return nil, badinput.Errorf("tensorflow request: output_filter holds an empty name; list output names, or leave it empty for all outputs")
 		}
 		if seen[o] {
-			return nil, processors.BadInput("tensorflow request: output_filter lists %q twice", o)
+			return nil, badinput.Errorf("tensorflow request: output_filter lists %q twice", o)
 		}
 		seen[o] = true
 	}
@@ -69,11 +69,11 @@ func DecodeRequest(body []byte) (*Request, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		if name == "" {
-			return nil, processors.BadInput("tensorflow request: an input has an empty name; key inputs by the model's input names")
+			return nil, badinput.Errorf("tensorflow request: an input has an empty name; key inputs by the model's input names")
 		}
 		t, err := arrayproto.ToTensor(name, toArray(pr.Inputs[name]), opts)
 		if err != nil {
-			return nil, processors.BadInput("tensorflow request: input %q: %v", name, err)
+			return nil, badinput.Errorf("tensorflow request: input %q: %v", name, err)
 		}
 		req.Inputs = append(req.Inputs, t)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/internal/arrayproto"
 )
@@ -34,17 +34,17 @@ type Request struct {
 
 // DecodeRequest parses a pytorch.eas.PredictRequest. inputNames is the
 // model's input order: positional input i gets inputNames[i]. Every error is
-// a *processors.InputError (HTTP 400) whose message says what to fix.
+// a *badinput.Error (HTTP 400) whose message says what to fix.
 func DecodeRequest(body []byte, inputNames []string) (*Request, error) {
 	var pr PredictRequest
 	if err := proto.Unmarshal(body, &pr); err != nil {
-		return nil, processors.BadInput("body is not a pytorch.eas.PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
+		return nil, badinput.Errorf("body is not a pytorch.eas.PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
 	}
 	if len(pr.Inputs) == 0 && len(pr.MapInputs) == 0 {
-		return nil, processors.BadInput("pytorch request has no inputs; set PredictRequest.inputs (by position) or map_inputs (by name)")
+		return nil, badinput.Errorf("pytorch request has no inputs; set PredictRequest.inputs (by position) or map_inputs (by name)")
 	}
 	if len(pr.Inputs) > len(inputNames) {
-		return nil, processors.BadInput("pytorch request has %d positional inputs but the model takes %d (%s)",
+		return nil, badinput.Errorf("pytorch request has %d positional inputs but the model takes %d (%s)",
 			len(pr.Inputs), len(inputNames), arrayproto.Join(inputNames))
 	}
 	req := &Request{OutputFilter: pr.OutputFilter, DebugLevel: pr.DebugLevel}
@@ -53,7 +53,7 @@ func DecodeRequest(body []byte, inputNames []string) (*Request, error) {
 		name := inputNames[i]
 		t, err := arrayproto.ToTensor(name, toArray(a), opts)
 		if err != nil {
-			return nil, processors.BadInput("pytorch request: inputs[%d] (%q): %v", i, name, err)
+			return nil, badinput.Errorf("pytorch request: inputs[%d] (%q): %v", i, name, err)
 		}
 		seen[name] = true
 		req.Inputs = append(req.Inputs, t)
@@ -65,11 +65,11 @@ func DecodeRequest(body []byte, inputNames []string) (*Request, error) {
 	slices.Sort(names)
 	for _, name := range names {
 		if seen[name] {
-			return nil, processors.BadInput("pytorch request: input %q is given both by position and in map_inputs; send it once", name)
+			return nil, badinput.Errorf("pytorch request: input %q is given both by position and in map_inputs; send it once", name)
 		}
 		t, err := arrayproto.ToTensor(name, toArray(pr.MapInputs[name]), opts)
 		if err != nil {
-			return nil, processors.BadInput("pytorch request: map_inputs[%q]: %v", name, err)
+			return nil, badinput.Errorf("pytorch request: map_inputs[%q]: %v", name, err)
 		}
 		req.Inputs = append(req.Inputs, t)
 	}
@@ -85,7 +85,7 @@ func OutputNames(filter []int32, outputNames []string) ([]string, error) {
 	out := make([]string, len(filter))
 	for i, idx := range filter {
 		if idx < 0 || int(idx) >= len(outputNames) {
-			return nil, processors.BadInput("pytorch request: output_filter[%d] = %d, but the model has %d outputs (indexes 0..%d: %s)",
+			return nil, badinput.Errorf("pytorch request: output_filter[%d] = %d, but the model has %d outputs (indexes 0..%d: %s)",
 				i, idx, len(outputNames), len(outputNames)-1, arrayproto.Join(outputNames))
 		}
 		out[i] = outputNames[idx]
