@@ -3,7 +3,6 @@ package tf2onnx
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
@@ -102,33 +101,6 @@ func reshapeDims(n int64, dims []int64) ([]int64, bool) {
 // maxSplits bounds the outputs of Split, SplitV and Unpack.
 const maxSplits = 1 << 16
 
-var unaryOps = map[string]string{
-	"Sqrt": "Sqrt", "Neg": "Neg", "Abs": "Abs", "Floor": "Floor", "Ceil": "Ceil", "Round": "Round",
-	"Relu": "Relu", "Elu": "Elu", "Selu": "Selu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
-	"Softplus": "Softplus", "Softsign": "Softsign", "Erf": "Erf", "Exp": "Exp", "Log": "Log",
-	"Sign": "Sign", "Reciprocal": "Reciprocal", "Inv": "Reciprocal", "Sin": "Sin", "Cos": "Cos",
-	"LogicalNot": "Not", "IsNan": "IsNaN",
-	"Tan": "Tan", "Asin": "Asin", "Acos": "Acos", "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh",
-	"Asinh": "Asinh", "Acosh": "Acosh", "Atanh": "Atanh", "IsInf": "IsInf",
-}
-
-var binaryOps = map[string]string{
-	"Add": "Add", "AddV2": "Add", "Sub": "Sub", "Mul": "Mul", "RealDiv": "Div",
-	"Maximum": "Max", "Minimum": "Min", "Pow": "Pow",
-	"Div": "Div", "TruncateDiv": "Div",
-	"Equal": "Equal", "Less": "Less", "LessEqual": "LessOrEqual", "Greater": "Greater",
-	"GreaterEqual": "GreaterOrEqual", "LogicalAnd": "And", "LogicalOr": "Or",
-}
-
-var boolResult = map[string]bool{
-	"Equal": true, "NotEqual": true, "Less": true, "LessEqual": true, "Greater": true, "GreaterEqual": true,
-	"LogicalAnd": true, "LogicalOr": true, "LogicalNot": true, "IsNan": true, "IsInf": true,
-}
-
-var reduceOps = map[string]string{
-	"Mean": "ReduceMean", "Sum": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin", "Prod": "ReduceProd",
-}
-
 // unsupportedWhy explains ops that are known and deliberately not translated.
 var unsupportedWhy = map[string]string{
 	"Assign":              "stateful variable updates are not served",
@@ -146,516 +118,616 @@ var unsupportedWhy = map[string]string{
 	"LookupTableFindV2":   "lookup tables are not translated",
 }
 
-// translate emits the ONNX nodes for n and records its outputs.
-func (c *converter) translate(n *node) {
-	same := func(name string) *value { return &value{name: name, dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank} }
-	if onnxOp, ok := unaryOps[n.op]; ok {
-		x := c.in(n, 0)
-		v := same(c.op1(onnxOp, x.name))
-		if boolResult[n.op] {
-			v.dtype = tensor.Bool
-		}
-		c.set(n, 0, v)
+// translateConst translates Const.
+func (c *converter) translateConst(n *node) {
+	t, err := savedmodel.TensorFromProto(n.attr["value"].GetTensor())
+	if err != nil {
+		c.fail(fmt.Errorf("constant %q: %w", n.name, err))
 		return
 	}
-	if onnxOp, ok := binaryOps[n.op]; ok {
-		a, b := c.in(n, 0), c.in(n, 1)
-		v := &value{name: c.op1(onnxOp, a.name, b.name), dtype: a.dtype, rank: maxRank(a, b)}
-		if boolResult[n.op] {
-			v.dtype = tensor.Bool
-		}
-		c.set(n, 0, v)
+	c.set(n, 0, c.constValue(t))
+}
+
+// translateIdentity translates Identity, StopGradient, Snapshot, PreventGradient, CheckNumerics, EnsureShape, PlaceholderWithDefault.
+func (c *converter) translateIdentity(n *node) {
+	c.set(n, 0, c.in(n, 0))
+}
+
+// translateIdentityN translates IdentityN.
+func (c *converter) translateIdentityN(n *node) {
+	for i := range n.inputs {
+		c.set(n, i, c.in(n, i))
+	}
+}
+
+// translateNoOp translates NoOp.
+func (c *converter) translateNoOp(n *node) {
+	c.set(n, 0, &value{name: "_noop", rank: -1})
+}
+
+// translateVariable translates VariableV2, Variable, VarHandleOp.
+func (c *converter) translateVariable(n *node) {
+	t, err := c.model.ReadVariable(n.name, c.keys)
+	if err != nil {
+		c.fail(err)
 		return
 	}
-	if onnxOp, ok := reduceOps[n.op]; ok {
-		x, axes := c.in(n, 0), c.in(n, 1)
-		keep := int64(0)
-		if n.b("keep_dims", false) {
-			keep = 1
-		}
-		c.set(n, 0, &value{name: c.op1(onnxOp, x.name, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1)), dtype: x.dtype, rank: -1})
+	t.Name = ""
+	c.set(n, 0, c.constValue(t))
+}
+
+// translateReadVariableOp translates ReadVariableOp.
+func (c *converter) translateReadVariableOp(n *node) {
+	c.set(n, 0, c.in(n, 0))
+}
+
+// translateGather translates ResourceGather, GatherV2, Gather.
+func (c *converter) translateGather(n *node) {
+	params, idx := c.in(n, 0), c.in(n, 1)
+	if n.i("batch_dims", 0) != 0 {
+		c.unsupported(n, "batch_dims > 0 is not supported")
 		return
 	}
-	switch n.op {
-	case "Const":
-		t, err := savedmodel.TensorFromProto(n.attr["value"].GetTensor())
-		if err != nil {
-			c.fail(fmt.Errorf("constant %q: %w", n.name, err))
-			return
-		}
-		c.set(n, 0, c.constValue(t))
-	case "Identity", "StopGradient", "Snapshot", "PreventGradient", "CheckNumerics", "EnsureShape", "PlaceholderWithDefault":
-		c.set(n, 0, c.in(n, 0))
-	case "IdentityN":
-		for i := range n.inputs {
-			c.set(n, i, c.in(n, i))
-		}
-	case "NoOp":
-		c.set(n, 0, &value{name: "_noop", rank: -1})
-	case "VariableV2", "Variable", "VarHandleOp":
-		t, err := c.model.ReadVariable(n.name, c.keys)
-		if err != nil {
-			c.fail(err)
-			return
-		}
-		t.Name = ""
-		c.set(n, 0, c.constValue(t))
-	case "ReadVariableOp":
-		c.set(n, 0, c.in(n, 0))
-	case "ResourceGather", "GatherV2", "Gather":
-		params, idx := c.in(n, 0), c.in(n, 1)
-		if n.i("batch_dims", 0) != 0 {
-			c.unsupported(n, "batch_dims > 0 is not supported")
-			return
-		}
-		axis := int64(0)
-		if n.op == "GatherV2" {
-			a, ok := ints(c.in(n, 2).konst)
-			if !ok || len(a) != 1 {
-				c.unsupported(n, "a non-constant axis is not supported")
-				return
-			}
-			axis = a[0]
-		}
-		c.set(n, 0, &value{name: c.op1("Gather", params.name, idx.name, attrInt("axis", axis)), dtype: params.dtype, rank: -1})
-	case "MatMul":
-		a, b := c.in(n, 0), c.in(n, 1)
-		an, bn := a.name, b.name
-		if n.b("transpose_a", false) {
-			an = c.op1("Transpose", an, attrInts("perm", []int64{1, 0}))
-		}
-		if n.b("transpose_b", false) {
-			bn = c.op1("Transpose", bn, attrInts("perm", []int64{1, 0}))
-		}
-		c.set(n, 0, &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: 2})
-	case "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3":
-		a, b := c.in(n, 0), c.in(n, 1)
-		an, bn := a.name, b.name
-		if n.b("adj_x", false) {
-			an = c.op1("Einsum", an, attrString("equation", "...ij->...ji"))
-		}
-		if n.b("adj_y", false) {
-			bn = c.op1("Einsum", bn, attrString("equation", "...ij->...ji"))
-		}
-		v := &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: maxRank(a, b)}
-		if n.op == "BatchMatMulV3" {
-			if to := n.dtype("Tout", a.dtype); to != a.dtype {
-				v = &value{name: c.op1("Cast", v.name, attrInt("to", onnxType(to))), dtype: to, rank: v.rank}
-			}
-		}
-		c.set(n, 0, v)
-	case "Einsum":
-		var ins []string
-		for i := range n.inputs {
-			ins = append(ins, c.in(n, i).name)
-		}
-		c.set(n, 0, &value{name: c.op1("Einsum", ins, attrString("equation", n.s("equation", ""))), dtype: c.in(n, 0).dtype, rank: -1})
-	case "BiasAdd", "BiasAddV1":
-		x, b := c.in(n, 0), c.in(n, 1)
-		bn := b.name
-		if n.s("data_format", "NHWC") == "NCHW" {
-			r := x.rank
-			if r < 0 {
-				r = n.rankHint()
-			}
-			if r < 0 {
-				r = 4
-			}
-			if r > 2 {
-				axes := make([]int64, r-2)
-				for i := range axes {
-					axes[i] = int64(i + 1)
-				}
-				bn = c.op1("Unsqueeze", bn, c.i64Const(axes))
-			}
-		}
-		c.set(n, 0, &value{name: c.op1("Add", x.name, bn), dtype: x.dtype, rank: x.rank})
-	case "AddN":
-		var ins []string
-		for i := range n.inputs {
-			ins = append(ins, c.in(n, i).name)
-		}
-		c.set(n, 0, &value{name: c.op1("Sum", ins), dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank})
-	case "DivNoNan":
-		x, y := c.in(n, 0), c.in(n, 1)
-		zero := c.scalar(n, y.dtype, 0)
-		isZero := c.op1("Equal", y.name, zero)
-		div := c.op1("Div", x.name, y.name)
-		c.set(n, 0, &value{name: c.op1("Where", isZero, zero, div), dtype: x.dtype, rank: maxRank(x, y)})
-	case "Square":
-		x := c.in(n, 0)
-		c.set(n, 0, same(c.op1("Mul", x.name, x.name)))
-	case "SquaredDifference":
-		x, y := c.in(n, 0), c.in(n, 1)
-		d := c.op1("Sub", x.name, y.name)
-		c.set(n, 0, &value{name: c.op1("Mul", d, d), dtype: x.dtype, rank: maxRank(x, y)})
-	case "Rsqrt":
-		x := c.in(n, 0)
-		c.set(n, 0, same(c.op1("Reciprocal", c.op1("Sqrt", x.name))))
-	case "NotEqual":
-		a, b := c.in(n, 0), c.in(n, 1)
-		c.set(n, 0, &value{name: c.op1("Not", c.op1("Equal", a.name, b.name)), dtype: tensor.Bool, rank: maxRank(a, b)})
-	case "FloorDiv":
-		a, b := c.in(n, 0), c.in(n, 1)
-		if isFloat(a.dtype) {
-			c.set(n, 0, &value{name: c.op1("Floor", c.op1("Div", a.name, b.name)), dtype: a.dtype, rank: maxRank(a, b)})
-			return
-		}
-		c.unsupported(n, "integer FloorDiv is not translated")
-	case "FloorMod":
-		a, b := c.in(n, 0), c.in(n, 1)
-		if isFloat(a.dtype) {
-			c.unsupported(n, "floating FloorMod is not translated")
-			return
-		}
-		c.set(n, 0, &value{name: c.op1("Mod", a.name, b.name, attrInt("fmod", 0)), dtype: a.dtype, rank: maxRank(a, b)})
-	case "Cast":
-		x := c.in(n, 0)
-		to := n.dtype("DstT", tensor.Float32)
-		if to == tensor.Invalid {
-			c.unsupported(n, "the target dtype is not supported")
-			return
-		}
-		c.set(n, 0, &value{name: c.op1("Cast", x.name, attrInt("to", onnxType(to))), dtype: to, rank: x.rank})
-	case "ClipByValue":
-		x, lo, hi := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-		c.set(n, 0, same(c.op1("Max", c.op1("Min", x.name, hi.name), lo.name)))
-	case "Relu6":
-		x := c.in(n, 0)
-		c.set(n, 0, same(c.op1("Clip", x.name, c.scalar(n, x.dtype, 0), c.scalar(n, x.dtype, 6))))
-	case "LeakyRelu":
-		x := c.in(n, 0)
-		c.set(n, 0, same(c.op1("LeakyRelu", x.name, attrFloat("alpha", n.f("alpha", 0.2)))))
-	case "Softmax", "LogSoftmax":
-		x := c.in(n, 0)
-		c.set(n, 0, same(c.op1(n.op, x.name, attrInt("axis", -1))))
-	case "Conv2D":
-		c.conv2D(n, false)
-	case "DepthwiseConv2dNative":
-		c.conv2D(n, true)
-	case "Conv2DBackpropInput":
-		c.conv2DTranspose(n)
-	case "MaxPool", "AvgPool":
-		c.pool(n)
-	case "Pad", "PadV2", "MirrorPad":
-		x, p := c.in(n, 0), c.in(n, 1)
-		pads := c.op1("Reshape", c.op1("Transpose", c.asInt64(p), attrInts("perm", []int64{1, 0})), c.i64Const([]int64{-1}))
-		args := []any{x.name, pads}
-		switch n.op {
-		case "PadV2":
-			args = append(args, c.in(n, 2).name)
-		case "MirrorPad":
-			if mode := n.s("mode", ""); mode != "REFLECT" {
-				c.unsupported(n, fmt.Sprintf("mode %s has no ONNX equivalent (only REFLECT)", mode))
-				return
-			}
-			args = append(args, attrString("mode", "reflect"))
-		}
-		c.set(n, 0, &value{name: c.op1("Pad", args...), dtype: x.dtype, rank: x.rank})
-	case "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3":
-		c.batchNorm(n)
-	case "Reshape":
-		x, s := c.in(n, 0), c.in(n, 1)
-		r := -1
-		if is, ok := ints(s.konst); ok {
-			r = len(is)
-			// Fold small constants: ParseExample defaults and shape
-			// arithmetic read them as constants.
-			if x.konst != nil && x.konst.NumElements() <= maxFold {
-				if shape, ok := reshapeDims(x.konst.NumElements(), is); ok {
-					t := *x.konst
-					t.Shape = shape
-					c.set(n, 0, c.constValue(t))
-					return
-				}
-			}
-		}
-		c.set(n, 0, &value{name: c.op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
-	case "Shape", "Size", "Rank":
-		x := c.in(n, 0)
-		out := n.dtype("out_type", tensor.Int32)
-		var v string
-		r := 1
-		switch n.op {
-		case "Shape":
-			v = c.op1("Shape", x.name)
-		case "Size":
-			v, r = c.op1("Size", x.name), 0
-		case "Rank":
-			v, r = c.op1("Size", c.op1("Shape", x.name)), 0
-			out = tensor.Int32
-		}
-		if out != tensor.Int64 {
-			v = c.op1("Cast", v, attrInt("to", onnxType(out)))
-		}
-		c.set(n, 0, &value{name: v, dtype: out, rank: r})
-	case "Squeeze":
-		x := c.in(n, 0)
-		dims := n.ilist("squeeze_dims", nil)
-		if len(dims) == 0 {
-			c.set(n, 0, &value{name: c.op1("Squeeze", x.name), dtype: x.dtype, rank: -1})
-			return
-		}
-		c.set(n, 0, &value{name: c.op1("Squeeze", x.name, c.i64Const(dims)), dtype: x.dtype, rank: addRank(x.rank, -len(dims))})
-	case "ExpandDims":
-		x, a := c.in(n, 0), c.in(n, 1)
-		c.set(n, 0, &value{name: c.op1("Unsqueeze", x.name, c.as1D(a)), dtype: x.dtype, rank: addRank(x.rank, 1)})
-	case "Transpose":
-		x, p := c.in(n, 0), c.in(n, 1)
-		perm, ok := ints(p.konst)
-		if !ok {
-			c.unsupported(n, "a non-constant permutation is not supported")
-			return
-		}
-		c.set(n, 0, &value{name: c.op1("Transpose", x.name, attrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
-	case "ConcatV2", "Concat":
-		k := len(n.inputs) - 1
-		axisIdx, first := k, 0
-		if n.op == "Concat" {
-			axisIdx, first = 0, 1
-		}
-		axis, ok := ints(c.in(n, axisIdx).konst)
-		if !ok || len(axis) != 1 {
+	axis := int64(0)
+	if n.op == "GatherV2" {
+		a, ok := ints(c.in(n, 2).konst)
+		if !ok || len(a) != 1 {
 			c.unsupported(n, "a non-constant axis is not supported")
 			return
 		}
-		var ins []string
-		for i := first; i < first+k; i++ {
-			ins = append(ins, c.in(n, i).name)
+		axis = a[0]
+	}
+	c.set(n, 0, &value{name: c.op1("Gather", params.name, idx.name, attrInt("axis", axis)), dtype: params.dtype, rank: -1})
+}
+
+// translateMatMul translates MatMul.
+func (c *converter) translateMatMul(n *node) {
+	a, b := c.in(n, 0), c.in(n, 1)
+	an, bn := a.name, b.name
+	if n.b("transpose_a", false) {
+		an = c.op1("Transpose", an, attrInts("perm", []int64{1, 0}))
+	}
+	if n.b("transpose_b", false) {
+		bn = c.op1("Transpose", bn, attrInts("perm", []int64{1, 0}))
+	}
+	c.set(n, 0, &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: 2})
+}
+
+// translateBatchMatMul translates BatchMatMul, BatchMatMulV2, BatchMatMulV3.
+func (c *converter) translateBatchMatMul(n *node) {
+	a, b := c.in(n, 0), c.in(n, 1)
+	an, bn := a.name, b.name
+	if n.b("adj_x", false) {
+		an = c.op1("Einsum", an, attrString("equation", "...ij->...ji"))
+	}
+	if n.b("adj_y", false) {
+		bn = c.op1("Einsum", bn, attrString("equation", "...ij->...ji"))
+	}
+	v := &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: maxRank(a, b)}
+	if n.op == "BatchMatMulV3" {
+		if to := n.dtype("Tout", a.dtype); to != a.dtype {
+			v = &value{name: c.op1("Cast", v.name, attrInt("to", onnxType(to))), dtype: to, rank: v.rank}
 		}
-		x := c.in(n, first)
-		c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
-	case "Pack":
-		axis := n.i("axis", 0)
-		ax := c.i64Const([]int64{axis})
-		var ins []string
-		for i := range n.inputs {
-			ins = append(ins, c.op1("Unsqueeze", c.in(n, i).name, ax))
+	}
+	c.set(n, 0, v)
+}
+
+// translateEinsum translates Einsum.
+func (c *converter) translateEinsum(n *node) {
+	var ins []string
+	for i := range n.inputs {
+		ins = append(ins, c.in(n, i).name)
+	}
+	c.set(n, 0, &value{name: c.op1("Einsum", ins, attrString("equation", n.s("equation", ""))), dtype: c.in(n, 0).dtype, rank: -1})
+}
+
+// translateBiasAdd translates BiasAdd, BiasAddV1.
+func (c *converter) translateBiasAdd(n *node) {
+	x, b := c.in(n, 0), c.in(n, 1)
+	bn := b.name
+	if n.s("data_format", "NHWC") == "NCHW" {
+		r := x.rank
+		if r < 0 {
+			r = n.rankHint()
 		}
-		x := c.in(n, 0)
-		c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis)), dtype: x.dtype, rank: addRank(x.rank, 1)})
-	case "Unpack":
-		x := c.in(n, 0)
-		num, axis := n.i("num", 0), n.i("axis", 0)
-		if num <= 0 || num > maxSplits {
-			c.unsupported(n, fmt.Sprintf("num must be between 1 and %d", maxSplits))
-			return
+		if r < 0 {
+			r = 4
 		}
-		parts := c.opN("Split", int(num), x.name, attrInt("axis", axis), attrInt("num_outputs", num))
-		ax := c.i64Const([]int64{axis})
-		for i, p := range parts {
-			c.set(n, i, &value{name: c.op1("Squeeze", p, ax), dtype: x.dtype, rank: addRank(x.rank, -1)})
-		}
-	case "Split":
-		a, x := c.in(n, 0), c.in(n, 1)
-		axis, ok := ints(a.konst)
-		num := n.i("num_split", 1)
-		if !ok || len(axis) != 1 || num <= 0 || num > maxSplits {
-			c.unsupported(n, "a non-constant axis is not supported")
-			return
-		}
-		for i, p := range c.opN("Split", int(num), x.name, attrInt("axis", axis[0]), attrInt("num_outputs", num)) {
-			c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
-		}
-	case "SplitV":
-		x, s, a := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-		sizes, ok1 := ints(s.konst)
-		axis, ok2 := ints(a.konst)
-		if !ok1 || !ok2 || len(axis) != 1 || len(sizes) > maxSplits {
-			c.unsupported(n, "non-constant sizes or axis are not supported")
-			return
-		}
-		splitIn := c.i64Const(sizes)
-		for _, sz := range sizes {
-			if sz < 0 {
-				// One size is inferred: sizes = dim - sum(others).
-				var known int64
-				for _, z := range sizes {
-					if z >= 0 {
-						known += z
-					}
-				}
-				dim := c.op1("Gather", c.op1("Shape", x.name), c.i64Const([]int64{axis[0]}))
-				rest := c.op1("Sub", dim, c.i64Const([]int64{known}))
-				var pieces []string
-				for _, z := range sizes {
-					if z < 0 {
-						pieces = append(pieces, rest)
-					} else {
-						pieces = append(pieces, c.i64Const([]int64{z}))
-					}
-				}
-				splitIn = c.op1("Concat", pieces, attrInt("axis", 0))
-				break
-			}
-		}
-		for i, p := range c.opN("Split", len(sizes), x.name, splitIn, attrInt("axis", axis[0])) {
-			c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
-		}
-	case "Slice":
-		x, b, s := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-		begin, size := c.as1D(b), c.as1D(s)
-		minus1 := c.op1("Equal", size, c.i64Const([]int64{-1}))
-		end := c.op1("Where", minus1, c.i64Const([]int64{math.MaxInt64}), c.op1("Add", begin, size))
-		c.set(n, 0, &value{name: c.op1("Slice", x.name, begin, end), dtype: x.dtype, rank: x.rank})
-	case "StridedSlice":
-		c.stridedSlice(n)
-	case "Tile":
-		x, m := c.in(n, 0), c.in(n, 1)
-		c.set(n, 0, &value{name: c.op1("Tile", x.name, c.as1D(m)), dtype: x.dtype, rank: x.rank})
-	case "Fill":
-		d, v := c.in(n, 0), c.in(n, 1)
-		c.set(n, 0, &value{name: c.op1("Expand", v.name, c.as1D(d)), dtype: v.dtype, rank: -1})
-	case "Range":
-		s, l, d := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-		c.set(n, 0, &value{name: c.op1("Range", s.name, l.name, d.name), dtype: s.dtype, rank: 1})
-	case "ZerosLike", "OnesLike":
-		x := c.in(n, 0)
-		f := 0.0
-		if n.op == "OnesLike" {
-			f = 1
-		}
-		c.set(n, 0, &value{name: c.op1("Expand", c.scalar(n, x.dtype, f), c.op1("Shape", x.name)), dtype: x.dtype, rank: x.rank})
-	case "Select", "SelectV2":
-		cond, t, e := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-		cn := cond.name
-		if n.op == "Select" && cond.rank == 1 && t.rank > 1 {
-			// TF1 Select picks whole rows with a vector condition.
-			axes := make([]int64, t.rank-1)
+		if r > 2 {
+			axes := make([]int64, r-2)
 			for i := range axes {
 				axes[i] = int64(i + 1)
 			}
-			cn = c.op1("Unsqueeze", cn, c.i64Const(axes))
+			bn = c.op1("Unsqueeze", bn, c.i64Const(axes))
 		}
-		c.set(n, 0, &value{name: c.op1("Where", cn, t.name, e.name), dtype: t.dtype, rank: maxRank(t, e)})
-	case "ArgMax", "ArgMin":
-		x, a := c.in(n, 0), c.in(n, 1)
-		axis, ok := ints(a.konst)
-		if !ok || len(axis) != 1 {
-			c.unsupported(n, "a non-constant axis is not supported")
-			return
-		}
-		out := n.dtype("output_type", tensor.Int64)
-		v := c.op1(n.op, x.name, attrInt("axis", axis[0]), attrInt("keepdims", 0))
-		if out != tensor.Int64 {
-			v = c.op1("Cast", v, attrInt("to", onnxType(out)))
-		}
-		c.set(n, 0, &value{name: v, dtype: out, rank: addRank(x.rank, -1)})
-	case "OneHot":
-		idx, depth, on, off := c.in(n, 0), c.in(n, 1), c.in(n, 2), c.in(n, 3)
-		vals := c.op1("Concat", c.op1("Reshape", off.name, c.i64Const([]int64{1})), c.op1("Reshape", on.name, c.i64Const([]int64{1})), attrInt("axis", 0))
-		// TF gives an all-off row for an out-of-range index, ONNX wraps
-		// negative ones: map negatives to depth, which is out of range.
-		in64 := c.asInt64(idx)
-		d64 := c.asInt64(depth)
-		neg := c.op1("Less", in64, c.i64Scalar(0))
-		safe := c.op1("Where", neg, c.op1("Reshape", d64, c.i64Const([]int64{})), in64)
-		c.set(n, 0, &value{name: c.op1("OneHot", safe, d64, vals, attrInt("axis", n.i("axis", -1))), dtype: on.dtype, rank: addRank(idx.rank, 1)})
-	case "TopKV2":
-		x, k := c.in(n, 0), c.in(n, 1)
-		outs := c.opN("TopK", 2, x.name, c.as1D(k), attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
-		c.set(n, 0, &value{name: outs[0], dtype: x.dtype, rank: x.rank})
-		it := n.dtype("index_type", tensor.Int32)
-		c.set(n, 1, &value{name: c.op1("Cast", outs[1], attrInt("to", onnxType(it))), dtype: it, rank: x.rank})
-	case "All", "Any":
-		x, axes := c.in(n, 0), c.in(n, 1)
-		keep := int64(0)
-		if n.b("keep_dims", false) {
-			keep = 1
-		}
-		red := "ReduceMin"
-		if n.op == "Any" {
-			red = "ReduceMax"
-		}
-		xi := c.op1("Cast", x.name, attrInt("to", int64(onnxpb.TensorProto_INT32)))
-		r := c.op1(red, xi, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1))
-		c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
-	case "ParseExample", "ParseExampleV2":
-		c.parseExample(n)
-	case "Where":
-		x := c.in(n, 0)
-		c.set(n, 0, &value{name: c.op1("Transpose", c.op1("NonZero", x.name), attrInts("perm", []int64{1, 0})), dtype: tensor.Int64, rank: 2})
-	case "SpaceToDepth", "DepthToSpace":
-		x := c.in(n, 0)
-		bs := n.i("block_size", 0)
-		if bs < 2 {
-			c.unsupported(n, fmt.Sprintf("block_size %d must be at least 2", bs))
-			return
-		}
-		args := []any{attrInt("blocksize", bs)}
-		if n.op == "DepthToSpace" {
-			args = append(args, attrString("mode", "DCR"))
-		}
-		in := x.name
-		nchw := n.s("data_format", "NHWC") == "NCHW"
-		if !nchw {
-			in = c.op1("Transpose", in, attrInts("perm", toNCHW))
-		}
-		out := c.op1(n.op, append([]any{in}, args...)...)
-		if !nchw {
-			out = c.op1("Transpose", out, attrInts("perm", toNHWC))
-		}
-		c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
-	case "BroadcastTo":
-		x, sh := c.in(n, 0), c.in(n, 1)
-		r := -1
-		if is, ok := ints(sh.konst); ok {
-			r = len(is)
-		}
-		c.set(n, 0, &value{name: c.op1("Expand", x.name, c.as1D(sh)), dtype: x.dtype, rank: r})
-	case "Log1p", "Expm1":
-		x := c.in(n, 0)
-		one := c.scalar(n, x.dtype, 1)
-		if n.op == "Log1p" {
-			c.set(n, 0, same(c.op1("Log", c.op1("Add", x.name, one))))
-		} else {
-			c.set(n, 0, same(c.op1("Sub", c.op1("Exp", x.name), one)))
-		}
-	case "Cumsum":
-		x, a := c.in(n, 0), c.in(n, 1)
-		ex, rev := int64(0), int64(0)
-		if n.b("exclusive", false) {
-			ex = 1
-		}
-		if n.b("reverse", false) {
-			rev = 1
-		}
-		axis := c.op1("Reshape", c.asInt64(a), c.i64Const([]int64{}))
-		c.set(n, 0, same(c.op1("CumSum", x.name, axis, attrInt("exclusive", ex), attrInt("reverse", rev))))
-	case "GatherNd":
-		params, idx := c.in(n, 0), c.in(n, 1)
-		c.set(n, 0, &value{name: c.op1("GatherND", params.name, c.asInt64(idx)), dtype: params.dtype, rank: -1})
-	case "ReverseV2":
-		x, a := c.in(n, 0), c.in(n, 1)
-		axes, ok := ints(a.konst)
-		if !ok {
-			c.unsupported(n, "a non-constant axis is not supported")
-			return
-		}
-		if len(axes) == 0 {
-			c.set(n, 0, x)
-			return
-		}
-		k := len(axes)
-		starts, ends, steps := make([]int64, k), make([]int64, k), make([]int64, k)
-		for i := range axes {
-			starts[i], ends[i], steps[i] = -1, math.MinInt64, -1
-		}
-		c.set(n, 0, same(c.op1("Slice", x.name, c.i64Const(starts), c.i64Const(ends), c.i64Const(axes), c.i64Const(steps))))
-	case "ResizeBilinear", "ResizeNearestNeighbor":
-		c.resize(n)
-	case "Placeholder":
-		c.unsupported(n, fmt.Sprintf("placeholder %q is not an input of the signature, so it has no value", n.name))
-	default:
-		why := unsupportedWhy[n.op]
-		if why == "" {
-			why = "not supported"
-		}
-		if strings.HasPrefix(n.op, "_") {
-			why = "an internal TensorFlow op"
-		}
-		c.unsupported(n, why)
 	}
+	c.set(n, 0, &value{name: c.op1("Add", x.name, bn), dtype: x.dtype, rank: x.rank})
+}
+
+// translateAddN translates AddN.
+func (c *converter) translateAddN(n *node) {
+	var ins []string
+	for i := range n.inputs {
+		ins = append(ins, c.in(n, i).name)
+	}
+	c.set(n, 0, &value{name: c.op1("Sum", ins), dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank})
+}
+
+// translateDivNoNan translates DivNoNan.
+func (c *converter) translateDivNoNan(n *node) {
+	x, y := c.in(n, 0), c.in(n, 1)
+	zero := c.scalar(n, y.dtype, 0)
+	isZero := c.op1("Equal", y.name, zero)
+	div := c.op1("Div", x.name, y.name)
+	c.set(n, 0, &value{name: c.op1("Where", isZero, zero, div), dtype: x.dtype, rank: maxRank(x, y)})
+}
+
+// translateSquare translates Square.
+func (c *converter) translateSquare(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.op1("Mul", x.name, x.name)))
+}
+
+// translateSquaredDifference translates SquaredDifference.
+func (c *converter) translateSquaredDifference(n *node) {
+	x, y := c.in(n, 0), c.in(n, 1)
+	d := c.op1("Sub", x.name, y.name)
+	c.set(n, 0, &value{name: c.op1("Mul", d, d), dtype: x.dtype, rank: maxRank(x, y)})
+}
+
+// translateRsqrt translates Rsqrt.
+func (c *converter) translateRsqrt(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.op1("Reciprocal", c.op1("Sqrt", x.name))))
+}
+
+// translateNotEqual translates NotEqual.
+func (c *converter) translateNotEqual(n *node) {
+	a, b := c.in(n, 0), c.in(n, 1)
+	c.set(n, 0, &value{name: c.op1("Not", c.op1("Equal", a.name, b.name)), dtype: tensor.Bool, rank: maxRank(a, b)})
+}
+
+// translateFloorDiv translates FloorDiv.
+func (c *converter) translateFloorDiv(n *node) {
+	a, b := c.in(n, 0), c.in(n, 1)
+	if isFloat(a.dtype) {
+		c.set(n, 0, &value{name: c.op1("Floor", c.op1("Div", a.name, b.name)), dtype: a.dtype, rank: maxRank(a, b)})
+		return
+	}
+	c.unsupported(n, "integer FloorDiv is not translated")
+}
+
+// translateFloorMod translates FloorMod.
+func (c *converter) translateFloorMod(n *node) {
+	a, b := c.in(n, 0), c.in(n, 1)
+	if isFloat(a.dtype) {
+		c.unsupported(n, "floating FloorMod is not translated")
+		return
+	}
+	c.set(n, 0, &value{name: c.op1("Mod", a.name, b.name, attrInt("fmod", 0)), dtype: a.dtype, rank: maxRank(a, b)})
+}
+
+// translateCast translates Cast.
+func (c *converter) translateCast(n *node) {
+	x := c.in(n, 0)
+	to := n.dtype("DstT", tensor.Float32)
+	if to == tensor.Invalid {
+		c.unsupported(n, "the target dtype is not supported")
+		return
+	}
+	c.set(n, 0, &value{name: c.op1("Cast", x.name, attrInt("to", onnxType(to))), dtype: to, rank: x.rank})
+}
+
+// translateClipByValue translates ClipByValue.
+func (c *converter) translateClipByValue(n *node) {
+	x, lo, hi := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+	c.set(n, 0, c.same(n, c.op1("Max", c.op1("Min", x.name, hi.name), lo.name)))
+}
+
+// translateRelu6 translates Relu6.
+func (c *converter) translateRelu6(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.op1("Clip", x.name, c.scalar(n, x.dtype, 0), c.scalar(n, x.dtype, 6))))
+}
+
+// translateLeakyRelu translates LeakyRelu.
+func (c *converter) translateLeakyRelu(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.op1("LeakyRelu", x.name, attrFloat("alpha", n.f("alpha", 0.2)))))
+}
+
+// translateSoftmax translates Softmax, LogSoftmax.
+func (c *converter) translateSoftmax(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.op1(n.op, x.name, attrInt("axis", -1))))
+}
+
+// translatePad translates Pad, PadV2, MirrorPad.
+func (c *converter) translatePad(n *node) {
+	x, p := c.in(n, 0), c.in(n, 1)
+	pads := c.op1("Reshape", c.op1("Transpose", c.asInt64(p), attrInts("perm", []int64{1, 0})), c.i64Const([]int64{-1}))
+	args := []any{x.name, pads}
+	switch n.op {
+	case "PadV2":
+		args = append(args, c.in(n, 2).name)
+	case "MirrorPad":
+		if mode := n.s("mode", ""); mode != "REFLECT" {
+			c.unsupported(n, fmt.Sprintf("mode %s has no ONNX equivalent (only REFLECT)", mode))
+			return
+		}
+		args = append(args, attrString("mode", "reflect"))
+	}
+	c.set(n, 0, &value{name: c.op1("Pad", args...), dtype: x.dtype, rank: x.rank})
+}
+
+// translateReshape translates Reshape.
+func (c *converter) translateReshape(n *node) {
+	x, s := c.in(n, 0), c.in(n, 1)
+	r := -1
+	if is, ok := ints(s.konst); ok {
+		r = len(is)
+		// Fold small constants: ParseExample defaults and shape
+		// arithmetic read them as constants.
+		if x.konst != nil && x.konst.NumElements() <= maxFold {
+			if shape, ok := reshapeDims(x.konst.NumElements(), is); ok {
+				t := *x.konst
+				t.Shape = shape
+				c.set(n, 0, c.constValue(t))
+				return
+			}
+		}
+	}
+	c.set(n, 0, &value{name: c.op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
+}
+
+// translateShape translates Shape, Size, Rank.
+func (c *converter) translateShape(n *node) {
+	x := c.in(n, 0)
+	out := n.dtype("out_type", tensor.Int32)
+	var v string
+	r := 1
+	switch n.op {
+	case "Shape":
+		v = c.op1("Shape", x.name)
+	case "Size":
+		v, r = c.op1("Size", x.name), 0
+	case "Rank":
+		v, r = c.op1("Size", c.op1("Shape", x.name)), 0
+		out = tensor.Int32
+	}
+	if out != tensor.Int64 {
+		v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+	}
+	c.set(n, 0, &value{name: v, dtype: out, rank: r})
+}
+
+// translateSqueeze translates Squeeze.
+func (c *converter) translateSqueeze(n *node) {
+	x := c.in(n, 0)
+	dims := n.ilist("squeeze_dims", nil)
+	if len(dims) == 0 {
+		c.set(n, 0, &value{name: c.op1("Squeeze", x.name), dtype: x.dtype, rank: -1})
+		return
+	}
+	c.set(n, 0, &value{name: c.op1("Squeeze", x.name, c.i64Const(dims)), dtype: x.dtype, rank: addRank(x.rank, -len(dims))})
+}
+
+// translateExpandDims translates ExpandDims.
+func (c *converter) translateExpandDims(n *node) {
+	x, a := c.in(n, 0), c.in(n, 1)
+	c.set(n, 0, &value{name: c.op1("Unsqueeze", x.name, c.as1D(a)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+}
+
+// translateTranspose translates Transpose.
+func (c *converter) translateTranspose(n *node) {
+	x, p := c.in(n, 0), c.in(n, 1)
+	perm, ok := ints(p.konst)
+	if !ok {
+		c.unsupported(n, "a non-constant permutation is not supported")
+		return
+	}
+	c.set(n, 0, &value{name: c.op1("Transpose", x.name, attrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
+}
+
+// translateConcat translates ConcatV2, Concat.
+func (c *converter) translateConcat(n *node) {
+	k := len(n.inputs) - 1
+	axisIdx, first := k, 0
+	if n.op == "Concat" {
+		axisIdx, first = 0, 1
+	}
+	axis, ok := ints(c.in(n, axisIdx).konst)
+	if !ok || len(axis) != 1 {
+		c.unsupported(n, "a non-constant axis is not supported")
+		return
+	}
+	var ins []string
+	for i := first; i < first+k; i++ {
+		ins = append(ins, c.in(n, i).name)
+	}
+	x := c.in(n, first)
+	c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
+}
+
+// translatePack translates Pack.
+func (c *converter) translatePack(n *node) {
+	axis := n.i("axis", 0)
+	ax := c.i64Const([]int64{axis})
+	var ins []string
+	for i := range n.inputs {
+		ins = append(ins, c.op1("Unsqueeze", c.in(n, i).name, ax))
+	}
+	x := c.in(n, 0)
+	c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+}
+
+// translateUnpack translates Unpack.
+func (c *converter) translateUnpack(n *node) {
+	x := c.in(n, 0)
+	num, axis := n.i("num", 0), n.i("axis", 0)
+	if num <= 0 || num > maxSplits {
+		c.unsupported(n, fmt.Sprintf("num must be between 1 and %d", maxSplits))
+		return
+	}
+	parts := c.opN("Split", int(num), x.name, attrInt("axis", axis), attrInt("num_outputs", num))
+	ax := c.i64Const([]int64{axis})
+	for i, p := range parts {
+		c.set(n, i, &value{name: c.op1("Squeeze", p, ax), dtype: x.dtype, rank: addRank(x.rank, -1)})
+	}
+}
+
+// translateSplit translates Split.
+func (c *converter) translateSplit(n *node) {
+	a, x := c.in(n, 0), c.in(n, 1)
+	axis, ok := ints(a.konst)
+	num := n.i("num_split", 1)
+	if !ok || len(axis) != 1 || num <= 0 || num > maxSplits {
+		c.unsupported(n, "a non-constant axis is not supported")
+		return
+	}
+	for i, p := range c.opN("Split", int(num), x.name, attrInt("axis", axis[0]), attrInt("num_outputs", num)) {
+		c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
+	}
+}
+
+// translateSplitV translates SplitV.
+func (c *converter) translateSplitV(n *node) {
+	x, s, a := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+	sizes, ok1 := ints(s.konst)
+	axis, ok2 := ints(a.konst)
+	if !ok1 || !ok2 || len(axis) != 1 || len(sizes) > maxSplits {
+		c.unsupported(n, "non-constant sizes or axis are not supported")
+		return
+	}
+	splitIn := c.i64Const(sizes)
+	for _, sz := range sizes {
+		if sz < 0 {
+			// One size is inferred: sizes = dim - sum(others).
+			var known int64
+			for _, z := range sizes {
+				if z >= 0 {
+					known += z
+				}
+			}
+			dim := c.op1("Gather", c.op1("Shape", x.name), c.i64Const([]int64{axis[0]}))
+			rest := c.op1("Sub", dim, c.i64Const([]int64{known}))
+			var pieces []string
+			for _, z := range sizes {
+				if z < 0 {
+					pieces = append(pieces, rest)
+				} else {
+					pieces = append(pieces, c.i64Const([]int64{z}))
+				}
+			}
+			splitIn = c.op1("Concat", pieces, attrInt("axis", 0))
+			break
+		}
+	}
+	for i, p := range c.opN("Split", len(sizes), x.name, splitIn, attrInt("axis", axis[0])) {
+		c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
+	}
+}
+
+// translateSlice translates Slice.
+func (c *converter) translateSlice(n *node) {
+	x, b, s := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+	begin, size := c.as1D(b), c.as1D(s)
+	minus1 := c.op1("Equal", size, c.i64Const([]int64{-1}))
+	end := c.op1("Where", minus1, c.i64Const([]int64{math.MaxInt64}), c.op1("Add", begin, size))
+	c.set(n, 0, &value{name: c.op1("Slice", x.name, begin, end), dtype: x.dtype, rank: x.rank})
+}
+
+// translateTile translates Tile.
+func (c *converter) translateTile(n *node) {
+	x, m := c.in(n, 0), c.in(n, 1)
+	c.set(n, 0, &value{name: c.op1("Tile", x.name, c.as1D(m)), dtype: x.dtype, rank: x.rank})
+}
+
+// translateFill translates Fill.
+func (c *converter) translateFill(n *node) {
+	d, v := c.in(n, 0), c.in(n, 1)
+	c.set(n, 0, &value{name: c.op1("Expand", v.name, c.as1D(d)), dtype: v.dtype, rank: -1})
+}
+
+// translateRange translates Range.
+func (c *converter) translateRange(n *node) {
+	s, l, d := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+	c.set(n, 0, &value{name: c.op1("Range", s.name, l.name, d.name), dtype: s.dtype, rank: 1})
+}
+
+// translateZerosOnesLike translates ZerosLike, OnesLike.
+func (c *converter) translateZerosOnesLike(n *node) {
+	x := c.in(n, 0)
+	f := 0.0
+	if n.op == "OnesLike" {
+		f = 1
+	}
+	c.set(n, 0, &value{name: c.op1("Expand", c.scalar(n, x.dtype, f), c.op1("Shape", x.name)), dtype: x.dtype, rank: x.rank})
+}
+
+// translateSelect translates Select, SelectV2.
+func (c *converter) translateSelect(n *node) {
+	cond, t, e := c.in(n, 0), c.in(n, 1), c.in(n, 2)
+	cn := cond.name
+	if n.op == "Select" && cond.rank == 1 && t.rank > 1 {
+		// TF1 Select picks whole rows with a vector condition.
+		axes := make([]int64, t.rank-1)
+		for i := range axes {
+			axes[i] = int64(i + 1)
+		}
+		cn = c.op1("Unsqueeze", cn, c.i64Const(axes))
+	}
+	c.set(n, 0, &value{name: c.op1("Where", cn, t.name, e.name), dtype: t.dtype, rank: maxRank(t, e)})
+}
+
+// translateArgMinMax translates ArgMax, ArgMin.
+func (c *converter) translateArgMinMax(n *node) {
+	x, a := c.in(n, 0), c.in(n, 1)
+	axis, ok := ints(a.konst)
+	if !ok || len(axis) != 1 {
+		c.unsupported(n, "a non-constant axis is not supported")
+		return
+	}
+	out := n.dtype("output_type", tensor.Int64)
+	v := c.op1(n.op, x.name, attrInt("axis", axis[0]), attrInt("keepdims", 0))
+	if out != tensor.Int64 {
+		v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+	}
+	c.set(n, 0, &value{name: v, dtype: out, rank: addRank(x.rank, -1)})
+}
+
+// translateOneHot translates OneHot.
+func (c *converter) translateOneHot(n *node) {
+	idx, depth, on, off := c.in(n, 0), c.in(n, 1), c.in(n, 2), c.in(n, 3)
+	vals := c.op1("Concat", c.op1("Reshape", off.name, c.i64Const([]int64{1})), c.op1("Reshape", on.name, c.i64Const([]int64{1})), attrInt("axis", 0))
+	// TF gives an all-off row for an out-of-range index, ONNX wraps
+	// negative ones: map negatives to depth, which is out of range.
+	in64 := c.asInt64(idx)
+	d64 := c.asInt64(depth)
+	neg := c.op1("Less", in64, c.i64Scalar(0))
+	safe := c.op1("Where", neg, c.op1("Reshape", d64, c.i64Const([]int64{})), in64)
+	c.set(n, 0, &value{name: c.op1("OneHot", safe, d64, vals, attrInt("axis", n.i("axis", -1))), dtype: on.dtype, rank: addRank(idx.rank, 1)})
+}
+
+// translateTopKV2 translates TopKV2.
+func (c *converter) translateTopKV2(n *node) {
+	x, k := c.in(n, 0), c.in(n, 1)
+	outs := c.opN("TopK", 2, x.name, c.as1D(k), attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
+	c.set(n, 0, &value{name: outs[0], dtype: x.dtype, rank: x.rank})
+	it := n.dtype("index_type", tensor.Int32)
+	c.set(n, 1, &value{name: c.op1("Cast", outs[1], attrInt("to", onnxType(it))), dtype: it, rank: x.rank})
+}
+
+// translateAllAny translates All, Any.
+func (c *converter) translateAllAny(n *node) {
+	x, axes := c.in(n, 0), c.in(n, 1)
+	keep := int64(0)
+	if n.b("keep_dims", false) {
+		keep = 1
+	}
+	red := "ReduceMin"
+	if n.op == "Any" {
+		red = "ReduceMax"
+	}
+	xi := c.op1("Cast", x.name, attrInt("to", int64(onnxpb.TensorProto_INT32)))
+	r := c.op1(red, xi, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1))
+	c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
+}
+
+// translateWhere translates Where.
+func (c *converter) translateWhere(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, &value{name: c.op1("Transpose", c.op1("NonZero", x.name), attrInts("perm", []int64{1, 0})), dtype: tensor.Int64, rank: 2})
+}
+
+// translateSpaceDepth translates SpaceToDepth, DepthToSpace.
+func (c *converter) translateSpaceDepth(n *node) {
+	x := c.in(n, 0)
+	bs := n.i("block_size", 0)
+	if bs < 2 {
+		c.unsupported(n, fmt.Sprintf("block_size %d must be at least 2", bs))
+		return
+	}
+	args := []any{attrInt("blocksize", bs)}
+	if n.op == "DepthToSpace" {
+		args = append(args, attrString("mode", "DCR"))
+	}
+	in := x.name
+	nchw := n.s("data_format", "NHWC") == "NCHW"
+	if !nchw {
+		in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+	}
+	out := c.op1(n.op, append([]any{in}, args...)...)
+	if !nchw {
+		out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+	}
+	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
+}
+
+// translateBroadcastTo translates BroadcastTo.
+func (c *converter) translateBroadcastTo(n *node) {
+	x, sh := c.in(n, 0), c.in(n, 1)
+	r := -1
+	if is, ok := ints(sh.konst); ok {
+		r = len(is)
+	}
+	c.set(n, 0, &value{name: c.op1("Expand", x.name, c.as1D(sh)), dtype: x.dtype, rank: r})
+}
+
+// translateLog1pExpm1 translates Log1p, Expm1.
+func (c *converter) translateLog1pExpm1(n *node) {
+	x := c.in(n, 0)
+	one := c.scalar(n, x.dtype, 1)
+	if n.op == "Log1p" {
+		c.set(n, 0, c.same(n, c.op1("Log", c.op1("Add", x.name, one))))
+	} else {
+		c.set(n, 0, c.same(n, c.op1("Sub", c.op1("Exp", x.name), one)))
+	}
+}
+
+// translateCumsum translates Cumsum.
+func (c *converter) translateCumsum(n *node) {
+	x, a := c.in(n, 0), c.in(n, 1)
+	ex, rev := int64(0), int64(0)
+	if n.b("exclusive", false) {
+		ex = 1
+	}
+	if n.b("reverse", false) {
+		rev = 1
+	}
+	axis := c.op1("Reshape", c.asInt64(a), c.i64Const([]int64{}))
+	c.set(n, 0, c.same(n, c.op1("CumSum", x.name, axis, attrInt("exclusive", ex), attrInt("reverse", rev))))
+}
+
+// translateGatherNd translates GatherNd.
+func (c *converter) translateGatherNd(n *node) {
+	params, idx := c.in(n, 0), c.in(n, 1)
+	c.set(n, 0, &value{name: c.op1("GatherND", params.name, c.asInt64(idx)), dtype: params.dtype, rank: -1})
+}
+
+// translateReverseV2 translates ReverseV2.
+func (c *converter) translateReverseV2(n *node) {
+	x, a := c.in(n, 0), c.in(n, 1)
+	axes, ok := ints(a.konst)
+	if !ok {
+		c.unsupported(n, "a non-constant axis is not supported")
+		return
+	}
+	if len(axes) == 0 {
+		c.set(n, 0, x)
+		return
+	}
+	k := len(axes)
+	starts, ends, steps := make([]int64, k), make([]int64, k), make([]int64, k)
+	for i := range axes {
+		starts[i], ends[i], steps[i] = -1, math.MinInt64, -1
+	}
+	c.set(n, 0, c.same(n, c.op1("Slice", x.name, c.i64Const(starts), c.i64Const(ends), c.i64Const(axes), c.i64Const(steps))))
+}
+
+// translatePlaceholder translates Placeholder.
+func (c *converter) translatePlaceholder(n *node) {
+	c.unsupported(n, fmt.Sprintf("placeholder %q is not an input of the signature, so it has no value", n.name))
 }
 
 func isFloat(d tensor.DType) bool {
