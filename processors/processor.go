@@ -1,34 +1,72 @@
-// Package processors holds the processor contract and the registry that maps
-// EAS processor codes (pmml, pytorch_cpu_1.6, ...) to factories.
+// Package processors is the contract between the server and a model family,
+// and the registry that maps EAS processor codes (pmml, pytorch_cpu_1.6, ...)
+// to the families that serve them.
 //
-// A processor is driven by one loader (package service) through a fixed
-// lifecycle: New -> Configure (no I/O) -> Load -> optional Warmup -> ready.
-// Requests then flow: Decode (bytes -> payload) -> scheduler -> Run on a batch
-// of payloads -> Encode (payload + result -> bytes). Processors never import
-// the server; concurrency limits live in the scheduler, not in processors.
+// # Writing a processor
+//
+// A processor implements Typed[P, R] for its own payload type P (what one
+// request decodes to) and result type R (what one payload's run produces):
+//
+//	Configure(spec)        check service.json; no I/O (also run by `eas-server validate`)
+//	Load(ctx, files)       read the fetched model; files.ModelPath is local
+//	Metadata()             the inputs and outputs, for GET and KServe metadata
+//	Decode(req) (P, error) bytes -> payload, on the request's goroutine
+//	Run(ctx, []P) ([]R, error)  one batch, on a scheduler worker
+//	Encode(P, R)           payload + result -> bytes
+//
+// and registers a factory with Register(code, description, func() *Engine {
+// return Adapt[P, R](New()) }). Adapt erases the types for the scheduler and
+// the server in one place, so every payload a Run receives came from the same
+// processor's Decode (or FromTensors): a processor never type-asserts.
+//
+// The loader (package service) drives a fixed lifecycle: New -> Configure
+// (before any download, so a model_config typo fails in milliseconds) ->
+// fetch model_path -> Load -> optional Warmup -> serving -> Close.
+//
+// Rules a processor keeps:
+//   - Decode validates everything it can: a bad request is a *badinput.Error
+//     (HTTP 400) before it queues, so one bad request never fails a batch.
+//     Work done in Decode (parsed rows, inputs in model order) travels in P;
+//     Run does not repeat it.
+//   - Run is safe for concurrent use (several workers may call it) and
+//     returns one R per payload, in order. An error fails the whole batch:
+//     *badinput.Error answers 400, *StatusError its code, anything else 500.
+//     A failure that belongs to one request belongs in its R (PMML's error
+//     entries) or in Decode.
+//   - A panic is recovered by the scheduler and fails only that batch.
+//   - Processors never import the server; queueing, deadlines, batching and
+//     concurrency limits live in the scheduler.
+//
+// Optional interfaces refine the contract: Batcher[P] (which payloads may
+// share a run), Tensors[P, R] (the KServe v2 HTTP and gRPC doors), Warmer,
+// Closer, Healther, MetadataJSONer and ModelRouter (a Triton repository).
 package processors
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// Spec is what the loader hands a processor: the parts of service.json it may
-// use, with model_path already fetched to a local path.
+// Spec is what the loader hands Configure: the parts of service.json a
+// processor may use. Nothing has been downloaded yet.
 type Spec struct {
-	Service     string          // service name
-	Code        string          // processor code, e.g. "pytorch_cpu_1.6"
-	ModelPath   string          // local file or directory after fetch; "" when none was given
-	ModelEntry  string          // model_entry: the entry file inside ModelPath
-	ModelConfig json.RawMessage // model_config as a JSON value (object, or a string)
-	WarmupPath  string          // local path of warm_up_data_path; "" when none
-	CPU         int             // metadata.cpu; 0 = unset
-	GPU         int             // metadata.gpu; 0 = none
-	Params      []string        // processor_params as given (Triton's flags)
+	Service string // service name
+	Code    string // processor code, e.g. "pytorch_cpu_1.6"
+	// ModelSource is model_path as written (oss://, http(s)://, a local
+	// path); "" when none was given. Configure may check its form (an
+	// extension it refuses), never read it: Load gets the local copy.
+	ModelSource string
+	ModelEntry  string // model_entry: the entry file inside model_path
+	// ModelConfig is model_config as the bytes of a JSON value: the
+	// object, or the contents of the string form; nil when absent. Read it
+	// with DecodeConfig.
+	ModelConfig []byte
+	CPU         int      // metadata.cpu; 0 = unset
+	GPU         int      // metadata.gpu; 0 = none
+	Params      []string // processor_params as given (Triton's flags)
 	// Batcher is metadata.rpc.batcher when batching is on: "concat" (the
 	// default: payloads with equal trailing shapes share a run), "pad"
 	// (payloads of equal rank are right-padded with PadValue to a common
@@ -37,6 +75,22 @@ type Spec struct {
 	PadValue float64
 	Buckets  []int
 	Logger   *slog.Logger
+	// Fetcher downloads further sources a processor finds it needs (a
+	// Triton repository named in processor_params) through the server's
+	// cache, accounted to this service. Nil in `eas-server validate`.
+	Fetcher Fetcher
+}
+
+// Fetcher fetches a source (oss://, http(s)://, a local path) to a local
+// path that stays valid until the processor is closed.
+type Fetcher interface {
+	Fetch(ctx context.Context, source string) (local string, err error)
+}
+
+// Files are the local copies Load works from.
+type Files struct {
+	ModelPath  string // model_path fetched: a local file or directory; "" when none was given
+	WarmupPath string // warm_up_data_path fetched; "" when none
 }
 
 // Request is one data-plane call as the processor sees it.
@@ -55,32 +109,38 @@ type Response struct {
 	ContentType string // "" means application/octet-stream
 }
 
-// Processor is the contract every model family implements. Run must be safe
-// for concurrent use: the scheduler may call it from several workers at once.
+// Processor is the lifecycle every model family implements; Typed adds its
+// data path.
 type Processor interface {
 	// Configure checks spec (model_config, entry names) without any I/O.
 	Configure(spec Spec) error
-	// Load reads the model from spec.ModelPath and prepares it to Run.
-	Load(ctx context.Context) error
+	// Load reads the model from files and prepares it to Run.
+	Load(ctx context.Context, files Files) error
 	// Metadata describes the model's inputs and outputs for GET requests.
 	Metadata() Metadata
-	// Decode turns a request into the payload Run accepts. A bad body is an
-	// *InputError (HTTP 400).
-	Decode(req *Request) (any, error)
-	// Run executes a batch of payloads (one per request) and returns one
-	// result per payload, in order. An error fails every request of the batch;
-	// an *InputError answers 400, any other error 500. A result that is itself
-	// an error fails only its own request.
-	Run(ctx context.Context, batch []any) ([]any, error)
+}
+
+// Typed is a processor whose requests decode to payloads of type P and
+// whose runs produce one R per payload. See the package comment for the
+// rules each method keeps.
+type Typed[P, R any] interface {
+	Processor
+	// Decode turns a request into a payload. A bad body is a
+	// *badinput.Error (HTTP 400).
+	Decode(req *Request) (P, error)
+	// Run executes a batch of payloads, one per request, and returns one
+	// result per payload, in order.
+	Run(ctx context.Context, batch []P) ([]R, error)
 	// Encode serialises the result of one payload.
-	Encode(payload, result any) (*Response, error)
+	Encode(p P, r R) (*Response, error)
 }
 
 // Batcher is implemented by processors whose payloads can be merged into one
 // run. BatchKey returns a key: payloads with equal keys may share a batch.
-// ok=false means this payload always runs alone.
-type Batcher interface {
-	BatchKey(payload any) (key string, ok bool)
+// ok=false means this payload always runs alone. It runs on the request's
+// goroutine before the payload queues.
+type Batcher[P any] interface {
+	BatchKey(p P) (key string, ok bool)
 }
 
 // Warmer is implemented by processors that can replay warm_up_data_path
@@ -120,12 +180,16 @@ type TensorResult struct {
 	Outputs []tensor.Tensor
 }
 
-// TensorModel is implemented by tensor processors; it lets the KServe v2
-// routes decode and encode on their own and share the scheduler.
-type TensorModel interface {
-	Processor
+// Tensors is implemented by processors that also answer the KServe v2
+// doors (HTTP and gRPC), which decode and encode tensors themselves.
+type Tensors[P, R any] interface {
 	// Platform names the runtime for KServe model metadata, e.g. "onnxruntime_onnx".
 	Platform() string
+	// FromTensors makes the payload Run takes from KServe tensors, with
+	// the checks Decode makes (a *badinput.Error for a bad request).
+	FromTensors(tp *TensorPayload) (P, error)
+	// ToTensors turns one payload's result into tensors.
+	ToTensors(p P, r R) (*TensorResult, error)
 }
 
 // Metadata describes a model for GET /api/predict/<name> and KServe metadata.

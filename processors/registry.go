@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// Factory makes a new, unconfigured processor.
-type Factory func() Processor
+// Factory makes a new, unconfigured processor, adapted for the server:
+// func() *Engine { return Adapt[P, R](newProcessor()) }.
+type Factory func() *Engine
 
 // Info describes a registered code for `eas-server processors`.
 type Info struct {
@@ -40,7 +41,7 @@ func Register(code, description string, f Factory) {
 }
 
 // New makes a processor for code.
-func New(code string) (Processor, error) {
+func New(code string) (*Engine, error) {
 	mu.RLock()
 	info, ok := registry[code]
 	mu.RUnlock()

@@ -12,12 +12,14 @@ import (
 
 type nop struct{}
 
-func (nop) Configure(Spec) error                      { return nil }
-func (nop) Load(context.Context) error                { return nil }
-func (nop) Metadata() Metadata                        { return Metadata{} }
-func (nop) Decode(*Request) (any, error)              { return nil, nil }
-func (nop) Run(context.Context, []any) ([]any, error) { return nil, nil }
-func (nop) Encode(any, any) (*Response, error)        { return nil, nil }
+func (nop) Configure(Spec) error                         { return nil }
+func (nop) Load(context.Context, Files) error            { return nil }
+func (nop) Metadata() Metadata                           { return Metadata{} }
+func (nop) Decode(*Request) (int, error)                 { return 0, nil }
+func (nop) Run(context.Context, []int) ([]string, error) { return nil, nil }
+func (nop) Encode(int, string) (*Response, error)        { return nil, nil }
+
+func newNop() *Engine { return Adapt[int, string](nop{}) }
 
 // registrations makes each run's test codes unique: the registry is global
 // and lives as long as the test binary (go test -count=N runs tests again).
@@ -25,7 +27,7 @@ var registrations atomic.Int32
 
 func TestRegistry(t *testing.T) {
 	code := fmt.Sprintf("test_nop_%d", registrations.Add(1))
-	Register(code, "a test processor", func() Processor { return nop{} })
+	Register(code, "a test processor", newNop)
 	if _, err := New(code); err != nil {
 		t.Fatal(err)
 	}
@@ -36,9 +38,9 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("caffe_gpu: err = %v, want a reason naming what to use instead", err)
 	}
 	for _, bad := range []func(){
-		func() { Register("", "x", func() Processor { return nop{} }) },
+		func() { Register("", "x", newNop) },
 		func() { Register(code+"_nil", "x", nil) },
-		func() { Register(code, "again", func() Processor { return nop{} }) },
+		func() { Register(code, "again", newNop) },
 	} {
 		func() {
 			defer func() {
@@ -60,26 +62,85 @@ func TestFindModelFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exts := []string{".pmml", ".xml"}
-	if _, err := FindModelFile(dir, "", exts, "PMML"); err == nil || !strings.Contains(err.Error(), "no PMML file") {
+	mf := ModelFile{Kind: "PMML", Exts: []string{".pmml", ".xml"}}
+	if _, err := mf.Find(dir, ""); err == nil || !strings.Contains(err.Error(), "no PMML file") {
 		t.Fatalf("empty dir: %v", err)
 	}
 	write("sub/model.PMML")
 	write("notes.txt")
-	if got, err := FindModelFile(dir, "", exts, "PMML"); err != nil || got != filepath.Join(dir, "sub/model.PMML") {
+	if got, err := mf.Find(dir, ""); err != nil || got != filepath.Join(dir, "sub/model.PMML") {
 		t.Fatalf("one model: %q, %v", got, err)
 	}
 	write("other.xml")
-	if _, err := FindModelFile(dir, "", exts, "PMML"); err == nil || !strings.Contains(err.Error(), "set model_entry") {
+	if _, err := mf.Find(dir, ""); err == nil || !strings.Contains(err.Error(), "set model_entry") {
 		t.Fatalf("two models: %v", err)
 	}
-	if got, err := FindModelFile(dir, "other.xml", exts, "PMML"); err != nil || got != filepath.Join(dir, "other.xml") {
+	if got, err := mf.Find(dir, "other.xml"); err != nil || got != filepath.Join(dir, "other.xml") {
 		t.Fatalf("model_entry: %q, %v", got, err)
 	}
-	if _, err := FindModelFile(dir, "../../etc/passwd", exts, "PMML"); err == nil {
+	if _, err := mf.Find(dir, "../../etc/passwd"); err == nil {
 		t.Fatal("model_entry escaped the model directory")
 	}
-	if got, err := FindModelFile(filepath.Join(dir, "notes.txt"), "", exts, "PMML"); err != nil || got != filepath.Join(dir, "notes.txt") {
+	if got, err := mf.Find(filepath.Join(dir, "notes.txt"), ""); err != nil || got != filepath.Join(dir, "notes.txt") {
 		t.Fatalf("a file model_path is used as is: %q, %v", got, err)
 	}
 }
+
+func TestEngineRunsTypedPayloads(t *testing.T) {
+	e := Adapt[*TensorPayload, int](counter{})
+	p, err := e.Decode(&Request{Body: []byte("abc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Run(context.Background(), []any{p, p})
+	if err != nil || len(out) != 2 || out[0].(int) != 3 {
+		t.Fatalf("run: %v %v", out, err)
+	}
+	if e.BatchKey() != nil || e.ServesTensors() {
+		t.Fatal("counter implements neither Batcher nor Tensors")
+	}
+	if _, err := Adapt[int, string](short{}).Run(context.Background(), []any{1, 2}); err == nil || !strings.Contains(err.Error(), "1 results for a batch of 2") {
+		t.Fatalf("a processor that drops results must fail the batch: %v", err)
+	}
+}
+
+func TestDecodeConfig(t *testing.T) {
+	type cfg struct {
+		N int `json:"n"`
+	}
+	for _, tc := range []struct {
+		raw, err string
+		n       int
+	}{
+		{"", "", 7}, {"  ", "", 7}, {"null", "", 7}, {`{"n": 3}`, "", 3},
+		{`{"m": 3}`, `unknown field "m"`, 0}, {`{"n": "x"}`, "cannot unmarshal", 0},
+		{`{"n": 3} {}`, "trailing data", 0}, {`{"n": 3} x`, "trailing data", 0},
+	} {
+		c := cfg{N: 7}
+		err := Spec{Code: "echo", ModelConfig: []byte(tc.raw)}.DecodeConfig(&c, `{"n": N}`)
+		switch {
+		case tc.err == "" && (err != nil || c.N != tc.n):
+			t.Errorf("%q: %+v, %v", tc.raw, c, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), `echo accepts {"n": N}`)):
+			t.Errorf("%q: err %v, want %q and what echo accepts", tc.raw, err, tc.err)
+		}
+	}
+}
+
+type counter struct{ nop }
+
+func (counter) Decode(r *Request) (*TensorPayload, error) {
+	return &TensorPayload{Outputs: []string{string(r.Body)}}, nil
+}
+func (counter) Run(_ context.Context, b []*TensorPayload) ([]int, error) {
+	out := make([]int, len(b))
+	for i, p := range b {
+		out[i] = len(p.Outputs[0])
+	}
+	return out, nil
+}
+func (counter) Encode(*TensorPayload, int) (*Response, error) { return nil, nil }
+
+type short struct{ nop }
+
+func (short) Run(context.Context, []int) ([]string, error) { return []string{"one"}, nil }

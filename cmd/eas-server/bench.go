@@ -131,14 +131,15 @@ func benchInProcess(cmd *cobra.Command, model, code string, cpu int, specs []str
 	if len(specs) == 0 {
 		return fmt.Errorf("--in-process needs --tensor inputs")
 	}
-	proc, err := processors.New(code)
+	engine, err := processors.New(code)
 	if err != nil {
 		return err
 	}
-	if err := proc.Configure(processors.Spec{Service: "bench", Code: code, ModelPath: model, CPU: cpu}); err != nil {
+	proc := engine.Processor()
+	if err := proc.Configure(processors.Spec{Service: "bench", Code: code, ModelSource: model, CPU: cpu}); err != nil {
 		return err
 	}
-	if err := proc.Load(cmd.Context()); err != nil {
+	if err := proc.Load(cmd.Context(), processors.Files{ModelPath: model}); err != nil {
 		return err
 	}
 	if c, ok := proc.(processors.Closer); ok {
@@ -157,7 +158,7 @@ func benchInProcess(cmd *cobra.Command, model, code string, cpu int, specs []str
 	if err != nil {
 		return err
 	}
-	res, err := loadgen.RunInProcess(cmd.Context(), proc, p, int(rows), d, warmup)
+	res, err := loadgen.RunInProcess(cmd.Context(), engine, p, int(rows), d, warmup)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
 )
@@ -27,7 +28,8 @@ func validateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check service.json files and print every problem (no network I/O)",
-		Long: "Check service.json files: keys, values, processor codes and device rules.\n" +
+		Long: "Check service.json files: keys, values, processor codes, device rules and the processor's own\n" +
+			"checks of model_config and model_path (what its Configure step does before any download).\n" +
 			"Prints every problem of every file; exits 1 when any file has one, 0 when all are valid.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,7 +37,7 @@ func validateCmd() *cobra.Command {
 			for _, path := range args {
 				svc, err := servicejson.ParseFile(path)
 				if err == nil {
-					if err = checkRegistered(svc); err != nil {
+					if err = checkProcessor(svc); err != nil {
 						err = fmt.Errorf("%s: %w", path, err)
 					}
 				}
@@ -55,8 +57,10 @@ func validateCmd() *cobra.Command {
 	}
 }
 
-// checkRegistered reports a valid EAS code that this build cannot serve.
-func checkRegistered(svc *servicejson.Service) error {
+// checkProcessor runs the processor's own Configure on svc, without I/O:
+// a code this build cannot serve, or a model_config the processor refuses,
+// is found here rather than after a model download.
+func checkProcessor(svc *servicejson.Service) error {
 	if svc.Processor == "" {
 		return nil
 	}
@@ -64,7 +68,11 @@ func checkRegistered(svc *servicejson.Service) error {
 		_, err := processors.New(svc.Processor)
 		return fmt.Errorf("processor: %q is an EAS code this server does not serve: %v", svc.Processor, err)
 	}
-	return nil
+	ps, _, err := service.ProcessorSpec(svc, nil)
+	if err == nil {
+		_, err = service.Configure(svc, ps)
+	}
+	return err
 }
 
 func processorsCmd() *cobra.Command {

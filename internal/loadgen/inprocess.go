@@ -17,11 +17,19 @@ type InProcessResult struct {
 	MeanMs  float64 `json:"mean_run_ms"`
 }
 
-// RunInProcess calls proc.Run on payload back to back for d, with no HTTP,
-// codec or scheduler in the path: the ceiling the server is measured against.
-// rows is the number of rows payload carries.
-func RunInProcess(ctx context.Context, proc processors.Processor, payload any, rows int, d, warmup time.Duration) (InProcessResult, error) {
+// RunInProcess calls the processor's Run on the payload made from tp back to
+// back for d, with no HTTP, codec or scheduler in the path: the ceiling the
+// server is measured against. rows is the number of rows tp carries.
+func RunInProcess(ctx context.Context, e *processors.Engine, tp *processors.TensorPayload, rows int, d, warmup time.Duration) (InProcessResult, error) {
+	if !e.ServesTensors() {
+		return InProcessResult{}, fmt.Errorf("the processor does not take tensors")
+	}
+	payload, err := e.FromTensors(tp)
+	if err != nil {
+		return InProcessResult{}, err
+	}
 	batch := []any{payload}
+	proc := e
 	for end := time.Now().Add(warmup); time.Now().Before(end); {
 		if _, err := proc.Run(ctx, batch); err != nil {
 			return InProcessResult{}, fmt.Errorf("warm-up run: %w", err)

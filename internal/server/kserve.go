@@ -49,7 +49,7 @@ func (s *Server) processorsHealthy(ctx context.Context) bool {
 		if !ok {
 			continue
 		}
-		h, isH := live.Processor.(processors.Healther)
+		h, isH := live.Engine.Processor().(processors.Healther)
 		healthy := !isH || h.Healthy(ctx) == nil
 		live.Release()
 		if !healthy {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -83,18 +82,17 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 	if err != nil {
 		return nil, err
 	}
-	tm, ok := live.Processor.(processors.TensorModel)
-	if !ok {
+	if !live.Engine.ServesTensors() {
 		live.Release()
 		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
 	}
-	return &serviceTarget{held{live}, tm}, nil
+	return &serviceTarget{held{live}}, nil
 }
 
 // routedIn returns the model of live's processor that the extra path of
 // /api/predict/<service> names, when the processor routes models.
 func routedIn(live *service.Live, extra string) (target, bool) {
-	mr, ok := live.Processor.(processors.ModelRouter)
+	mr, ok := live.Engine.Processor().(processors.ModelRouter)
 	if !ok {
 		return nil, false
 	}
@@ -118,7 +116,7 @@ func (s *Server) lookupRouted(name, version string) (*service.Live, string, proc
 		if !serving {
 			continue
 		}
-		if mr, ok := live.Processor.(processors.ModelRouter); ok {
+		if mr, ok := live.Engine.Processor().(processors.ModelRouter); ok {
 			if rm, ok := mr.Model(name, version); ok {
 				return live, svc.Name, rm
 			}
@@ -158,30 +156,31 @@ func (h held) Decompressor() string { return h.live.Spec.Metadata.RPC.Decompress
 func (h held) Release()             { h.live.Release() }
 
 // serviceTarget is a service whose processor serves tensors.
-type serviceTarget struct {
-	held
-	tm processors.TensorModel
-}
+type serviceTarget struct{ held }
 
 func (t *serviceTarget) Name() string    { return t.live.Spec.Name }
 func (t *serviceTarget) Version() string { return strconv.Itoa(t.live.Version) }
 
 func (t *serviceTarget) Metadata() kserve.ModelMetadata {
-	return modelMetadata(t.Name(), t.tm.Platform(), []string{t.Version()}, t.tm.Metadata())
+	e := t.live.Engine
+	return modelMetadata(t.Name(), e.Platform(), []string{t.Version()}, e.Processor().Metadata())
 }
 
-func (t *serviceTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.live.Processor) }
+func (t *serviceTarget) Healthy(ctx context.Context) error {
+	return healthOf(ctx, t.live.Engine.Processor())
+}
 
 func (t *serviceTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
-	out, err := t.live.Scheduler.Do(ctx, p)
+	e := t.live.Engine
+	payload, err := e.FromTensors(p)
 	if err != nil {
 		return nil, err
 	}
-	tr, ok := out.(*processors.TensorResult)
-	if !ok || tr == nil {
-		return nil, errors.New("processor returned no tensors")
+	out, err := t.live.Scheduler.Do(ctx, payload)
+	if err != nil {
+		return nil, err
 	}
-	return tr, nil
+	return e.ToTensors(payload, out)
 }
 
 // routedTarget is one model of a service whose processor routes models; it

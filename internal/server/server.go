@@ -161,10 +161,10 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 		return s.serveRouted(c, t, op)
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
-		if d, ok := live.Processor.(processors.MetadataJSONer); ok {
+		if d, ok := live.Engine.Processor().(processors.MetadataJSONer); ok {
 			c.JSON(http.StatusOK, d.MetadataJSON()) // the family's own GET body (TF signatures)
 		} else {
-			c.JSON(http.StatusOK, live.Processor.Metadata())
+			c.JSON(http.StatusOK, live.Engine.Processor().Metadata())
 		}
 		return http.StatusOK
 	}
@@ -173,7 +173,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
-	payload, err := live.Processor.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
+	payload, err := live.Engine.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
 	if err != nil {
 		return s.failErr(c, err)
 	}
@@ -181,7 +181,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if err != nil {
 		return s.failErr(c, err)
 	}
-	resp, err := live.Processor.Encode(payload, result)
+	resp, err := live.Engine.Encode(payload, result)
 	if err != nil {
 		return s.failErr(c, err)
 	}

@@ -23,8 +23,8 @@ import (
 type Live struct {
 	Version   int
 	Spec      *servicejson.Service
-	Token     auth.Secret // "" = open service
-	Processor processors.Processor
+	Token     auth.Secret        // "" = open service
+	Engine    *processors.Engine // the processor, adapted for the scheduler and the server
 	Scheduler *scheduler.Scheduler
 	Started   time.Time // when this version began to serve
 
@@ -44,8 +44,8 @@ func (l *Live) Release() { l.refs.Add(-1) }
 // workers) over the same model, without loading it again. The last Live to
 // be retired closes it.
 type model struct {
-	proc    processors.Processor
-	fetched []string // local paths from the model cache, released on close
+	engine  *processors.Engine
+	fetched *fetchList // local paths from the model cache, released on close
 	users   atomic.Int32
 }
 
@@ -75,8 +75,8 @@ func (mgr *Manager) newLive(version int, spec *servicejson.Service, token string
 		Version:   version,
 		Spec:      spec,
 		Token:     auth.Secret(token),
-		Processor: m.proc,
-		Scheduler: mgr.newScheduler(spec, m.proc, log),
+		Engine:    m.engine,
+		Scheduler: mgr.newScheduler(spec, m.engine, log),
 		Started:   time.Now().UTC(),
 		model:     m,
 	}
@@ -107,8 +107,8 @@ func (mgr *Manager) retire(ctx context.Context, l *Live, log *slog.Logger) {
 		log.Warn("version drain cut short", "version", l.Version, "err", err)
 	}
 	if l.model.users.Add(-1) == 0 {
-		closeProcessor(l.model.proc, log)
-		mgr.release(l.model.fetched)
+		closeProcessor(l.model.engine.Processor(), log)
+		l.model.fetched.release()
 	}
 }
 

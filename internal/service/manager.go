@@ -193,33 +193,14 @@ func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servic
 	return m.activate(ctx, svc, v, spec)
 }
 
-// load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
-// Warmup. On failure whatever was opened is closed.
-//
-// The local paths it fetched are appended to *fetched; the caller releases
-// them to the cache (Manager.release) once the model is closed. On failure
-// they are released here.
-func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger, fetched *[]string) (proc processors.Processor, err error) {
-	if spec.Processor == "" {
-		return nil, fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
-	}
-	proc, err = processors.New(spec.Processor)
-	if err != nil {
-		return nil, fmt.Errorf("processor: %w", err)
-	}
-	opened := proc
-	defer func() {
-		if err != nil {
-			closeProcessor(opened, log)
-			m.release(*fetched)
-			*fetched = nil
-		}
-	}()
+// ProcessorSpec is what Configure sees of spec: service.json without I/O.
+// model_sha256 is storage's key, stripped here: processors never see it.
+func ProcessorSpec(spec *servicejson.Service, log *slog.Logger) (processors.Spec, string, error) {
 	ps := processors.Spec{
 		Service:     spec.Name,
 		Code:        spec.Processor,
+		ModelSource: spec.ModelPath,
 		ModelEntry:  spec.ModelEntry,
-		ModelConfig: spec.ModelConfig,
 		CPU:         spec.Metadata.CPU,
 		GPU:         spec.Metadata.GPU,
 		Params:      spec.ProcessorParams,
@@ -228,60 +209,129 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	if rpc := spec.Metadata.RPC; rpc.Batching {
 		ps.Batcher, ps.PadValue, ps.Buckets = rpc.Batcher, rpc.PadValue, rpc.Buckets
 	}
-	// model_sha256 is storage's key: the processor never sees it.
-	sum, mc, err := storage.SplitModelSHA256(spec.ModelConfig)
+	sum, mc, err := storage.SplitModelSHA256(spec.ModelConfigBytes())
 	if err != nil {
-		return nil, fmt.Errorf("model_config: %w", err)
+		return ps, "", fmt.Errorf("model_config: %w", err)
 	}
 	ps.ModelConfig = mc
+	return ps, sum, nil
+}
+
+// Configure makes spec's processor and configures it, without any I/O: the
+// check `eas-server validate` runs, and the first step of every load, so a
+// model_config mistake is found before a download starts.
+func Configure(spec *servicejson.Service, ps processors.Spec) (*processors.Engine, error) {
+	if spec.Processor == "" {
+		return nil, fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
+	}
+	e, err := processors.New(spec.Processor)
+	if err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
+	if err := e.Processor().Configure(ps); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
+// Warmup. On failure whatever was opened is closed and whatever was
+// fetched is released; on success the caller releases fetched (the model
+// cache may then evict its files) once the model is closed.
+func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger) (e *processors.Engine, fetched *fetchList, err error) {
 	fo := storage.FetchOptions{BaseDir: m.opt.BaseDir, OSSEndpoint: spec.OSSEndpoint, Logger: log}
+	fetched = &fetchList{fetcher: m.opt.Fetcher, opts: fo}
+	ps, sum, err := ProcessorSpec(spec, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps.Fetcher = fetched
+	if e, err = Configure(spec, ps); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			closeProcessor(e.Processor(), log)
+			fetched.release()
+		}
+	}()
+	var files processors.Files
 	if spec.ModelPath != "" {
 		mo := fo
 		mo.SHA256 = sum
 		mo.Progress = m.fetchProgress(spec.Name, "model_path")
-		if ps.ModelPath, err = m.opt.Fetcher.Fetch(ctx, spec.ModelPath, mo); err != nil {
-			return nil, fmt.Errorf("model_path: %w", err)
+		if files.ModelPath, err = fetched.fetch(ctx, spec.ModelPath, mo); err != nil {
+			return nil, nil, fmt.Errorf("model_path: %w", err)
 		}
-		*fetched = append(*fetched, ps.ModelPath)
 	}
 	if spec.WarmUpDataPath != "" {
 		wo := fo
 		wo.Progress = m.fetchProgress(spec.Name, "warm_up_data_path")
-		if ps.WarmupPath, err = m.opt.Fetcher.Fetch(ctx, spec.WarmUpDataPath, wo); err != nil {
-			return nil, fmt.Errorf("warm_up_data_path: %w", err)
+		if files.WarmupPath, err = fetched.fetch(ctx, spec.WarmUpDataPath, wo); err != nil {
+			return nil, nil, fmt.Errorf("warm_up_data_path: %w", err)
 		}
-		*fetched = append(*fetched, ps.WarmupPath)
 	}
-	if err := proc.Configure(ps); err != nil {
-		return nil, err
+	if err := e.Processor().Load(ctx, files); err != nil {
+		return nil, nil, fmt.Errorf("load: %w", err)
 	}
-	if err := proc.Load(ctx); err != nil {
-		return nil, fmt.Errorf("load: %w", err)
-	}
-	if ps.WarmupPath != "" {
-		w, ok := proc.(processors.Warmer)
+	if files.WarmupPath != "" {
+		w, ok := e.Processor().(processors.Warmer)
 		if !ok {
-			return nil, fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.Processor)
+			return nil, nil, fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.Processor)
 		}
-		if err := w.Warmup(ctx, ps.WarmupPath); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
+		if err := w.Warmup(ctx, files.WarmupPath); err != nil {
+			return nil, nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	return proc, nil
+	return e, fetched, nil
 }
 
-// release tells the cache that no model uses these local paths any more, so
-// they may be evicted under --cache-size.
-func (m *Manager) release(paths []string) {
+// fetchList is the model cache as one loaded model uses it: every path it
+// fetched, the model's own and the ones its processor fetches later (a
+// Triton repository), released together when the model is closed, so that
+// --cache-size can evict them.
+type fetchList struct {
+	fetcher *storage.Fetcher
+	opts    storage.FetchOptions
+
+	mu    sync.Mutex
+	paths []string
+}
+
+func (f *fetchList) fetch(ctx context.Context, source string, opts storage.FetchOptions) (string, error) {
+	p, err := f.fetcher.Fetch(ctx, source, opts)
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	f.paths = append(f.paths, p)
+	f.mu.Unlock()
+	return p, nil
+}
+
+// Fetch is processors.Fetcher: a source a processor asks for.
+func (f *fetchList) Fetch(ctx context.Context, source string) (string, error) {
+	return f.fetch(ctx, source, f.opts)
+}
+
+// release tells the cache that nothing uses these paths any more.
+func (f *fetchList) release() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	paths := f.paths
+	f.paths = nil
+	f.mu.Unlock()
 	for _, p := range paths {
-		m.opt.Fetcher.Release(p)
+		f.fetcher.Release(p)
 	}
 }
 
 // newScheduler sizes the scheduler for all of the service's instances:
 // metadata.instance replicas in this process behave like one replica with
 // instance times the workers, queue and rate limit of metadata.rpc.
-func (m *Manager) newScheduler(spec *servicejson.Service, proc processors.Processor, log *slog.Logger) *scheduler.Scheduler {
+func (m *Manager) newScheduler(spec *servicejson.Service, e *processors.Engine, log *slog.Logger) *scheduler.Scheduler {
 	rpc := spec.Metadata.RPC
 	n := max(spec.Metadata.Instance, 1)
 	cfg := scheduler.Config{
@@ -295,17 +345,14 @@ func (m *Manager) newScheduler(spec *servicejson.Service, proc processors.Proces
 		// The batch key decides who may share a run; preferred sizes shape it.
 		PreferredBatchSizes: rpc.PreferredBatchSizes,
 	}
-	var key scheduler.KeyFunc
-	if b, ok := proc.(processors.Batcher); ok {
-		key = b.BatchKey
-	}
+	key := scheduler.KeyFunc(e.BatchKey())
 	name := spec.Name
 	mt := m.opt.Metrics
 	obs := scheduler.Observer{
 		Batch:     func(size int, d time.Duration) { mt.Batch(name, size, d) },
 		QueueWait: func(d time.Duration) { mt.QueueWait(name, d) },
 	}
-	return scheduler.New(cfg, proc.Run, key, obs, log)
+	return scheduler.New(cfg, e.Run, key, obs, log)
 }
 
 // initialToken returns a new service's token: the one given, else the one

@@ -126,14 +126,13 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	if scaled {
 		nl = m.newLive(v, spec, token, old.model, log)
 	} else {
-		var fetched []string
-		proc, err := m.load(ctx, spec, log, &fetched)
+		engine, fetched, err := m.load(ctx, spec, log)
 		if err != nil {
 			m.loadFailed(s, v, old, err)
 			log.Error("version failed to load", "err", err)
 			return err
 		}
-		nl = m.newLive(v, spec, token, &model{proc: proc, fetched: fetched}, log)
+		nl = m.newLive(v, spec, token, &model{engine: engine, fetched: fetched}, log)
 	}
 	if token != saved {
 		if err := m.saveToken(s.Name, token); err != nil {

@@ -5,9 +5,7 @@
 package echo
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -16,7 +14,7 @@ import (
 
 func init() {
 	processors.Register("echo", "returns the request body; model_config {\"sleep_ms\": N} delays each request (tests, demos)",
-		func() processors.Processor { return &Processor{} })
+		func() *processors.Engine { return processors.Adapt[[]byte, []byte](&Processor{}) })
 }
 
 // Config is echo's model_config.
@@ -34,20 +32,8 @@ type Processor struct {
 
 // Configure reads model_config.
 func (p *Processor) Configure(spec processors.Spec) error {
-	raw := []byte(spec.ModelConfig)
-	if len(raw) > 0 && raw[0] == '"' { // model_config given as a JSON string
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("model_config: %w", err)
-		}
-		raw = []byte(s)
-	}
-	if len(raw) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p.cfg); err != nil {
-			return fmt.Errorf("model_config: %v; echo accepts {\"sleep_ms\": N, \"panic_on\": \"body\"}", err)
-		}
+	if err := spec.DecodeConfig(&p.cfg, `{"sleep_ms": N, "panic_on": "body"}`); err != nil {
+		return err
 	}
 	if p.cfg.SleepMS < 0 || p.cfg.SleepMS > 600000 {
 		return fmt.Errorf("model_config.sleep_ms: must be between 0 and 600000, got %d", p.cfg.SleepMS)
@@ -56,7 +42,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 }
 
 // Load does nothing: echo has no model.
-func (p *Processor) Load(context.Context) error { return nil }
+func (p *Processor) Load(context.Context, processors.Files) error { return nil }
 
 // Metadata describes the one bytes input and output.
 func (p *Processor) Metadata() processors.Metadata {
@@ -68,11 +54,11 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode keeps the body as the payload.
-func (p *Processor) Decode(req *processors.Request) (any, error) { return req.Body, nil }
+func (p *Processor) Decode(req *processors.Request) ([]byte, error) { return req.Body, nil }
 
 // Run returns each payload after the configured sleep; it stops early when
 // ctx ends so a timed-out request frees its worker.
-func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
+func (p *Processor) Run(ctx context.Context, batch [][]byte) ([][]byte, error) {
 	if p.cfg.SleepMS > 0 {
 		t := time.NewTimer(time.Duration(p.cfg.SleepMS) * time.Millisecond)
 		defer t.Stop()
@@ -84,7 +70,7 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 	}
 	if p.cfg.PanicOn != "" {
 		for _, b := range batch {
-			if string(b.([]byte)) == p.cfg.PanicOn {
+			if string(b) == p.cfg.PanicOn {
 				panic("echo: panic_on matched the request body")
 			}
 		}
@@ -93,8 +79,8 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 }
 
 // Encode returns the body.
-func (p *Processor) Encode(_, result any) (*processors.Response, error) {
-	return &processors.Response{Body: result.([]byte)}, nil
+func (p *Processor) Encode(_, result []byte) (*processors.Response, error) {
+	return &processors.Response{Body: result}, nil
 }
 
-var _ processors.Processor = (*Processor)(nil)
+var _ processors.Typed[[]byte, []byte] = (*Processor)(nil)

@@ -26,14 +26,14 @@ func TestPadAndBucketBatchersMatchSingleRuns(t *testing.T) {
 				s.Batcher, s.PadValue, s.Buckets = batcher, 0, []int{4, 16}
 			})
 			rng := rand.New(rand.NewPCG(7, 7))
-			batch := []any{seqPayload(rng, 1, 3), seqPayload(rng, 2, 7), seqPayload(rng, 1, 1), seqPayload(rng, 3, 12)}
+			batch := []*processors.TensorPayload{seqPayload(rng, 1, 3), seqPayload(rng, 2, 7), seqPayload(rng, 1, 1), seqPayload(rng, 3, 12)}
 			if batcher == "bucket" {
 				// Only lengths within one bucket share a run.
-				batch = []any{seqPayload(rng, 2, 5), seqPayload(rng, 1, 9), seqPayload(rng, 1, 16)}
+				batch = []*processors.TensorPayload{seqPayload(rng, 2, 5), seqPayload(rng, 1, 9), seqPayload(rng, 1, 16)}
 			}
 			keys := map[string]bool{}
 			for _, p := range batch {
-				k, ok := m.BatchKey(p)
+				k, ok := keyOf(m, p)
 				if !ok {
 					t.Fatal("a valid payload is not batchable")
 				}
@@ -43,7 +43,7 @@ func TestPadAndBucketBatchersMatchSingleRuns(t *testing.T) {
 				t.Fatalf("%s: payloads of different lengths got %d batch keys, want 1", batcher, len(keys))
 			}
 			before := m.runs.Load()
-			merged, err := m.Run(t.Context(), batch)
+			merged, err := m.Run(t.Context(), checked(t, m, batch...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,14 +51,14 @@ func TestPadAndBucketBatchersMatchSingleRuns(t *testing.T) {
 				t.Fatalf("%d payloads took %d session runs, want 1 padded run", len(batch), n)
 			}
 			for i, p := range batch {
-				alone, err := m.Run(t.Context(), []any{p})
+				alone, err := m.Run(t.Context(), checked(t, m, p))
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := merged[i].(*processors.TensorResult).Outputs[0]
-				want := alone[0].(*processors.TensorResult).Outputs[0]
+				got := merged[i].Outputs[0]
+				want := alone[0].Outputs[0]
 				if err := tensor.AllClose(got, want, 1e-5, 1e-6); err != nil {
-					t.Errorf("request %d (shape %v): merged %s vs alone %s: %v", i, p.(*processors.TensorPayload).Inputs[0].Shape,
+					t.Errorf("request %d (shape %v): merged %s vs alone %s: %v", i, p.Inputs[0].Shape,
 						tensor.FormatShape(got.Shape), tensor.FormatShape(want.Shape), err)
 				}
 			}
@@ -72,7 +72,7 @@ func TestBucketKeysSeparateLengths(t *testing.T) {
 	})
 	rng := rand.New(rand.NewPCG(1, 1))
 	key := func(tlen int64) string {
-		k, ok := m.BatchKey(seqPayload(rng, 1, tlen))
+		k, ok := keyOf(m, seqPayload(rng, 1, tlen))
 		if !ok {
 			t.Fatal("not batchable")
 		}
@@ -85,8 +85,8 @@ func TestBucketKeysSeparateLengths(t *testing.T) {
 		t.Error("lengths in different buckets share a key")
 	}
 	c := load(t, "pytorch_cpu_1.10", "testdata/seq.onnx")
-	k3, _ := c.BatchKey(seqPayload(rng, 1, 3))
-	k4, _ := c.BatchKey(seqPayload(rng, 1, 4))
+	k3, _ := keyOf(c, seqPayload(rng, 1, 3))
+	k4, _ := keyOf(c, seqPayload(rng, 1, 4))
 	if k3 == k4 {
 		t.Error("concat batcher: different lengths share a key")
 	}

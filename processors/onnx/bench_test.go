@@ -34,7 +34,7 @@ func BenchmarkMLP(b *testing.B) {
 				v[i] = float32(i%97) / 97
 			}
 			p := &processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32(in.Name, []int64{n, width}, v)}}
-			batch := []any{p}
+			batch := checked(b, m, p)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := m.Run(b.Context(), batch); err != nil {

@@ -31,13 +31,13 @@ func (m *Model) outputNames() []string {
 
 // Decode reads an /api/predict body in the code's wire format: the EAS Torch
 // PredictRequest for pytorch_* codes, the HIE DataProto for onnx_* codes. The
-// payload is checked against the model here, so a bad request is answered
-// 400 before it queues; its inputs come back in the model's order.
-func (m *Model) Decode(req *processors.Request) (any, error) {
+// payload is checked against the model here, once, so a bad request is
+// answered 400 before it queues; its inputs come back in the model's order.
+func (m *Model) Decode(req *processors.Request) (*Payload, error) {
 	if m.session == nil {
 		return nil, ErrNotLoaded
 	}
-	p := &processors.TensorPayload{}
+	tp := processors.TensorPayload{}
 	switch m.info.proto {
 	case protoTorch:
 		r, err := torchpb.DecodeRequest(req.Body, m.inputNames())
@@ -48,33 +48,34 @@ func (m *Model) Decode(req *processors.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.Inputs, p.Outputs = r.Inputs, outs
+		tp.Inputs, tp.Outputs = r.Inputs, outs
 	case protoHIE:
 		ts, err := hiepb.DecodeDataProto(req.Body)
 		if err != nil {
 			return nil, err
 		}
-		p.Inputs = ts
+		tp.Inputs = ts
 	}
-	ins, err := m.arrange(p)
-	if err != nil {
-		return nil, err
+	return m.check(&tp)
+}
+
+// FromTensors checks KServe tensors as Decode checks a body.
+func (m *Model) FromTensors(tp *processors.TensorPayload) (*Payload, error) {
+	if m.session == nil {
+		return nil, ErrNotLoaded
 	}
-	if err := m.checkOutputs(p.Outputs); err != nil {
-		return nil, err
-	}
-	p.Inputs = ins
-	return p, nil
+	return m.check(tp)
+}
+
+// ToTensors returns the result as it is: it is already tensors.
+func (m *Model) ToTensors(_ *Payload, r *processors.TensorResult) (*processors.TensorResult, error) {
+	return r, nil
 }
 
 // Encode writes a result in the code's wire format: PredictResponse.outputs
 // in output order (or output_filter order) for pytorch_* codes, a DataProto
 // of named tensors for onnx_* codes.
-func (m *Model) Encode(payload, result any) (*processors.Response, error) {
-	r, ok := result.(*processors.TensorResult)
-	if !ok {
-		return nil, fmt.Errorf("onnx: result is %T, want *processors.TensorResult", result)
-	}
+func (m *Model) Encode(_ *Payload, r *processors.TensorResult) (*processors.Response, error) {
 	var (
 		body []byte
 		err  error
@@ -172,7 +173,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 	for i, body := range bodies {
 		p, err := m.Decode(&processors.Request{Body: body})
 		if err == nil {
-			_, err = m.Run(ctx, []any{p})
+			_, err = m.Run(ctx, []*Payload{p})
 		}
 		if err != nil {
 			return fmt.Errorf("warm_up_data_path: request %d of %d: %w", i+1, len(bodies), err)

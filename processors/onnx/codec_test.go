@@ -21,7 +21,7 @@ func roundTrip(t testing.TB, m *Model, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Run(t.Context(), []any{p})
+	res, err := m.Run(t.Context(), []*Payload{p})
 	if err != nil {
 		return nil, err
 	}
@@ -262,10 +262,10 @@ func FuzzDecode(f *testing.F) {
 				}
 				continue
 			}
-			if len(p.(*processors.TensorPayload).Inputs[0].Data) > 1<<20 {
+			if len(p.Inputs[0].Data) > 1<<20 {
 				continue // a valid but huge request; not what this fuzzes
 			}
-			if _, err := m.Run(t.Context(), []any{p}); err != nil {
+			if _, err := m.Run(t.Context(), []*Payload{p}); err != nil {
 				t.Fatalf("%s: accepted body failed to run: %v", m.code, err)
 			}
 		}

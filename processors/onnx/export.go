@@ -4,10 +4,10 @@ package onnx
 // another processor family whose models are translated to ONNX (the
 // tensorflow_* codes). It shares this package's session options, library
 // lookup and GPU rules: gpu selects the CUDA execution provider with no CPU
-// fallback, and cpuCode is the code a failed GPU deploy suggests. Configure
-// it with a spec whose ModelPath is the .onnx file; Decode and Encode speak
-// this package's wire formats, so such callers use Run with
-// *processors.TensorPayload and do their own codec.
+// fallback, and cpuCode is the code a failed GPU deploy suggests. Load it
+// with the .onnx file; Decode and Encode speak this package's wire formats,
+// so such callers make payloads with FromTensors, Run them and do their own
+// codec.
 func NewRuntime(code string, gpu bool, cpuCode string) *Model {
 	return &Model{code: code, info: codeInfo{proto: protoHIE, gpu: gpu, cpu: cpuCode}}
 }

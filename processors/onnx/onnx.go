@@ -20,13 +20,9 @@
 package onnx
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -78,7 +74,9 @@ func init() {
 		default:
 			desc += ", CPU, HIE DataProto"
 		}
-		processors.Register(code, desc, func() processors.Processor { return New(code) })
+		processors.Register(code, desc, func() *processors.Engine {
+			return processors.Adapt[*Payload, *processors.TensorResult](New(code))
+		})
 	}
 }
 
@@ -158,11 +156,11 @@ func (m *Model) Configure(spec processors.Spec) error {
 		m.code, m.info = spec.Code, codes[spec.Code]
 	}
 	m.spec = spec
-	if spec.ModelPath == "" {
+	if spec.ModelSource == "" {
 		return fmt.Errorf("model_path: required for processor %q; point it at an .onnx file or a directory holding one", m.code)
 	}
-	if isTorchScriptName(spec.ModelPath) {
-		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(spec.ModelPath), torchScriptHelp)
+	if isTorchScriptName(spec.ModelSource) {
+		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(spec.ModelSource), torchScriptHelp)
 	}
 	if spec.ModelEntry != "" {
 		if !filepath.IsLocal(spec.ModelEntry) {
@@ -172,7 +170,7 @@ func (m *Model) Configure(spec processors.Spec) error {
 			return fmt.Errorf("model_entry: %s looks like a TorchScript file; %s", spec.ModelEntry, torchScriptHelp)
 		}
 	}
-	cfg, err := parseConfig(spec.ModelConfig)
+	cfg, err := parseConfig(spec)
 	if err != nil {
 		return err
 	}
@@ -190,31 +188,11 @@ func (m *Model) Configure(spec processors.Spec) error {
 	return nil
 }
 
-// parseConfig reads model_config strictly: unknown keys are errors, so a typo
-// does not silently keep a default.
-func parseConfig(raw json.RawMessage) (Config, error) {
+// parseConfig reads model_config and checks its values.
+func parseConfig(spec processors.Spec) (Config, error) {
 	var cfg Config
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return cfg, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return cfg, fmt.Errorf("model_config: %w", err)
-		}
-		raw = []byte(strings.TrimSpace(s))
-		if len(raw) == 0 {
-			return cfg, nil
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		return cfg, fmt.Errorf("model_config: %w; the onnx processor accepts an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id", err)
-	}
-	if dec.More() {
-		return cfg, errors.New("model_config: trailing data after the JSON object")
+	if err := spec.DecodeConfig(&cfg, "an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id"); err != nil {
+		return cfg, err
 	}
 	if cfg.IntraOpThreads < 0 || cfg.IntraOpThreads > 1024 {
 		return cfg, fmt.Errorf("model_config.intra_op_threads: must be between 0 and 1024, got %d", cfg.IntraOpThreads)
@@ -241,11 +219,11 @@ var optLevels = map[string]ort.GraphOptimizationLevel{
 
 // Load resolves the .onnx file, initialises ONNX Runtime if needed and
 // creates the one session every Run shares.
-func (m *Model) Load(ctx context.Context) error {
+func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	file, err := findModelFile(m.spec.ModelPath, m.spec.ModelEntry)
+	file, err := modelFile.Find(files.ModelPath, m.spec.ModelEntry)
 	if err != nil {
 		return err
 	}
@@ -437,57 +415,22 @@ func convertInfo(kind string, infos []ort.InputOutputInfo) ([]ioInfo, error) {
 	return out, nil
 }
 
-// findModelFile resolves model_path (a file, or a directory holding the model)
-// and model_entry to the .onnx file to load.
-func findModelFile(modelPath, entry string) (string, error) {
-	st, err := os.Stat(modelPath)
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	if !st.IsDir() {
-		return modelPath, nil
-	}
-	if entry != "" {
-		p := filepath.Join(modelPath, entry)
-		if st, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("model_entry: %q not found in model_path: %w", entry, err)
-		} else if st.IsDir() {
-			return "", fmt.Errorf("model_entry: %q is a directory; name the .onnx file", entry)
-		}
-		return p, nil
-	}
-	var onnxFiles, torchFiles []string
-	err = filepath.WalkDir(modelPath, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(modelPath, p)
-		if d.IsDir() {
-			if p != modelPath && (strings.HasPrefix(d.Name(), ".") || strings.Count(rel, string(filepath.Separator)) >= 4) {
-				return filepath.SkipDir
+// modelFile finds the .onnx file under model_path; a directory holding
+// only TorchScript gets the export advice.
+var modelFile = processors.ModelFile{
+	Kind: ".onnx", Exts: []string{".onnx"}, MaxDepth: 4,
+	Hint: func(files []string) string {
+		var torch []string
+		for _, f := range files {
+			if isTorchScriptName(f) {
+				torch = append(torch, f)
 			}
-			return nil
 		}
-		switch {
-		case strings.EqualFold(filepath.Ext(p), ".onnx"):
-			onnxFiles = append(onnxFiles, rel)
-		case isTorchScriptName(p):
-			torchFiles = append(torchFiles, rel)
+		if len(torch) == 0 {
+			return ""
 		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	switch {
-	case len(onnxFiles) == 1:
-		return filepath.Join(modelPath, onnxFiles[0]), nil
-	case len(onnxFiles) > 1:
-		return "", fmt.Errorf("model_path: %d .onnx files (%s); set model_entry to the one to serve", len(onnxFiles), strings.Join(onnxFiles, ", "))
-	case len(torchFiles) > 0:
-		return "", fmt.Errorf("model_path: no .onnx file, only TorchScript (%s); %s", strings.Join(torchFiles, ", "), torchScriptHelp)
-	}
-	return "", fmt.Errorf("model_path: no .onnx file in %s; put the exported model there or set model_entry", modelPath)
+		return "only TorchScript (" + strings.Join(torch, ", ") + "); " + torchScriptHelp
+	},
 }
 
 // checkNotTorchScript refuses a TorchScript archive whatever its name:
@@ -546,9 +489,9 @@ func (m *Model) Close() error {
 }
 
 var (
-	_ processors.Processor   = (*Model)(nil)
-	_ processors.TensorModel = (*Model)(nil)
-	_ processors.Batcher     = (*Model)(nil)
-	_ processors.Warmer      = (*Model)(nil)
-	_ processors.Closer      = (*Model)(nil)
+	_ processors.Typed[*Payload, *processors.TensorResult]   = (*Model)(nil)
+	_ processors.Tensors[*Payload, *processors.TensorResult] = (*Model)(nil)
+	_ processors.Batcher[*Payload]                           = (*Model)(nil)
+	_ processors.Warmer                                      = (*Model)(nil)
+	_ processors.Closer                                      = (*Model)(nil)
 )

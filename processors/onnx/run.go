@@ -31,6 +31,27 @@ func describeAll(ios []ioInfo) string {
 	return strings.Join(parts, ", ")
 }
 
+// Payload is one request checked against the model: its inputs in the
+// model's input order, each named as the model names it, and the outputs it
+// asks for. Decode and FromTensors make it, once per request; BatchKey and
+// Run trust it.
+type Payload struct {
+	Inputs  []tensor.Tensor
+	Outputs []string // wanted output names; nil = all
+}
+
+// check makes a Payload of tp, or says what is wrong with it.
+func (m *Model) check(tp *processors.TensorPayload) (*Payload, error) {
+	ins, err := m.arrange(tp)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkOutputs(tp.Outputs); err != nil {
+		return nil, err
+	}
+	return &Payload{Inputs: ins, Outputs: tp.Outputs}, nil
+}
+
 // arrange checks a payload against the model and returns its inputs in the
 // model's input order, each named as the model names it. Unnamed inputs are
 // taken by position. Every mismatch is a *badinput.Error naming the
@@ -103,72 +124,50 @@ func (m *Model) checkOutputs(names []string) error {
 }
 
 // BatchKey lets payloads whose inputs agree on everything after the first
-// dimension share a run. Payloads that do not fit the model run alone and get
-// their error from Run.
-func (m *Model) BatchKey(payload any) (string, bool) {
-	p, ok := payload.(*processors.TensorPayload)
-	if !ok || !m.batchable || m.noBatch.Load() {
+// dimension share a run.
+func (m *Model) BatchKey(p *Payload) (string, bool) {
+	if !m.batchable || m.noBatch.Load() {
 		return "", false
 	}
-	ins, err := m.arrange(p)
-	if err != nil {
+	if _, err := tensor.BatchSize(p.Inputs); err != nil {
 		return "", false
 	}
-	if _, err := tensor.BatchSize(ins); err != nil {
-		return "", false
-	}
-	return m.batchKey(ins), true
+	return m.batchKey(p.Inputs), true
 }
 
-// Run executes a batch of *processors.TensorPayload and returns one
-// *processors.TensorResult per payload. Several payloads are concatenated
-// along the first dimension into one session run and the outputs split back;
-// a model whose outputs turn out not to follow the batch is from then on run
-// one payload at a time. Run is safe for concurrent use: ONNX Runtime allows
-// concurrent runs on one session.
-func (m *Model) Run(ctx context.Context, batch []any) ([]any, error) {
+// Run executes a batch of checked payloads and returns one result per
+// payload. Several payloads are concatenated along the first dimension into
+// one session run and the outputs split back; a model whose outputs turn out
+// not to follow the batch is from then on run one payload at a time. Run is
+// safe for concurrent use: ONNX Runtime allows concurrent runs on one
+// session.
+func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*processors.TensorResult, error) {
 	if m.session == nil {
 		return nil, ErrNotLoaded
 	}
-	payloads := make([]*processors.TensorPayload, len(batch))
-	arranged := make([][]tensor.Tensor, len(batch))
-	for i, b := range batch {
-		p, ok := b.(*processors.TensorPayload)
-		if !ok {
-			return nil, fmt.Errorf("onnx: payload %d is %T, want *processors.TensorPayload", i, b)
-		}
-		ins, err := m.arrange(p)
-		if err != nil {
-			return nil, err
-		}
-		if err := m.checkOutputs(p.Outputs); err != nil {
-			return nil, err
-		}
-		payloads[i], arranged[i] = p, ins
-	}
 	if len(batch) > 1 && m.batchable && !m.noBatch.Load() {
-		if res, ok, err := m.runMerged(ctx, payloads, arranged); ok || err != nil {
+		if res, ok, err := m.runMerged(ctx, batch); ok || err != nil {
 			return res, err
 		}
 	}
-	results := make([]any, len(batch))
-	for i := range batch {
-		outs, err := m.runSession(ctx, arranged[i])
+	results := make([]*processors.TensorResult, len(batch))
+	for i, p := range batch {
+		outs, err := m.runSession(ctx, p.Inputs)
 		if err != nil {
 			return nil, err
 		}
-		results[i] = m.result(payloads[i], outs)
+		results[i] = m.result(p, outs)
 	}
 	return results, nil
 }
 
 // runMerged runs the payloads as one batch. ok=false (with no error) means
 // they could not be merged and must run one by one.
-func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayload, arranged [][]tensor.Tensor) ([]any, bool, error) {
+func (m *Model) runMerged(ctx context.Context, payloads []*Payload) ([]*processors.TensorResult, bool, error) {
 	rows := make([]int64, len(payloads))
 	var total int64
-	for i, ins := range arranged {
-		n, err := tensor.BatchSize(ins)
+	for i, p := range payloads {
+		n, err := tensor.BatchSize(p.Inputs)
 		if err != nil {
 			return nil, false, nil
 		}
@@ -178,8 +177,8 @@ func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayl
 	merged := make([]tensor.Tensor, len(m.inputs))
 	col := make([]tensor.Tensor, len(payloads))
 	for j := range m.inputs {
-		for i := range arranged {
-			col[i] = arranged[i][j]
+		for i, p := range payloads {
+			col[i] = p.Inputs[j]
 		}
 		t, err := m.mergeColumn(col)
 		if err != nil {
@@ -210,13 +209,13 @@ func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayl
 			return nil, false, fmt.Errorf("onnx: split output %q: %w", o.Name, err)
 		}
 	}
-	results := make([]any, len(payloads))
+	results := make([]*processors.TensorResult, len(payloads))
 	per := make([]tensor.Tensor, len(outs))
 	for i, p := range payloads {
 		for j := range outs {
 			per[j] = pieces[j][i]
 			if m.padding() {
-				if per[j], err = m.unpad(per[j], seqLen(arranged[i]), padded); err != nil {
+				if per[j], err = m.unpad(per[j], seqLen(p.Inputs), padded); err != nil {
 					return nil, false, fmt.Errorf("onnx: unpad output %q: %w", outs[j].Name, err)
 				}
 			}
@@ -228,7 +227,7 @@ func (m *Model) runMerged(ctx context.Context, payloads []*processors.TensorPayl
 
 // result keeps the outputs a payload asked for, in the model's order, or in
 // the order asked when it names them.
-func (m *Model) result(p *processors.TensorPayload, outs []tensor.Tensor) *processors.TensorResult {
+func (m *Model) result(p *Payload, outs []tensor.Tensor) *processors.TensorResult {
 	if len(p.Outputs) == 0 {
 		return &processors.TensorResult{Outputs: append([]tensor.Tensor(nil), outs...)}
 	}

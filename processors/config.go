@@ -1,0 +1,35 @@
+package processors
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// DecodeConfig decodes model_config into dst (a pointer to the processor's
+// config struct). It is the one reading of model_config every processor
+// shares: absent, blank or null leaves dst as it is; an unknown key, a wrong
+// type or trailing data is an error that says what the processor accepts
+// (accepts, e.g. `{"sleep_ms": N}`).
+func (s Spec) DecodeConfig(dst any, accepts string) error {
+	raw := bytes.TrimSpace(s.ModelConfig)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil && dec.More() {
+		err = fmt.Errorf("trailing data after the JSON value")
+	}
+	if err == nil {
+		var extra json.RawMessage
+		if dec.Decode(&extra) == nil {
+			err = fmt.Errorf("trailing data after the JSON value")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("model_config: %v; %s accepts %s", err, s.Code, accepts)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package processors
+
+import (
+	"context"
+	"fmt"
+)
+
+// Engine is a processor with its payload types erased, as the scheduler and
+// the server drive it. Adapt is the only way to make one, so the only type
+// assertions between the server and a processor are the ones below, and
+// they cannot fail: every payload an Engine runs came from its own Decode or
+// FromTensors.
+type Engine struct {
+	proc    Processor
+	decode  func(*Request) (any, error)
+	run     func(context.Context, []any) ([]any, error)
+	encode  func(p, r any) (*Response, error)
+	key     func(any) (string, bool) // nil: payloads never share a run
+	tensors *tensorDoor              // nil: no KServe doors
+}
+
+// tensorDoor is the erased form of Tensors[P, R].
+type tensorDoor struct {
+	platform func() string
+	from     func(*TensorPayload) (any, error)
+	to       func(p, r any) (*TensorResult, error)
+}
+
+// Adapt wraps a typed processor for the scheduler and the server.
+func Adapt[P, R any](t Typed[P, R]) *Engine {
+	e := &Engine{
+		proc:   t,
+		decode: func(req *Request) (any, error) { return t.Decode(req) },
+		run: func(ctx context.Context, batch []any) ([]any, error) {
+			ps := make([]P, len(batch))
+			for i, b := range batch {
+				ps[i] = b.(P)
+			}
+			rs, err := t.Run(ctx, ps)
+			if err != nil {
+				return nil, err
+			}
+			if len(rs) != len(ps) {
+				return nil, fmt.Errorf("processor returned %d results for a batch of %d", len(rs), len(ps))
+			}
+			out := make([]any, len(rs))
+			for i, r := range rs {
+				out[i] = r
+			}
+			return out, nil
+		},
+		encode: func(p, r any) (*Response, error) { return t.Encode(p.(P), r.(R)) },
+	}
+	if b, ok := t.(Batcher[P]); ok {
+		e.key = func(p any) (string, bool) { return b.BatchKey(p.(P)) }
+	}
+	if ts, ok := t.(Tensors[P, R]); ok {
+		e.tensors = &tensorDoor{
+			platform: ts.Platform,
+			from:     func(tp *TensorPayload) (any, error) { return ts.FromTensors(tp) },
+			to:       func(p, r any) (*TensorResult, error) { return ts.ToTensors(p.(P), r.(R)) },
+		}
+	}
+	return e
+}
+
+// Processor returns the processor itself, for its lifecycle and its
+// optional interfaces (Closer, Healther, Warmer, ModelRouter, ...).
+func (e *Engine) Processor() Processor { return e.proc }
+
+// Decode decodes a request into the processor's payload.
+func (e *Engine) Decode(req *Request) (any, error) { return e.decode(req) }
+
+// Run runs a batch of payloads made by this Engine; it is the scheduler's
+// run function.
+func (e *Engine) Run(ctx context.Context, batch []any) ([]any, error) { return e.run(ctx, batch) }
+
+// Encode encodes one payload's result.
+func (e *Engine) Encode(p, r any) (*Response, error) { return e.encode(p, r) }
+
+// BatchKey is the scheduler's key function; nil when the processor never
+// merges payloads.
+func (e *Engine) BatchKey() func(any) (string, bool) { return e.key }
+
+// ServesTensors reports whether the KServe v2 doors may call the processor.
+func (e *Engine) ServesTensors() bool { return e.tensors != nil }
+
+// Platform names the runtime for KServe model metadata; "" unless
+// ServesTensors.
+func (e *Engine) Platform() string {
+	if e.tensors == nil {
+		return ""
+	}
+	return e.tensors.platform()
+}
+
+// FromTensors makes a payload from KServe tensors. Only for an Engine that
+// ServesTensors.
+func (e *Engine) FromTensors(tp *TensorPayload) (any, error) { return e.tensors.from(tp) }
+
+// ToTensors turns a result into tensors. Only for an Engine that
+// ServesTensors.
+func (e *Engine) ToTensors(p, r any) (*TensorResult, error) { return e.tensors.to(p, r) }
