@@ -110,7 +110,7 @@ func TestDecodeConfig(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		raw, err string
-		n       int
+		n        int
 	}{
 		{"", "", 7}, {"  ", "", 7}, {"null", "", 7}, {`{"n": 3}`, "", 3},
 		{`{"m": 3}`, `unknown field "m"`, 0}, {`{"n": "x"}`, "cannot unmarshal", 0},
