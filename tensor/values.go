@@ -61,6 +61,19 @@ func From[T Element](name string, shape []int64, v []T) Tensor {
 	return Tensor{Name: name, DType: dt, Shape: cloneShape(shape), Data: toBytes(v)}
 }
 
+// Own builds a tensor that takes v over instead of copying it, on a
+// little-endian host: Data aliases v, so the caller must not use v again. A
+// decoder that made v for this tensor alone (a protobuf's repeated float)
+// saves a copy of the request; on a big-endian host it copies, as From does.
+func Own[T Element](name string, shape []int64, v []T) Tensor {
+	if !nativeLittleEndian || len(v) == 0 {
+		return From(name, shape, v)
+	}
+	var z T
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(z)))
+	return Tensor{Name: name, DType: DTypeOf[T](), Shape: cloneShape(shape), Data: b}
+}
+
 // FromFloat32 builds an FP32 tensor; it copies v.
 func FromFloat32(name string, shape []int64, v []float32) Tensor { return From(name, shape, v) }
 

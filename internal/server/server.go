@@ -7,6 +7,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -197,7 +198,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 // metadata.rpc.decompressor (kind; "" = none).
 func (s *Server) readBody(c *gin.Context, kind string) ([]byte, int, error) {
 	limit := s.opt.MaxBodyBytes
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	body, err := readAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit), c.Request.ContentLength, limit)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -216,6 +217,27 @@ func (s *Server) readBody(c *gin.Context, kind string) ([]byte, int, error) {
 		body = out
 	}
 	return body, 0, nil
+}
+
+// readAll reads r to the end. With a declared length within the limit it
+// reads into one buffer of that size, where io.ReadAll would grow and copy
+// its buffer about a dozen times for a large tensor body.
+func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, declared, declared+1) // +1: room to see a longer body
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("body shorter than its Content-Length of %d bytes: %w", declared, err)
+		}
+		return nil, err
+	}
+	rest, err := io.ReadAll(r) // a body longer than declared: net/http refuses it, keep the check anyway
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, rest...), nil
 }
 
 // notServing says why a service has no serving version and what to do.

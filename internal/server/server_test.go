@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -267,5 +269,31 @@ func TestReadyAndMetrics(t *testing.T) {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+func TestBodyLengthMismatch(t *testing.T) {
+	s := newStack(t, server.Options{}, `{"name":"echo","processor":"echo","token":"t","metadata":{"instance":1}}`)
+	// A body that ends before its Content-Length is a 400, not a hang or a
+	// short payload.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /api/predict/echo HTTP/1.1\r\nHost: x\r\nAuthorization: t\r\nContent-Length: 10\r\n\r\nabc")
+	conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "shorter than its Content-Length of 10") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	// An exact body is read whole.
+	r := do(t, "POST", s.URL+"/api/predict/echo", []byte("0123456789"), map[string]string{"Authorization": "t"})
+	if r.code != 200 || r.body != "0123456789" {
+		t.Fatalf("%d %q", r.code, r.body)
 	}
 }

@@ -162,14 +162,16 @@ func ToTensor(name string, a *Array, o Options) (tensor.Tensor, error) {
 	}
 	shape := a.Shape
 	switch m.dtype {
+	// The value slices were decoded for this array alone: the tensor takes
+	// them over instead of copying the request a second time.
 	case tensor.Float32:
-		return tensor.FromFloat32(name, shape, a.Float), nil
+		return tensor.Own(name, shape, a.Float), nil
 	case tensor.Float64:
-		return tensor.FromFloat64(name, shape, a.Double), nil
+		return tensor.Own(name, shape, a.Double), nil
 	case tensor.Int32:
-		return tensor.FromInt32(name, shape, a.Int), nil
+		return tensor.Own(name, shape, a.Int), nil
 	case tensor.Int64:
-		return tensor.FromInt64(name, shape, a.Int64), nil
+		return tensor.Own(name, shape, a.Int64), nil
 	case tensor.Uint32:
 		v := make([]uint32, n)
 		for i, x := range a.Int64 {
@@ -264,15 +266,17 @@ func FromTensor(t tensor.Tensor, o Options) (Array, error) {
 		a.Shape = []int64{}
 	}
 	var err error
+	// The array is only marshalled, never written: views of the tensor's
+	// bytes spare a copy of every response.
 	switch t.DType {
 	case tensor.Float32:
-		a.Float, err = t.AsFloat32()
+		a.Float, err = tensor.View[float32](t)
 	case tensor.Float64:
-		a.Double, err = t.AsFloat64()
+		a.Double, err = tensor.View[float64](t)
 	case tensor.Int32:
-		a.Int, err = t.AsInt32()
+		a.Int, err = tensor.View[int32](t)
 	case tensor.Int64:
-		a.Int64, err = t.AsInt64()
+		a.Int64, err = tensor.View[int64](t)
 	case tensor.Uint32:
 		var v []uint32
 		v, err = t.AsUint32()
