@@ -67,7 +67,7 @@ type Observer struct {
 }
 
 // Config sets the limits of one scheduler. Zero values take the defaults of
-// eas-protocol.md (5 workers, queue 64, keepalive 5 s, batch 16, 50 ms).
+// docs/service-json.md (5 workers, queue 64, keepalive 5 s, batch 16, 50 ms).
 type Config struct {
 	Workers         int           // concurrent runs (rpc.worker_threads)
 	QueueSize       int           // waiting requests beyond the running ones (rpc.max_queue_size)

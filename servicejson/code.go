@@ -27,7 +27,7 @@ type codeInfo struct {
 	other string
 }
 
-// knownCodes is the table of eas-protocol.md section 4 plus our own echo
+// knownCodes is the table of docs/protocol.md "Processor codes" plus our own echo
 // (a test and demo processor) and onnx_cpu (the CPU twin of EAS's
 // onnx_cu100). parameter_sever is the misspelling older EAS pages use; it is
 // kept so that old files still deploy.

@@ -394,7 +394,7 @@ func validateLocation(key, loc string, errs *Errors) {
 }
 
 // validateProcessor checks the processor code, the custom processor keys
-// and the device rule of eas-protocol.md section 4.
+// and the device rule of docs/service-json.md.
 func validateProcessor(s *Service, mentioned map[string]bool, errs *Errors) {
 	builtin, custom := mentioned["processor"], mentioned["processor_path"]
 	switch {

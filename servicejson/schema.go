@@ -61,7 +61,7 @@ func autoscaler(s *Service) *Autoscaler {
 	return s.Autoscaler
 }
 
-// fields is every key of eas-protocol.md section 3 plus the batching keys of
+// fields is every key of docs/service-json.md plus the batching keys of
 // our scheduler (preferred_batch_sizes, batcher, pad_value, buckets).
 //
 // The limits are ours, chosen to catch typos and unit mistakes rather than to

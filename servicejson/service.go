@@ -1,5 +1,5 @@
 // Package servicejson reads the service.json that describes one EAS service
-// (eas-protocol.md section 3): its name, processor, model, resources and the
+// (docs/service-json.md): its name, processor, model, resources and the
 // rpc settings the scheduler runs by.
 //
 // Parse is strict, because a typo in a deployment file that is silently

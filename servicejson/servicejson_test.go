@@ -188,7 +188,7 @@ func TestByteOrderMark(t *testing.T) {
 	}
 }
 
-// TestDeviceRules covers the processor/GPU rule of eas-protocol.md section 4.
+// TestDeviceRules covers the processor/GPU rule of docs/service-json.md.
 func TestDeviceRules(t *testing.T) {
 	tests := []struct {
 		doc  string
@@ -445,7 +445,7 @@ func TestSecretRedaction(t *testing.T) {
 }
 
 // TestKnownKeysCoverProtocol checks the key table against the keys listed in
-// eas-protocol.md section 3, so that a key dropped from the table fails here.
+// docs/service-json.md, so that a key dropped from the table fails here.
 func TestKnownKeysCoverProtocol(t *testing.T) {
 	keys := KnownKeys()
 	for _, k := range []string{

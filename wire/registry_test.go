@@ -12,7 +12,7 @@ import (
 )
 
 // TestRegistry checks that the three generated packages load together and
-// that their field numbers and types are the ones eas-protocol.md gives, so
+// that their field numbers and types are the ones docs/protocol.md gives ("Wire formats"), so
 // an edit of a .proto that changes the wire format fails here.
 func TestRegistry(t *testing.T) {
 	for _, path := range []string{"wire/tfpb/tf_predict.proto", "wire/torchpb/torch_predict.proto", "wire/hiepb/hie_data.proto"} {
@@ -69,7 +69,7 @@ func TestRegistry(t *testing.T) {
 				fd.Cardinality() == protoreflect.Repeated, f.num, f.kind, f.repeated)
 		}
 	}
-	// Both ArrayDataType enums carry the numbers of eas-protocol.md 2.2.
+	// Both ArrayDataType enums carry the numbers of docs/protocol.md "Tensor data types".
 	names := []string{"DT_INVALID", "DT_FLOAT", "DT_DOUBLE", "DT_INT32", "DT_UINT8", "DT_INT16", "DT_INT8",
 		"DT_STRING", "DT_COMPLEX64", "DT_INT64", "DT_BOOL", "DT_QINT8", "DT_QUINT8", "DT_QINT32", "DT_BFLOAT16",
 		"DT_QINT16", "DT_QUINT16", "DT_UINT16", "DT_COMPLEX128", "DT_HALF", "DT_RESOURCE", "DT_VARIANT"}

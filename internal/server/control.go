@@ -20,7 +20,7 @@ import (
 // maxConfigBytes bounds a service.json sent to the control plane.
 const maxConfigBytes = 1 << 20
 
-// controlRoutes adds the control plane (eas-protocol.md section 6) under
+// controlRoutes adds the control plane (docs/protocol.md "Control plane") under
 // /api/v2/services, behind the admin token. The region segment of the
 // paths is accepted whatever it is: one server is one region.
 func (s *Server) controlRoutes(r *gin.Engine) {

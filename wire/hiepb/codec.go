@@ -1,5 +1,5 @@
 // Package hiepb is the EAS ONNX (HIE) processor's wire format
-// (hie.processor.DataProto, eas-protocol.md 2.4), used for both the request
+// (hie.processor.DataProto, docs/protocol.md "ONNX HIE protobuf"), used for both the request
 // and the response: the generated protobuf code (hie_data.pb.go, made by
 // scripts/gen-proto.sh) and the codec between it and tensor.Tensor.
 //

@@ -103,7 +103,7 @@ func TestEncodeWireBytes(t *testing.T) {
 }
 
 func TestDataTypeNumbers(t *testing.T) {
-	// The numbers are ONNX's TensorProto.DataType; eas-protocol.md 2.4 lists them.
+	// The numbers are ONNX's TensorProto.DataType; docs/protocol.md lists them ("Tensor data types").
 	want := map[tensor.DType]int32{
 		tensor.Float32: 1, tensor.Uint8: 2, tensor.Int8: 3, tensor.Uint16: 4, tensor.Int16: 5,
 		tensor.Int32: 6, tensor.Int64: 7, tensor.String: 8, tensor.Bool: 9, tensor.Float16: 10,

@@ -1,5 +1,5 @@
 // Package kserve is the KServe v2 / Open Inference Protocol REST format
-// (eas-protocol.md 2.6) that every tensor service also answers: infer
+// (docs/protocol.md "KServe v2 HTTP") that every tensor service also answers: infer
 // requests and responses as JSON, with the binary tensor data extension, and
 // the server/model metadata and error bodies.
 //

@@ -1,5 +1,5 @@
 // Package tfpb is the EAS TensorFlow processor's wire format
-// (PredictRequest / PredictResponse, eas-protocol.md 2.2): the generated
+// (PredictRequest / PredictResponse, docs/protocol.md "TensorFlow protobuf"): the generated
 // protobuf code (tf_predict.pb.go, made by scripts/gen-proto.sh; proto
 // package tensorflow.eas, which does not change the wire bytes) and the codec
 // between it and tensor.Tensor.

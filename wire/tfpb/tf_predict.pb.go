@@ -1,4 +1,4 @@
-// The EAS TensorFlow processor's request and response (eas-protocol.md 2.2).
+// The EAS TensorFlow processor's request and response (docs/protocol.md, "TensorFlow protobuf").
 //
 // The EAS SDK copies of this file declare no package. A proto package changes
 // only the fully-qualified type names, never the bytes on the wire, so this

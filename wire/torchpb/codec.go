@@ -1,5 +1,5 @@
 // Package torchpb is the EAS PyTorch processor's wire format
-// (pytorch.eas.PredictRequest / PredictResponse, eas-protocol.md 2.3): the
+// (pytorch.eas.PredictRequest / PredictResponse, docs/protocol.md "PyTorch protobuf"): the
 // generated protobuf code (torch_predict.pb.go, made by scripts/gen-proto.sh)
 // and the codec between it and tensor.Tensor.
 //
