@@ -34,7 +34,7 @@ import (
 
 func init() {
 	processors.Register("pmml", "PMML 3.x-4.4 models (regression, trees, ensembles, neural networks, SVM, ...) scored by our evaluator; EAS JSON records",
-		func() processors.Processor { return &Processor{} })
+		func() *processors.Engine { return processors.Adapt[*payload, *result](&Processor{}) })
 }
 
 // Config is the pmml processor's model_config.
@@ -66,20 +66,8 @@ type payload struct {
 // Configure reads model_config and checks model_entry, without I/O.
 func (p *Processor) Configure(spec processors.Spec) error {
 	p.spec = spec
-	raw := []byte(spec.ModelConfig)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("model_config: %w", err)
-		}
-		raw = []byte(s)
-	}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p.cfg); err != nil {
-			return fmt.Errorf("model_config: %v; pmml accepts {\"missing_value_defaults\": true|false, \"on_bad_record\": \"fail\"|\"error_entry\"}", err)
-		}
+	if err := spec.DecodeConfig(&p.cfg, `{"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry"}`); err != nil {
+		return err
 	}
 	switch p.cfg.OnBadRecord {
 	case "", "fail":
@@ -88,15 +76,21 @@ func (p *Processor) Configure(spec processors.Spec) error {
 	default:
 		return fmt.Errorf("model_config.on_bad_record: must be \"fail\" or \"error_entry\", got %q", p.cfg.OnBadRecord)
 	}
-	if spec.ModelPath == "" {
+	if spec.ModelSource == "" {
 		return fmt.Errorf("model_path: the pmml processor needs a model; set model_path to a .pmml file or a directory holding one")
 	}
 	return nil
 }
 
+// modelFile is how Load finds the PMML file under model_path.
+var modelFile = processors.ModelFile{Kind: "PMML", Exts: []string{".pmml", ".xml"}}
+
 // Load finds and compiles the PMML file.
-func (p *Processor) Load(ctx context.Context) error {
-	file, err := processors.FindModelFile(p.spec.ModelPath, p.spec.ModelEntry, []string{".pmml", ".xml"}, "PMML")
+func (p *Processor) Load(ctx context.Context, files processors.Files) error {
+	if files.ModelPath == "" {
+		return fmt.Errorf("model_path: the pmml processor needs a model; set model_path to a .pmml file or a directory holding one")
+	}
+	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
 		return err
 	}
@@ -140,7 +134,7 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode parses the EAS JSON records.
-func (p *Processor) Decode(req *processors.Request) (any, error) {
+func (p *Processor) Decode(req *processors.Request) (*payload, error) {
 	body := bytes.TrimSpace(req.Body)
 	if len(body) == 0 {
 		return nil, badinput.Errorf("empty body; send a JSON array of records, e.g. [{\"%s\": 1}]", p.exampleField())
@@ -246,7 +240,7 @@ func isNumeric(dt pmml.DataType) bool {
 }
 
 // BatchKey lets every request join a batch: records are independent rows.
-func (p *Processor) BatchKey(any) (string, bool) { return "pmml", true }
+func (p *Processor) BatchKey(*payload) (string, bool) { return "pmml", true }
 
 // result is one request's answer.
 type result struct {
@@ -255,14 +249,14 @@ type result struct {
 }
 
 // Run scores every record of every request of the batch in one call.
-func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
+func (p *Processor) Run(ctx context.Context, batch []*payload) ([]*result, error) {
 	n := 0
-	for _, b := range batch {
-		n += len(b.(*payload).records)
+	for _, pl := range batch {
+		n += len(pl.records)
 	}
 	in := make([]pmml.Record, 0, n)
-	for _, b := range batch {
-		in = append(in, b.(*payload).records...)
+	for _, pl := range batch {
+		in = append(in, pl.records...)
 	}
 	out := make([]pmml.Result, n)
 	for i := range out {
@@ -271,10 +265,9 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 	if err := p.model.Score(in, out); err != nil {
 		return nil, err
 	}
-	res := make([]any, len(batch))
+	res := make([]*result, len(batch))
 	off := 0
-	for i, b := range batch {
-		pl := b.(*payload)
+	for i, pl := range batch {
 		k := len(pl.records)
 		res[i] = &result{results: out[off : off+k], bad: pl.bad}
 		off += k
@@ -283,8 +276,7 @@ func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
 }
 
 // Encode writes the JSON array of result objects.
-func (p *Processor) Encode(_, r any) (*processors.Response, error) {
-	res := r.(*result)
+func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error) {
 	outputs := p.model.Outputs()
 	b := make([]byte, 0, 64*len(res.results))
 	b = append(b, '[')
@@ -339,6 +331,6 @@ func appendValue(b []byte, v pmml.Value) []byte {
 }
 
 var (
-	_ processors.Processor = (*Processor)(nil)
-	_ processors.Batcher   = (*Processor)(nil)
+	_ processors.Typed[*payload, *result] = (*Processor)(nil)
+	_ processors.Batcher[*payload]        = (*Processor)(nil)
 )

@@ -17,7 +17,8 @@ import (
 
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
-	_ "github.com/eas-server/eas-server/processors/pmml"
+	"github.com/eas-server/eas-server/processors"
+	pmmlproc "github.com/eas-server/eas-server/processors/pmml"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -193,4 +194,50 @@ func TestBatchedEqualsUnbatched(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestConfigure checks model_config and model_path without any I/O: the
+// model source is never read (it need not exist), and a bad config names
+// what pmml accepts.
+func TestConfigure(t *testing.T) {
+	for _, c := range []struct{ source, config, err string }{
+		{"oss://bucket/models/lr.pmml", `{"on_bad_record":"error_entry","missing_value_defaults":false}`, ""},
+		{"oss://bucket/models/", ``, ""},
+		{"m.pmml", `null`, ""},
+		{"m.pmml", `{"on_bad_record":"skip"}`, `model_config.on_bad_record: must be "fail" or "error_entry", got "skip"`},
+		{"m.pmml", `{"on_bad_records":"fail"}`, `model_config: json: unknown field "on_bad_records"; pmml accepts {"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry"}`},
+		{"m.pmml", `{"missing_value_defaults":"yes"}`, "cannot unmarshal"},
+		{"", ``, "model_path: the pmml processor needs a model"},
+	} {
+		err := (&pmmlproc.Processor{}).Configure(processors.Spec{Code: "pmml", ModelSource: c.source, ModelConfig: []byte(c.config)})
+		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%q %s: %v, want %q", c.source, c.config, err, c.err)
+		}
+	}
+}
+
+// TestLoadFindsTheModelFile loads a model_path directory (the fetched
+// copy) and checks the PMML file in it is found.
+func TestLoadFindsTheModelFile(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../pmml/testdata/lr.pmml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/lr.pmml", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &pmmlproc.Processor{}
+	if err := p.Configure(processors.Spec{Code: "pmml", ModelSource: "oss://bucket/lr/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Load(t.Context(), processors.Files{ModelPath: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if md := p.Metadata(); md.Extra["model_file"] != "lr.pmml" {
+		t.Fatalf("metadata %+v", md)
+	}
+	if err := (&pmmlproc.Processor{}).Load(t.Context(), processors.Files{ModelPath: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no PMML file") {
+		t.Fatalf("empty model_path: %v", err)
+	}
 }

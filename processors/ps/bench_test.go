@@ -14,10 +14,11 @@ import (
 // cost around the trees themselves.
 func BenchmarkProcessor(b *testing.B) {
 	p := &Processor{}
-	if err := p.Configure(processors.Spec{Code: "parameter_server", ModelPath: "../../examples/models/breast_cancer_xgb.json"}); err != nil {
+	const model = "../../examples/models/breast_cancer_xgb.json"
+	if err := p.Configure(processors.Spec{Code: "parameter_server", ModelSource: model}); err != nil {
 		b.Fatal(err)
 	}
-	if err := p.Load(b.Context()); err != nil {
+	if err := p.Load(b.Context(), processors.Files{ModelPath: model}); err != nil {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1, 1000} {
@@ -38,7 +39,7 @@ func BenchmarkProcessor(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				res, err := p.Run(b.Context(), []any{pl})
+				res, err := p.Run(b.Context(), []*payload{pl})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/servicejson"
 )
 
 var (
@@ -157,19 +159,38 @@ func referenceRecords(body []byte) ([]float64, bool) {
 func TestConfigure(t *testing.T) {
 	for _, c := range []struct{ config, err string }{
 		{`{"output":"margin"}`, ""},
-		{`"{\"output\":\"prediction\"}"`, ""},
+		{`{"output":"prediction","features":["a","b"],"classes":["x","y"],"missing":-999}`, ""},
 		{`null`, ""},
+		{``, ""},
 		{`{"output":"probability"}`, `model_config.output: must be "prediction" or "margin", got "probability"`},
-		{`{"outputs":"margin"}`, `unknown field "outputs"`},
+		{`{"outputs":"margin"}`, `model_config: json: unknown field "outputs"; xgboost accepts {"output": "prediction"|"margin", "features": [names...], "classes": [names...], "missing": number}`},
+		{`{"missing":"NaN"}`, "cannot unmarshal"},
+		{`{"output":"margin"} {}`, "trailing data"},
+		{`{"features":["a","b","a"]}`, `model_config.features: "a" appears twice`},
 	} {
 		p := &Processor{}
-		err := p.Configure(processors.Spec{Code: "xgboost", ModelPath: "m.json", ModelConfig: []byte(c.config)})
+		// The source is never read: Configure runs before the download.
+		err := p.Configure(processors.Spec{Code: "xgboost", ModelSource: "oss://bucket/m.json", ModelConfig: []byte(c.config)})
 		if (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: %v, want %q", c.config, err, c.err)
 		}
 	}
-	if err := (&Processor{}).Configure(processors.Spec{Code: "xgboost"}); err == nil || !strings.Contains(err.Error(), "model_path") {
+	if err := (&Processor{}).Configure(processors.Spec{Code: "xgboost"}); err == nil || !strings.Contains(err.Error(), "model_path: the xgboost processor needs a model") {
 		t.Errorf("no model_path: %v", err)
+	}
+	// model_config written as a JSON string in service.json reaches
+	// Configure as the object it holds.
+	spec, err := servicejson.Parse([]byte(`{"name":"s","processor":"xgboost","model_path":"m.json","model_config":"{\"output\":\"margin\"}","metadata":{"instance":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _, err := service.ProcessorSpec(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Processor{}
+	if err := p.Configure(ps); err != nil || !p.margin {
+		t.Errorf("string model_config: %v, margin %v", err, p.margin)
 	}
 }
 
@@ -182,12 +203,13 @@ func TestLoadErrors(t *testing.T) {
 		{dir + "/regression.json", "", `{"classes":["x","y"]}`, "not a classifier"},
 		{dir + "/multiclass.json", "", `{"classes":["x","y"]}`, "2 names, but the model has 3 classes"},
 		{dir + "/binary.expected.json", "", "", "xgboost json"},
+		{"", "", "", "model_path: the xgboost processor needs a model"},
 	} {
 		p := &Processor{}
-		if err := p.Configure(processors.Spec{Code: "xgboost", ModelPath: c.path, ModelEntry: c.entry, ModelConfig: []byte(c.config)}); err != nil {
+		if err := p.Configure(processors.Spec{Code: "xgboost", ModelSource: "oss://bucket/models/", ModelEntry: c.entry, ModelConfig: []byte(c.config)}); err != nil {
 			t.Fatal(err)
 		}
-		err := p.Load(t.Context())
+		err := p.Load(t.Context(), processors.Files{ModelPath: c.path})
 		if err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s %s %s: %v, want %q", c.path, c.entry, c.config, err, c.err)
 		}

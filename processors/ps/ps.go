@@ -16,17 +16,15 @@
 // "details": [{"<class>": p}, ...]}; with model_config
 // {"output": "margin"}, {"margin": m} (a list for multiclass).
 //
-// KServe v2 works too: one FP32 (or FP64) input of shape [N, F], one
-// output "scores" of shape [N, K].
+// KServe v2 works too (Tensors): one FP32 (or FP64) input of shape
+// [N, F], checked in FromTensors, one output "scores" of shape [N, K].
 //
 // Requests batch: Run scores all records of all requests of a batch in
-// one call.
+// one call (FP32 tensors, scored in float32, in a second one).
 package ps
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -42,7 +40,7 @@ import (
 func init() {
 	for _, code := range []string{"parameter_server", "parameter_sever", "xgboost"} {
 		processors.Register(code, "XGBoost (JSON, UBJSON, binary) and LightGBM (text, JSON) tree ensembles, scored natively with the libraries' exact numbers; EAS JSON records",
-			func() processors.Processor { return &Processor{} })
+			func() *processors.Engine { return processors.Adapt[*payload, *result](&Processor{}) })
 	}
 }
 
@@ -75,29 +73,25 @@ type Processor struct {
 	classes  []string
 }
 
-// payload is one request: its records as rows of NumFeatures values.
+// payload is one request: n records as rows of NumFeatures values (NaN =
+// missing, model_config "missing" already applied), float64 for EAS JSON
+// records and KServe FP64 tensors, float32 for a KServe FP32 tensor, which
+// is scored as such.
 type payload struct {
-	rows []float64
-	n    int
+	rows   []float64
+	rows32 []float32
+	n      int
+	fp32   bool // the rows are rows32
 }
+
+// accepts is what model_config may hold, for its error messages.
+const accepts = `{"output": "prediction"|"margin", "features": [names...], "classes": [names...], "missing": number}`
 
 // Configure reads model_config, without I/O.
 func (p *Processor) Configure(spec processors.Spec) error {
 	p.spec = spec
-	raw := []byte(spec.ModelConfig)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("model_config: %w", err)
-		}
-		raw = []byte(s)
-	}
-	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p.cfg); err != nil {
-			return fmt.Errorf("model_config: %v; %s accepts {\"output\": \"prediction\"|\"margin\", \"features\": [names...], \"classes\": [names...], \"missing\": number}", err, spec.Code)
-		}
+	if err := spec.DecodeConfig(&p.cfg, accepts); err != nil {
+		return err
 	}
 	switch p.cfg.Output {
 	case "", "prediction":
@@ -106,15 +100,29 @@ func (p *Processor) Configure(spec processors.Spec) error {
 	default:
 		return fmt.Errorf("model_config.output: must be \"prediction\" or \"margin\", got %q", p.cfg.Output)
 	}
-	if spec.ModelPath == "" {
-		return fmt.Errorf("model_path: the %s processor needs a model; set model_path to an XGBoost (.json, .ubj, .bin) or LightGBM (.txt, .model) file", spec.Code)
+	seen := make(map[string]bool, len(p.cfg.Features))
+	for _, n := range p.cfg.Features {
+		if seen[n] {
+			return fmt.Errorf("model_config.features: %q appears twice; the names must be unique", n)
+		}
+		seen[n] = true
+	}
+	if spec.ModelSource == "" {
+		return p.noModel()
 	}
 	return nil
 }
 
+func (p *Processor) noModel() error {
+	return fmt.Errorf("model_path: the %s processor needs a model; set model_path to an XGBoost (.json, .ubj, .bin) or LightGBM (.txt, .model) file", p.spec.Code)
+}
+
 // Load reads and compiles the model and resolves the feature names.
-func (p *Processor) Load(ctx context.Context) error {
-	file, err := processors.FindModelFile(p.spec.ModelPath, p.spec.ModelEntry, modelExts, "model")
+func (p *Processor) Load(ctx context.Context, files processors.Files) error {
+	if files.ModelPath == "" {
+		return p.noModel()
+	}
+	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
 		return err
 	}
@@ -164,8 +172,8 @@ func (p *Processor) Load(ctx context.Context) error {
 	return nil
 }
 
-// modelExts are the extensions a model directory is searched for.
-var modelExts = []string{".json", ".ubj", ".bin", ".model", ".txt", ".xgb", ".lgb"}
+// modelFile is how Load finds the model file in a model_path directory.
+var modelFile = processors.ModelFile{Kind: "model", Exts: []string{".json", ".ubj", ".bin", ".model", ".txt", ".xgb", ".lgb"}}
 
 // Platform names the runtime for KServe model metadata.
 func (p *Processor) Platform() string { return p.model.Library }
@@ -209,13 +217,53 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode parses the EAS JSON records or the dense form.
-func (p *Processor) Decode(req *processors.Request) (any, error) {
+func (p *Processor) Decode(req *processors.Request) (*payload, error) {
 	rows, n, err := decodeRecords(req.Body, p.features, p.index)
 	if err != nil {
 		return nil, badinput.Errorf("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
 	p.markMissing64(rows)
 	return &payload{rows: rows, n: n}, nil
+}
+
+// FromTensors takes a KServe [N, F] FP32 or FP64 tensor, checked here so a
+// bad one is answered 400 before it queues.
+func (p *Processor) FromTensors(tp *processors.TensorPayload) (*payload, error) {
+	F := p.model.NumFeatures
+	if len(tp.Inputs) != 1 {
+		return nil, badinput.Errorf("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(tp.Inputs), F)
+	}
+	in := tp.Inputs[0]
+	if len(in.Shape) != 2 || in.Shape[1] != int64(F) || in.Shape[0] < 0 {
+		return nil, badinput.Errorf("input %q: shape %s, the model takes [-1, %d]", in.Name, tensor.FormatShape(in.Shape), F)
+	}
+	if err := in.Validate(); err != nil {
+		return nil, badinput.Errorf("input %q: %v", in.Name, err)
+	}
+	n := int(in.Shape[0])
+	switch in.DType {
+	case tensor.Float32:
+		x := make([]float32, n*F)
+		for i := range x {
+			x[i] = math.Float32frombits(uint32(in.Data[4*i]) | uint32(in.Data[4*i+1])<<8 | uint32(in.Data[4*i+2])<<16 | uint32(in.Data[4*i+3])<<24)
+			if p.cfg.Missing != nil && float64(x[i]) == *p.cfg.Missing {
+				x[i] = float32(math.NaN())
+			}
+		}
+		return &payload{rows32: x, n: n, fp32: true}, nil
+	case tensor.Float64:
+		x := make([]float64, n*F)
+		for i := range x {
+			var u uint64
+			for k := 7; k >= 0; k-- {
+				u = u<<8 | uint64(in.Data[8*i+k])
+			}
+			x[i] = math.Float64frombits(u)
+		}
+		p.markMissing64(x)
+		return &payload{rows: x, n: n}, nil
+	}
+	return nil, badinput.Errorf("input %q: datatype %s; the model takes FP32 (or FP64)", in.Name, in.DType)
 }
 
 // markMissing64 turns model_config "missing" values into NaN.
@@ -231,8 +279,9 @@ func (p *Processor) markMissing64(rows []float64) {
 	}
 }
 
-// BatchKey lets every request join a batch: records are independent rows.
-func (p *Processor) BatchKey(any) (string, bool) { return "trees", true }
+// BatchKey lets every request join a batch: records are independent rows,
+// and Run scores float64 and float32 rows apart.
+func (p *Processor) BatchKey(*payload) (string, bool) { return "trees", true }
 
 // result is one request's scores, width values per record.
 type result struct {
@@ -241,120 +290,88 @@ type result struct {
 	width int
 }
 
-// Run scores every record of every request of the batch in one call.
-// Tensor payloads (KServe v2) run on their own and answer tensors.
-func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
-	res := make([]any, len(batch))
-	total := 0
-	for i, b := range batch {
-		switch pl := b.(type) {
-		case *payload:
-			total += pl.n
-		case *processors.TensorPayload:
-			r, err := p.runTensor(pl)
-			if err != nil {
-				return nil, err
-			}
-			res[i] = r
-		default:
-			return nil, fmt.Errorf("ps: unexpected payload %T", b)
-		}
-	}
-	if total == 0 {
-		for i, b := range batch {
-			if pl, ok := b.(*payload); ok {
-				res[i] = &result{n: pl.n, width: p.width()}
-			}
-		}
-		return res, nil
-	}
-	F, w := p.model.NumFeatures, p.width()
-	var rows []float64
-	if len(batch) == 1 {
-		rows = batch[0].(*payload).rows
-	} else {
-		rows = make([]float64, 0, total*F)
-		for _, b := range batch {
-			if pl, ok := b.(*payload); ok {
-				rows = append(rows, pl.rows...)
-			}
-		}
-	}
-	out := make([]float64, total*w)
-	var err error
-	if p.margin {
-		err = p.model.Margins(out, rows)
-	} else {
-		err = p.model.Scores(out, rows)
-	}
-	if err != nil {
+// Run scores every record of every request of the batch: the float64 rows
+// (JSON records, FP64 tensors) in one call, the FP32 tensors' rows in
+// another.
+func (p *Processor) Run(ctx context.Context, batch []*payload) ([]*result, error) {
+	res := make([]*result, len(batch))
+	if err := p.score(batch, res, false); err != nil {
 		return nil, err
 	}
-	off := 0
-	for i, b := range batch {
-		if pl, ok := b.(*payload); ok {
-			res[i] = &result{vals: out[off*w : (off+pl.n)*w], n: pl.n, width: w}
-			off += pl.n
-		}
+	if err := p.score(batch, res, true); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
 
-// runTensor scores a KServe [N, F] FP32 or FP64 tensor.
-func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorResult, error) {
-	F := p.model.NumFeatures
-	if len(pl.Inputs) != 1 {
-		return nil, badinput.Errorf("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(pl.Inputs), F)
+// score scores, in one call, the payloads of batch whose rows are float32
+// (fp32) or float64, and sets their results.
+func (p *Processor) score(batch []*payload, res []*result, fp32 bool) error {
+	total, count, last := 0, 0, 0
+	for i, pl := range batch {
+		if pl.fp32 == fp32 {
+			total += pl.n
+			count++
+			last = i
+		}
 	}
-	in := pl.Inputs[0]
-	if len(in.Shape) != 2 || in.Shape[1] != int64(F) || in.Shape[0] < 0 {
-		return nil, badinput.Errorf("input %q: shape %s, the model takes [-1, %d]", in.Name, tensor.FormatShape(in.Shape), F)
+	if count == 0 {
+		return nil
 	}
-	if err := in.Validate(); err != nil {
-		return nil, badinput.Errorf("input %q: %v", in.Name, err)
-	}
-	n := int(in.Shape[0])
 	w := p.width()
-	out := make([]float64, n*w)
-	var err error
-	switch in.DType {
-	case tensor.Float32:
-		x := make([]float32, n*F)
-		for i := range x {
-			x[i] = math.Float32frombits(uint32(in.Data[4*i]) | uint32(in.Data[4*i+1])<<8 | uint32(in.Data[4*i+2])<<16 | uint32(in.Data[4*i+3])<<24)
-			if p.cfg.Missing != nil && float64(x[i]) == *p.cfg.Missing {
-				x[i] = float32(math.NaN())
+	out := make([]float64, total*w)
+	if total > 0 {
+		var err error
+		if fp32 {
+			x := gather(batch, last, count, total*p.model.NumFeatures, func(pl *payload) []float32 { return pl.rows32 })
+			if p.margin {
+				err = p.model.MarginsFloat32(out, x)
+			} else {
+				err = p.model.ScoresFloat32(out, x)
+			}
+		} else {
+			x := gather(batch, last, count, total*p.model.NumFeatures, func(pl *payload) []float64 { return pl.rows })
+			if p.margin {
+				err = p.model.Margins(out, x)
+			} else {
+				err = p.model.Scores(out, x)
 			}
 		}
-		if p.margin {
-			err = p.model.MarginsFloat32(out, x)
-		} else {
-			err = p.model.ScoresFloat32(out, x)
+		if err != nil {
+			return err
 		}
-	case tensor.Float64:
-		x := make([]float64, n*F)
-		for i := range x {
-			var u uint64
-			for k := 7; k >= 0; k-- {
-				u = u<<8 | uint64(in.Data[8*i+k])
-			}
-			x[i] = math.Float64frombits(u)
-		}
-		p.markMissing64(x)
-		if p.margin {
-			err = p.model.Margins(out, x)
-		} else {
-			err = p.model.Scores(out, x)
-		}
-	default:
-		return nil, badinput.Errorf("input %q: datatype %s; the model takes FP32 (or FP64)", in.Name, in.DType)
 	}
-	if err != nil {
-		return nil, err
+	off := 0
+	for i, pl := range batch {
+		if pl.fp32 == fp32 {
+			res[i] = &result{vals: out[off*w : (off+pl.n)*w], n: pl.n, width: w}
+			off += pl.n
+		}
 	}
+	return nil
+}
+
+// gather concatenates the rows that rows picks out of the payloads (nil
+// for a payload of the other precision): count payloads, size values in
+// all. One payload's rows (at index last) are used as they are.
+func gather[T float32 | float64](batch []*payload, last, count, size int, rows func(*payload) []T) []T {
+	if count == 1 {
+		return rows(batch[last])
+	}
+	x := make([]T, 0, size)
+	for _, pl := range batch {
+		x = append(x, rows(pl)...)
+	}
+	return x
+}
+
+// ToTensors answers a KServe request with the tensor "scores" of shape
+// [N, K]: FP32 for XGBoost, FP64 for LightGBM.
+func (p *Processor) ToTensors(_ *payload, r *result) (*processors.TensorResult, error) {
+	n, w := r.n, r.width
 	dt := p.outputDType()
 	t := tensor.Tensor{Name: "scores", DType: dt, Shape: []int64{int64(n), int64(w)}, Data: make([]byte, n*w*dt.Size())}
-	for i, v := range out {
+	for i, v := range r.vals {
 		if dt == tensor.Float32 {
 			u := math.Float32bits(float32(v))
 			t.Data[4*i], t.Data[4*i+1], t.Data[4*i+2], t.Data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
@@ -369,11 +386,7 @@ func (p *Processor) runTensor(pl *processors.TensorPayload) (*processors.TensorR
 }
 
 // Encode writes the JSON array of per-record objects.
-func (p *Processor) Encode(_, r any) (*processors.Response, error) {
-	res, ok := r.(*result)
-	if !ok {
-		return nil, fmt.Errorf("ps: unexpected result %T", r)
-	}
+func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error) {
 	bits := 64
 	if p.model.Float32() {
 		bits = 32
@@ -490,7 +503,7 @@ func (p *Processor) appendClass(b []byte, k int) []byte {
 func appendNum(b []byte, x float64, bits int) []byte { return jsonenc.AppendFloat(b, x, bits) }
 
 var (
-	_ processors.Processor   = (*Processor)(nil)
-	_ processors.Batcher     = (*Processor)(nil)
-	_ processors.TensorModel = (*Processor)(nil)
+	_ processors.Typed[*payload, *result]   = (*Processor)(nil)
+	_ processors.Batcher[*payload]          = (*Processor)(nil)
+	_ processors.Tensors[*payload, *result] = (*Processor)(nil)
 )
