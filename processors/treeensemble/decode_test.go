@@ -1,4 +1,4 @@
-package ps
+package treeensemble
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package ps_test
+package treeensemble_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package ps_test
+package treeensemble_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
-	_ "github.com/eas-server/eas-server/processors/ps"
+	_ "github.com/eas-server/eas-server/processors/treeensemble"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

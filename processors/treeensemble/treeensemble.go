@@ -1,4 +1,4 @@
-// Package ps is the tree-ensemble processor, registered as
+// Package treeensemble is the tree-ensemble processor, registered as
 // `parameter_server`, `parameter_sever` (the spelling old EAS pages use)
 // and `xgboost`. It serves XGBoost models (JSON, UBJSON, legacy binary)
 // and LightGBM models (text, JSON dump) with package trees, whose numbers
@@ -21,7 +21,7 @@
 //
 // Requests batch: Run scores all records of all requests of a batch in
 // one call (FP32 tensors, scored in float32, in a second one).
-package ps
+package treeensemble
 
 import (
 	"context"
