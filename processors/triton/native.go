@@ -43,7 +43,7 @@ type version struct {
 	cfg     *ModelConfig
 	entry   *entry // the model this version belongs to
 	rt      *onnx.Model
-	sched   *scheduler.Scheduler
+	sched   *scheduler.Scheduler // runs *onnx.Payload, made by rt.FromTensors
 	meta    processors.Metadata
 	stats   *stats
 }
@@ -221,12 +221,13 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 	}
 	rt := onnx.New(code)
 	if err := rt.Configure(processors.Spec{
-		Service: p.spec.Service, Code: code, ModelPath: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
+		Service: p.spec.Service, Code: code, ModelSource: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
 		Logger: p.log.With("model", e.name, "model_version", v),
 	}); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
 	}
-	if err := rt.Load(ctx); err != nil {
+	if err := rt.Load(ctx, processors.Files{ModelPath: path}); err != nil {
+		rt.Close()
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
 	}
 	mv := &version{name: e.name, version: v, entry: e, rt: rt, stats: newStats()}
@@ -401,7 +402,8 @@ func (p *Processor) newScheduler(v *version) *scheduler.Scheduler {
 		Batch:     st.execution,
 		QueueWait: st.queued,
 	}
-	return scheduler.New(sc, v.rt.Run, v.rt.BatchKey, obs, p.log.With("model", v.name, "model_version", v.version))
+	eng := processors.Adapt[*onnx.Payload, *processors.TensorResult](v.rt)
+	return scheduler.New(sc, eng.Run, eng.BatchKey(), obs, p.log.With("model", v.name, "model_version", v.version))
 }
 
 // check validates a request against config.pbtxt with Triton's wording, so
@@ -459,20 +461,28 @@ func joinDims(d []int64) string {
 	return strings.Join(s, ",")
 }
 
-// Do runs one request through the version's scheduler.
+// Do runs one request through the version's scheduler. Before it queues,
+// the request is checked against config.pbtxt, in Triton's wording, then by
+// the ONNX model (FromTensors), which arranges its inputs in the model's
+// order once; the batch key and the run trust the payload it makes.
 func (v *version) Do(ctx context.Context, tp *processors.TensorPayload) (*processors.TensorResult, error) {
 	start := time.Now()
 	if err := v.check(tp); err != nil {
 		v.stats.done(false, 0, time.Since(start))
 		return nil, err
 	}
+	payload, err := v.rt.FromTensors(tp)
+	if err != nil {
+		v.stats.done(false, 0, time.Since(start))
+		return nil, err
+	}
 	rows := int64(1)
 	if v.cfg.MaxBatchSize > 0 {
-		if n, err := tensor.BatchSize(tp.Inputs); err == nil {
+		if n, err := tensor.BatchSize(payload.Inputs); err == nil {
 			rows = n
 		}
 	}
-	res, err := v.sched.Do(ctx, tp)
+	res, err := v.sched.Do(ctx, payload)
 	if err != nil {
 		v.stats.done(false, 0, time.Since(start))
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/eas-server/eas-server/processors/triton"
 	"github.com/eas-server/eas-server/storage"
 	"github.com/eas-server/eas-server/wire/kserve"
 )
@@ -52,11 +51,10 @@ func TestRepositoryFromOSS(t *testing.T) {
 	t.Setenv(storage.OSSEndpointEnv, srv.URL)
 	t.Setenv("OSS_ACCESS_KEY_ID", "test-id")
 	t.Setenv("OSS_ACCESS_KEY_SECRET", "test-secret")
-	old := triton.CacheDir
-	triton.CacheDir = t.TempDir()
-	t.Cleanup(func() { triton.CacheDir = old })
-
 	s := newStack(t, `{"name":"tri","processor":"triton","token":"`+token+`","processor_params":["--model-repository=oss://tritonrepo/triton/models/"],"metadata":{"instance":1}}`)
+	if got := s.cachedFiles(t, "model.onnx"); len(got) != 1 {
+		t.Fatalf("the repository was not fetched into the server's model cache: %v", got)
+	}
 	auth := map[string]string{"Authorization": token}
 	// Auto-complete gives max_batch_size 4: batch1 and batch3 run.
 	for _, c := range loadCases(t, "mlp")[:2] {

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/processors/triton"
 	"github.com/eas-server/eas-server/wire/kserve"
 )
 
@@ -84,11 +83,10 @@ func TestRepositoryFromHTTPArchive(t *testing.T) {
 		w.Write(buf.Bytes())
 	}))
 	t.Cleanup(srv.Close)
-	old := triton.CacheDir
-	triton.CacheDir = t.TempDir()
-	t.Cleanup(func() { triton.CacheDir = old })
-
 	s := newStack(t, `{"name":"tri","processor":"triton","token":"`+token+`","processor_params":["--model-repository=`+srv.URL+`/repo.tar.gz"],"metadata":{"instance":1}}`)
+	if got := s.cachedFiles(t, "model.onnx"); len(got) != 1 {
+		t.Fatalf("the archive was not unpacked into the server's model cache: %v", got)
+	}
 	c := loadCases(t, "mlp")[0]
 	r := do(t, "POST", s.URL+"/v2/models/mlp/infer", c.req, map[string]string{"Authorization": token})
 	if r.code != 200 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,10 +27,11 @@ import (
 
 // stack is a real eas-server (manager + router) on loopback.
 type stack struct {
-	URL string
-	mgr *service.Manager
-	ts  *httptest.Server
-	srv *server.Server
+	URL   string
+	state string // the manager's state dir; its model cache is state/cache
+	mgr   *service.Manager
+	ts    *httptest.Server
+	srv   *server.Server
 }
 
 // newStack deploys services (service.json texts) and fails the test when
@@ -38,7 +40,8 @@ func newStack(t *testing.T, services ...string) *stack {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})
+	state := t.TempDir()
+	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt})
 	for _, js := range services {
 		spec, err := servicejson.Parse([]byte(js))
 		if err != nil {
@@ -54,7 +57,27 @@ func newStack(t *testing.T, services ...string) *stack {
 		ts.Close()
 		mgr.Shutdown(context.Background())
 	})
-	return &stack{URL: ts.URL, mgr: mgr, ts: ts, srv: srv}
+	return &stack{URL: ts.URL, state: state, mgr: mgr, ts: ts, srv: srv}
+}
+
+// cachedFiles lists the files named name in the stack's model cache, to
+// check that a remote repository was fetched there.
+func (s *stack) cachedFiles(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(s.state, "cache"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() == name {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("model cache: %v", err)
+	}
+	return out
 }
 
 // deployErr deploys one service.json on a fresh manager and returns the

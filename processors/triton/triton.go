@@ -38,7 +38,6 @@ import (
 
 	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/storage"
 	"github.com/eas-server/eas-server/wire/kserve"
 )
 
@@ -46,12 +45,9 @@ import (
 const Code = "triton"
 
 func init() {
-	processors.Register(Code, "Triton model repository: ONNX models served natively with config.pbtxt batching, or a proxy to a Triton/KServe v2 server (--url)", func() processors.Processor { return New() })
+	processors.Register(Code, "Triton model repository: ONNX models served natively with config.pbtxt batching, or a proxy to a Triton/KServe v2 server (--url)",
+		func() *processors.Engine { return processors.Adapt[*call, *result](New()) })
 }
-
-// CacheDir is where oss:// and http(s) repositories are downloaded; the
-// default is under the system temp dir.
-var CacheDir = filepath.Join(os.TempDir(), "eas-server-triton")
 
 // Processor serves one Triton repository or proxies to one upstream. It is
 // safe for concurrent use after Load.
@@ -70,7 +66,8 @@ type Processor struct {
 // New returns an unconfigured processor.
 func New() *Processor { return &Processor{entries: map[string]*entry{}} }
 
-// Configure reads processor_params; it does no I/O.
+// Configure reads processor_params; it does no I/O: a remote repository is
+// fetched by Load, through spec.Fetcher.
 func (p *Processor) Configure(spec processors.Spec) error {
 	p.spec = spec
 	p.log = spec.Logger
@@ -92,25 +89,26 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		p.proxy, err = newProxy(params.URL, params.UpstreamToken, spec.Service, p.log)
 		return err
 	}
-	if params.Repository == "" && spec.ModelPath == "" {
+	if params.Repository == "" && spec.ModelSource == "" {
 		return errors.New("processor_params: --model-repository=<dir | oss://bucket/path | https://.../repo.tar.gz> is required (or model_path naming the repository); to forward to a running Triton instead, set --url=http://host:8000")
 	}
-	if params.Repository != "" && spec.ModelPath != "" {
+	if params.Repository != "" && spec.ModelSource != "" {
 		return errors.New("model_path and --model-repository both name a repository; keep one")
 	}
-	return nil
+	return checkRepositorySource(params.Repository)
 }
 
 // Load fetches the repository and loads its models (native), or checks
-// that the upstream answers (proxy).
-func (p *Processor) Load(ctx context.Context) error {
+// that the upstream answers (proxy). files.ModelPath is the repository
+// when model_path names it.
+func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	if p.proxy != nil {
 		return p.proxy.check(ctx)
 	}
-	dir := p.spec.ModelPath
-	if dir == "" {
+	dir := files.ModelPath
+	if p.params.Repository != "" {
 		var err error
-		if dir, err = fetchRepository(ctx, p.params.Repository, p.log); err != nil {
+		if dir, err = fetchRepository(ctx, p.spec.Fetcher, p.params.Repository); err != nil {
 			return err
 		}
 	}
@@ -146,13 +144,38 @@ func (p *Processor) Load(ctx context.Context) error {
 	return nil
 }
 
-// fetchRepository brings a remote repository to local disk.
-func fetchRepository(ctx context.Context, raw string, log *slog.Logger) (string, error) {
-	if !strings.Contains(raw, "://") || strings.HasPrefix(raw, "file://") {
+// isRemote reports whether a --model-repository names a source to fetch
+// rather than a local directory (a plain path or file://).
+func isRemote(raw string) bool {
+	return strings.Contains(raw, "://") && !strings.HasPrefix(raw, "file://")
+}
+
+// checkRepositorySource checks the form of --model-repository without
+// reading it, so that `eas-server validate` refuses a scheme the fetch
+// would refuse.
+func checkRepositorySource(raw string) error {
+	if !isRemote(raw) {
+		return nil
+	}
+	scheme, _, _ := strings.Cut(raw, "://")
+	switch strings.ToLower(scheme) {
+	case "oss", "http", "https":
+		return nil
+	}
+	return fmt.Errorf("--model-repository: unsupported scheme %q; use a local directory, file://, oss://bucket/path/ or http(s)://.../repo.tar.gz", scheme)
+}
+
+// fetchRepository brings a remote repository to local disk through the
+// server's model cache (fetcher), which keeps it, accounted to the service,
+// until the service's model is closed. A local directory is used in place.
+func fetchRepository(ctx context.Context, fetcher processors.Fetcher, raw string) (string, error) {
+	if !isRemote(raw) {
 		return strings.TrimPrefix(raw, "file://"), nil
 	}
-	f := &storage.Fetcher{CacheDir: CacheDir, Logger: log}
-	dir, err := f.Fetch(ctx, raw, storage.FetchOptions{Logger: log})
+	if fetcher == nil {
+		return "", fmt.Errorf("--model-repository: %s is remote, and this loader has no model cache to fetch it into; use a local directory", raw)
+	}
+	dir, err := fetcher.Fetch(ctx, raw)
 	if err != nil {
 		return "", fmt.Errorf("--model-repository: %w", err)
 	}
@@ -471,8 +494,15 @@ type reply struct {
 	contentType string
 }
 
+// result is what one call produced: the tensors of an inference, or the
+// reply of any other call.
+type result struct {
+	tensors *processors.TensorResult
+	reply   *reply
+}
+
 // Decode reads a request that the server did not route to a model itself.
-func (p *Processor) Decode(req *processors.Request) (any, error) {
+func (p *Processor) Decode(req *processors.Request) (*call, error) {
 	r := parseRoute(req.Path)
 	switch r.op {
 	case "infer":
@@ -528,36 +558,35 @@ func (p *Processor) notFound(model, version string) error {
 
 // Run executes calls; inferences go to each model's own scheduler, so
 // they batch with the model's other requests.
-func (p *Processor) Run(ctx context.Context, batch []any) ([]any, error) {
-	out := make([]any, len(batch))
-	for i, b := range batch {
-		c, ok := b.(*call)
-		if !ok {
-			return nil, fmt.Errorf("triton: payload %d is %T, want a decoded call", i, b)
-		}
+func (p *Processor) Run(ctx context.Context, batch []*call) ([]*result, error) {
+	out := make([]*result, len(batch))
+	for i, c := range batch {
 		var err error
-		out[i], err = p.runCall(ctx, c)
-		if err != nil {
+		if out[i], err = p.runCall(ctx, c); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func (p *Processor) runCall(ctx context.Context, c *call) (any, error) {
+func (p *Processor) runCall(ctx context.Context, c *call) (*result, error) {
 	switch c.route.op {
 	case "infer":
-		return c.model.Do(ctx, c.tp)
+		tr, err := c.model.Do(ctx, c.tp)
+		if err != nil {
+			return nil, err
+		}
+		return &result{tensors: tr}, nil
 	case "passthrough":
-		return p.proxy.passthrough(ctx, c.raw)
+		return replied(p.proxy.passthrough(ctx, c.raw))
 	}
 	if p.proxy != nil {
-		return p.proxy.passthrough(ctx, c.raw)
+		return replied(p.proxy.passthrough(ctx, c.raw))
 	}
 	switch c.route.op {
 	case "repo_index":
 		body, err := json.Marshal(p.fullIndex())
-		return &reply{body: body, contentType: "application/json"}, err
+		return replied(&reply{body: body, contentType: "application/json"}, err)
 	case "repo_load":
 		if err := p.loadModel(ctx, c.route.model); err != nil {
 			if badinput.Is(err) {
@@ -565,28 +594,32 @@ func (p *Processor) runCall(ctx context.Context, c *call) (any, error) {
 			}
 			return nil, &processors.StatusError{Code: http.StatusBadRequest, Err: fmt.Errorf("failed to load '%s': %w", c.route.model, err)}
 		}
-		return &reply{contentType: "application/json", body: []byte("{}")}, nil
+		return replied(&reply{contentType: "application/json", body: []byte("{}")}, nil)
 	case "repo_unload":
 		if err := p.unloadModel(c.route.model); err != nil {
 			return nil, err
 		}
-		return &reply{contentType: "application/json", body: []byte("{}")}, nil
+		return replied(&reply{contentType: "application/json", body: []byte("{}")}, nil)
 	}
 	return nil, fmt.Errorf("triton: unknown operation %q", c.route.op)
+}
+
+// replied makes the result of a call answered with a reply.
+func replied(r *reply, err error) (*result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &result{reply: r}, nil
 }
 
 // Encode writes an inference result as KServe v2 JSON (a response header
 // length cannot travel through Encode, so binary outputs are answered as
 // JSON here; the routed paths answer binary), or a reply as it is.
-func (p *Processor) Encode(payload, result any) (*processors.Response, error) {
-	if r, ok := result.(*reply); ok {
-		return &processors.Response{Body: r.body, ContentType: r.contentType}, nil
+func (p *Processor) Encode(c *call, r *result) (*processors.Response, error) {
+	if r.reply != nil {
+		return &processors.Response{Body: r.reply.body, ContentType: r.reply.contentType}, nil
 	}
-	c, ok := payload.(*call)
-	tr, ok2 := result.(*processors.TensorResult)
-	if !ok || !ok2 {
-		return nil, fmt.Errorf("triton: cannot encode %T for %T", result, payload)
-	}
+	tr := r.tensors
 	req := *c.req
 	req.BinaryDataOutput = false
 	req.Outputs = slices.Clone(req.Outputs)
@@ -609,8 +642,8 @@ func (p *Processor) String() string {
 }
 
 var (
-	_ processors.Processor   = (*Processor)(nil)
-	_ processors.ModelRouter = (*Processor)(nil)
-	_ processors.Healther    = (*Processor)(nil)
-	_ processors.Closer      = (*Processor)(nil)
+	_ processors.Typed[*call, *result] = (*Processor)(nil)
+	_ processors.ModelRouter           = (*Processor)(nil)
+	_ processors.Healther              = (*Processor)(nil)
+	_ processors.Closer                = (*Processor)(nil)
 )
