@@ -19,6 +19,30 @@ type Metrics struct {
 	queueWait  *prometheus.HistogramVec
 	compute    *prometheus.HistogramVec
 	queueDepth *depthCollector
+	// series caches each service's children of the vectors above, so
+	// that the hot path does not hash label values for every request.
+	series sync.Map // service name -> *serviceSeries
+}
+
+// serviceSeries is one service's series.
+type serviceSeries struct {
+	ok                                  prometheus.Counter // eas_requests_total{code="200"}
+	duration, queueWait, batch, compute prometheus.Observer
+}
+
+func (m *Metrics) of(service string) *serviceSeries {
+	if s, ok := m.series.Load(service); ok {
+		return s.(*serviceSeries)
+	}
+	s := &serviceSeries{
+		ok:        m.requests.WithLabelValues(service, "200"),
+		duration:  m.duration.WithLabelValues(service),
+		queueWait: m.queueWait.WithLabelValues(service),
+		batch:     m.batchSize.WithLabelValues(service),
+		compute:   m.compute.WithLabelValues(service),
+	}
+	got, _ := m.series.LoadOrStore(service, s)
+	return got.(*serviceSeries)
 }
 
 // depthCollector reads every service's queue depth when scraped, so the
@@ -74,8 +98,13 @@ func (m *Metrics) Request(service string, code int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(service, strconv.Itoa(code)).Inc()
-	m.duration.WithLabelValues(service).Observe(d.Seconds())
+	s := m.of(service)
+	if code == 200 {
+		s.ok.Inc()
+	} else {
+		m.requests.WithLabelValues(service, strconv.Itoa(code)).Inc()
+	}
+	s.duration.Observe(d.Seconds())
 }
 
 // Batch records one model run of size requests.
@@ -83,8 +112,9 @@ func (m *Metrics) Batch(service string, size int, compute time.Duration) {
 	if m == nil {
 		return
 	}
-	m.batchSize.WithLabelValues(service).Observe(float64(size))
-	m.compute.WithLabelValues(service).Observe(compute.Seconds())
+	s := m.of(service)
+	s.batch.Observe(float64(size))
+	s.compute.Observe(compute.Seconds())
 }
 
 // QueueWait records how long one request waited before its run.
@@ -92,7 +122,7 @@ func (m *Metrics) QueueWait(service string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.queueWait.WithLabelValues(service).Observe(d.Seconds())
+	m.of(service).queueWait.Observe(d.Seconds())
 }
 
 // SetQueueDepthFunc sets the function that reports each service's queue
@@ -111,6 +141,7 @@ func (m *Metrics) Forget(service string) {
 	if m == nil {
 		return
 	}
+	m.series.Delete(service)
 	l := prometheus.Labels{"service": service}
 	m.requests.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)

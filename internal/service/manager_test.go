@@ -3,9 +3,12 @@ package service
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,7 +221,7 @@ func TestScaleOnlyKeepsTheModel(t *testing.T) {
 	if in.RunningInstance != 3 || after.Version != 2 {
 		t.Fatalf("after scaling: %+v (version %d)", in, after.Version)
 	}
-	if after.Processor != before.Processor {
+	if after.Engine != before.Engine {
 		t.Fatal("a change of metadata.instance alone reloaded the model")
 	}
 	if got, want := after.Scheduler.Config().Workers, 3*servicejson.DefaultWorkerThreads; got != want {
@@ -235,7 +238,7 @@ func TestScaleOnlyKeepsTheModel(t *testing.T) {
 	settle(t, m, "svc")
 	again, _ := svc.Acquire()
 	again.Release()
-	if again.Processor == after.Processor {
+	if again.Engine == after.Engine {
 		t.Fatal("a change of model_config did not reload the model")
 	}
 }
@@ -476,5 +479,43 @@ func TestFetchProgressShowsInTheService(t *testing.T) {
 		if got := humanSize(tc.n); got != tc.want {
 			t.Errorf("humanSize(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+func TestProcessorSpecUnwrapsModelConfig(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for _, mc := range []string{
+		`{"sleep_ms": 5, "model_sha256": "` + sum + `"}`,
+		`"{\"sleep_ms\": 5, \"model_sha256\": \"` + sum + `\"}"`, // EAS's string form
+	} {
+		spec := parse(t, `{"name":"e","processor":"echo","metadata":{"instance":1},"model_config":`+mc+`}`)
+		ps, got, err := ProcessorSpec(spec, nil)
+		if err != nil || got != sum {
+			t.Fatalf("%s: sha256 %q, %v", mc, got, err)
+		}
+		if string(ps.ModelConfig) != `{"sleep_ms":5}` {
+			t.Fatalf("%s: processor sees %s, want the object without model_sha256", mc, ps.ModelConfig)
+		}
+	}
+}
+
+// TestConfigureBeforeFetch: a model_config the processor refuses fails the
+// deploy before model_path is fetched, so a typo costs no download.
+func TestConfigureBeforeFetch(t *testing.T) {
+	var hits atomic.Int32
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Write([]byte("weights"))
+	}))
+	defer model.Close()
+	m := newManager(t, t.TempDir())
+	spec := parse(t, `{"name":"e","processor":"echo","metadata":{"instance":1},
+		"model_path":"`+model.URL+`/model.bin","model_config":{"sleep_msec": 5}}`)
+	_, err := m.Deploy(t.Context(), spec)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "sleep_msec"`) {
+		t.Fatalf("deploy: %v, want the model_config error", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("model_path was requested %d times before the config was checked", n)
 	}
 }
