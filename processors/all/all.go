@@ -2,11 +2,10 @@
 package all
 
 import (
-	_ "github.com/eas-server/eas-server/processors/echo"       // echo
-	_ "github.com/eas-server/eas-server/processors/onnx"       // pytorch_*, onnx_*
-	_ "github.com/eas-server/eas-server/processors/pmml"       // pmml
-	_ "github.com/eas-server/eas-server/processors/tensorflow" // tensorflow_cpu_*, tensorflow_gpu_*
-	_ "github.com/eas-server/eas-server/processors/triton"     // triton
-
+	_ "github.com/eas-server/eas-server/processors/echo"         // echo
+	_ "github.com/eas-server/eas-server/processors/onnx"         // pytorch_*, onnx_*
+	_ "github.com/eas-server/eas-server/processors/pmml"         // pmml
+	_ "github.com/eas-server/eas-server/processors/tensorflow"   // tensorflow_cpu_*, tensorflow_gpu_*
 	_ "github.com/eas-server/eas-server/processors/treeensemble" // parameter_server, parameter_sever, xgboost
+	_ "github.com/eas-server/eas-server/processors/triton"       // triton
 )
