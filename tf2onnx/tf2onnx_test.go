@@ -164,16 +164,20 @@ func run(t *testing.T, model []byte, inputs ...tensor.Tensor) []tensor.Tensor {
 		t.Fatal(err)
 	}
 	rt := onnx.NewRuntime("tensorflow_cpu_2.3", false, "")
-	if err := rt.Configure(processors.Spec{Code: "tensorflow_cpu_2.3", ModelPath: f, CPU: 1}); err != nil {
+	if err := rt.Configure(processors.Spec{Code: "tensorflow_cpu_2.3", ModelSource: f, CPU: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Load(context.Background()); err != nil {
+	if err := rt.Load(context.Background(), processors.Files{ModelPath: f}); err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	res, err := rt.Run(context.Background(), []any{&processors.TensorPayload{Inputs: inputs}})
+	p, err := rt.FromTensors(&processors.TensorPayload{Inputs: inputs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res[0].(*processors.TensorResult).Outputs
+	res, err := rt.Run(context.Background(), []*onnx.Payload{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Outputs
 }

@@ -26,36 +26,55 @@ func fixture(t *testing.T, name string) string {
 	return p
 }
 
-func loadModel(t *testing.T, code, path string) (*Model, error) {
+// newModel makes the registered processor for code, as the loader does.
+func newModel(t *testing.T, code string) *Model {
 	t.Helper()
-	p, err := processors.New(code)
+	e, err := processors.New(code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := p.(*Model)
-	if err := m.Configure(processors.Spec{Service: "test", Code: code, ModelPath: path, CPU: 1}); err != nil {
+	return e.Processor().(*Model)
+}
+
+func loadModel(t *testing.T, code, path string) (*Model, error) {
+	t.Helper()
+	return loadModelEntry(t, code, path, "")
+}
+
+// loadModelEntry configures and loads code with model_path (already local,
+// so it is both the source and the fetched copy) and model_entry.
+func loadModelEntry(t *testing.T, code, path, entry string) (*Model, error) {
+	t.Helper()
+	m := newModel(t, code)
+	if err := m.Configure(processors.Spec{Service: "test", Code: code, ModelSource: path, ModelEntry: entry, CPU: 1}); err != nil {
 		t.Fatalf("configure: %v", err)
 	}
-	if err := m.Load(context.Background()); err != nil {
+	if err := m.Load(context.Background(), processors.Files{ModelPath: path}); err != nil {
 		return nil, err
 	}
 	t.Cleanup(func() { m.Close() })
 	return m, nil
 }
 
-// predict runs one PredictRequest through Decode, Run and Encode, as the
-// server does, and decodes the response.
-func predict(t *testing.T, m *Model, sig string, inputs []tensor.Tensor, filter []string) (map[string]tensor.Tensor, error) {
+// decode encodes a PredictRequest and decodes it as the server does.
+func decode(t *testing.T, m *Model, sig string, inputs []tensor.Tensor, filter []string) (*request, error) {
 	t.Helper()
 	body, err := tfpb.EncodeRequest(sig, inputs, filter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := m.Decode(&processors.Request{Body: body})
+	return m.Decode(&processors.Request{Body: body})
+}
+
+// predict runs one PredictRequest through Decode, Run and Encode, as the
+// server does, and decodes the response.
+func predict(t *testing.T, m *Model, sig string, inputs []tensor.Tensor, filter []string) (map[string]tensor.Tensor, error) {
+	t.Helper()
+	p, err := decode(t, m, sig, inputs, filter)
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Run(context.Background(), []any{p})
+	res, err := m.Run(context.Background(), []*request{p})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,8 @@
 // A signature that cannot be translated is not served; when it is the
 // default signature (serving_default, or the only one) the deploy fails with
 // the message naming every op it would need. A .onnx file inside the model
-// directory (a tf2onnx export) is served directly as serving_default.
+// directory (a tf2onnx export) is served directly as serving_default;
+// model_entry picks one of several.
 package tensorflow
 
 import (
@@ -15,7 +16,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,7 +50,9 @@ func init() {
 		if ci.gpu {
 			desc = "TensorFlow SavedModel translated to ONNX, ONNX Runtime CUDA execution provider, EAS TF protobuf"
 		}
-		processors.Register(code, desc, func() processors.Processor { return New(code) })
+		processors.Register(code, desc, func() *processors.Engine {
+			return processors.Adapt[*request, *result](New(code))
+		})
 	}
 }
 
@@ -65,7 +67,8 @@ type signature struct {
 }
 
 // Model is a SavedModel whose signatures run on ONNX Runtime. Run, Decode,
-// Encode and BatchKey are safe for concurrent use after Load.
+// FromTensors, Encode, ToTensors and BatchKey are safe for concurrent use
+// after Load.
 type Model struct {
 	code string
 	info codeInfo
@@ -89,27 +92,39 @@ func (m *Model) Configure(spec processors.Spec) error {
 		m.code, m.info = spec.Code, ci
 	}
 	m.spec = spec
-	if spec.ModelPath == "" {
+	if spec.ModelSource == "" {
 		return fmt.Errorf("model_path: required for processor %q; point it at the SavedModel directory (the one holding saved_model.pb, or its parent holding version directories)", m.code)
+	}
+	// model_entry can only pick the tf2onnx export to serve among several
+	// .onnx files; a SavedModel is always the directory.
+	if e := spec.ModelEntry; e != "" && (!filepath.IsLocal(e) || !isONNXName(e)) {
+		return fmt.Errorf("model_entry: %q: for processor %q it names the .onnx file (a tf2onnx export) inside model_path to serve; leave it empty to serve the SavedModel", e, m.code)
 	}
 	// The runtime's options (threads, graph optimisation, device) come from
 	// the same model_config the onnx processor reads; check it now.
 	probe := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
 	probeSpec := spec
-	probeSpec.ModelPath = "model.onnx"
+	probeSpec.ModelSource = "model.onnx"
 	probeSpec.ModelEntry = ""
 	return probe.Configure(probeSpec)
 }
 
+// onnxExport finds a tf2onnx export under model_path (two directory levels
+// deep at most, so a SavedModel's variables are not searched through);
+// none means the SavedModel is translated.
+var onnxExport = processors.ModelFile{Kind: ".onnx", Exts: []string{".onnx"}, MaxDepth: 2, Optional: true}
+
+func isONNXName(name string) bool { return strings.EqualFold(filepath.Ext(name), ".onnx") }
+
 // Load reads the SavedModel, translates its signatures and starts one ONNX
 // Runtime session per served signature.
-func (m *Model) Load(ctx context.Context) error {
-	if f, err := findONNX(m.spec.ModelPath); err != nil {
+func (m *Model) Load(ctx context.Context, files processors.Files) error {
+	if f, err := onnxExport.Find(files.ModelPath, m.spec.ModelEntry); err != nil {
 		return err
 	} else if f != "" {
 		return m.loadONNX(ctx, f)
 	}
-	sm, err := savedmodel.Load(m.spec.ModelPath)
+	sm, err := savedmodel.Load(files.ModelPath)
 	if err != nil {
 		return err
 	}
@@ -184,53 +199,14 @@ func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, er
 	}
 	rt := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
 	spec := m.spec
-	spec.ModelPath, spec.ModelEntry = f.Name(), ""
+	spec.ModelSource, spec.ModelEntry = f.Name(), ""
 	if err := rt.Configure(spec); err != nil {
 		return nil, err
 	}
-	if err := rt.Load(ctx); err != nil {
+	if err := rt.Load(ctx, processors.Files{ModelPath: f.Name()}); err != nil {
 		return nil, err
 	}
 	return rt, nil
-}
-
-// findONNX returns the .onnx file of a tf2onnx export inside the model
-// directory, "" when there is none.
-func findONNX(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	if !st.IsDir() {
-		if strings.EqualFold(filepath.Ext(path), ".onnx") {
-			return path, nil
-		}
-		return "", nil
-	}
-	var found []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(path, p)
-		if d.IsDir() && strings.Count(rel, string(filepath.Separator)) >= 2 {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.EqualFold(filepath.Ext(p), ".onnx") {
-			found = append(found, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("model_path: %w", err)
-	}
-	switch len(found) {
-	case 0:
-		return "", nil
-	case 1:
-		return found[0], nil
-	}
-	return "", fmt.Errorf("model_path: %d .onnx files in %s; keep one tf2onnx export, or none to translate the SavedModel", len(found), path)
 }
 
 // loadONNX serves a tf2onnx export as the serving_default signature.
@@ -278,44 +254,77 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
-// request is a decoded PredictRequest.
+// errNotLoaded answers requests before Load or after Close.
+var errNotLoaded = errors.New("tensorflow model is not loaded")
+
+// request is a PredictRequest (or KServe payload) checked against its
+// signature: Decode and FromTensors make it once, with the inputs already
+// prepared and checked for the signature's ONNX model; BatchKey and Run
+// trust it.
 type request struct {
-	signature string
-	inputs    []tensor.Tensor
-	outputs   []string
+	sig     *signature
+	outputs []string      // output_filter as signature keys; nil = all
+	payload *onnx.Payload // the ONNX runtime's payload
 }
 
-// Decode parses the EAS TF protobuf.
-func (m *Model) Decode(req *processors.Request) (any, error) {
+// result is one request's outputs, named and shaped as the signature
+// declares them, in the order asked for.
+type result struct {
+	outputs []tensor.Tensor
+}
+
+// Decode parses the EAS TF protobuf and checks it against its signature.
+func (m *Model) Decode(req *processors.Request) (*request, error) {
+	if m.sigs == nil {
+		return nil, errNotLoaded
+	}
 	r, err := tfpb.DecodeRequest(req.Body)
 	if err != nil {
 		return nil, err
 	}
-	return &request{signature: r.SignatureName, inputs: r.Inputs, outputs: r.OutputFilter}, nil
+	return m.check(r.SignatureName, r.Inputs, r.OutputFilter)
+}
+
+// FromTensors checks a KServe payload against the default signature.
+func (m *Model) FromTensors(tp *processors.TensorPayload) (*request, error) {
+	if m.sigs == nil {
+		return nil, errNotLoaded
+	}
+	return m.check(m.defaultSig, tp.Inputs, tp.Outputs)
+}
+
+// check makes the request for signature name: inputs and outputs are
+// checked against the signature, then the prepared inputs against its ONNX
+// model. Every refusal is a *badinput.Error.
+func (m *Model) check(name string, inputs []tensor.Tensor, outputs []string) (*request, error) {
+	s, err := m.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := s.prepare(inputs, outputs)
+	if err != nil {
+		return nil, err
+	}
+	tp.Outputs = s.onnxOutputs(outputs)
+	p, err := s.rt.FromTensors(tp)
+	if err != nil {
+		return nil, err
+	}
+	return &request{sig: s, outputs: outputs, payload: p}, nil
 }
 
 // Encode writes a PredictResponse.
-func (m *Model) Encode(payload, result any) (*processors.Response, error) {
-	res, ok := result.(*processors.TensorResult)
-	if !ok {
-		return nil, fmt.Errorf("tensorflow: result is %T, want *processors.TensorResult", result)
-	}
-	b, err := tfpb.EncodeResponse(res.Outputs)
+func (m *Model) Encode(_ *request, r *result) (*processors.Response, error) {
+	b, err := tfpb.EncodeResponse(r.outputs)
 	if err != nil {
 		return nil, err
 	}
 	return &processors.Response{Body: b}, nil
 }
 
-// asRequest accepts our payload or a KServe one (default signature).
-func (m *Model) asRequest(p any) (*request, error) {
-	switch p := p.(type) {
-	case *request:
-		return p, nil
-	case *processors.TensorPayload:
-		return &request{signature: m.defaultSig, inputs: p.Inputs, outputs: p.Outputs}, nil
-	}
-	return nil, fmt.Errorf("tensorflow: payload is %T", p)
+// ToTensors returns a result for the KServe doors.
+func (m *Model) ToTensors(_ *request, r *result) (*processors.TensorResult, error) {
+	return &processors.TensorResult{Outputs: r.outputs}, nil
 }
 
 func (m *Model) lookup(name string) (*signature, error) {
@@ -344,16 +353,16 @@ func (m *Model) servedNames() []string {
 	return names
 }
 
-// prepare checks a request against its signature and returns the ONNX
-// payload.
-func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
+// prepare checks a request's inputs and output filter against the
+// signature and returns the inputs the ONNX model takes.
+func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processors.TensorPayload, error) {
 	p := &processors.TensorPayload{}
 	byKey := make(map[string]tf2onnx.Port, len(s.inputs))
 	for _, in := range s.inputs {
 		byKey[in.Key] = in
 	}
 	seen := map[string]bool{}
-	for _, t := range r.inputs {
+	for _, t := range inputs {
 		port, ok := byKey[t.Name]
 		if !ok {
 			return nil, badinput.Errorf("signature %q has no input %q; its inputs are %s", s.name, t.Name, describe(s.inputs))
@@ -388,7 +397,7 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 			return nil, badinput.Errorf("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
 		}
 	}
-	for _, o := range r.outputs {
+	for _, o := range outputs {
 		if !slices.ContainsFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == o }) {
 			return nil, badinput.Errorf("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
 		}
@@ -398,18 +407,18 @@ func (s *signature) prepare(r *request) (*processors.TensorPayload, error) {
 
 // finish turns ONNX outputs back into the signature's tensors, in the order
 // asked for (all outputs by key when no filter was given).
-func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.TensorResult, error) {
+func (s *signature) finish(outputs []string, outs []tensor.Tensor) (*result, error) {
 	byName := make(map[string]tensor.Tensor, len(outs))
 	for _, o := range outs {
 		byName[o.Name] = o
 	}
-	want := r.outputs
+	want := outputs
 	if len(want) == 0 {
 		for _, o := range s.outputs {
 			want = append(want, o.Key)
 		}
 	}
-	res := &processors.TensorResult{}
+	res := &result{}
 	for _, name := range want {
 		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
 		port := s.outputs[i]
@@ -438,18 +447,18 @@ func (s *signature) finish(r *request, outs []tensor.Tensor) (*processors.Tensor
 			}
 			t.Shape = shape
 		}
-		res.Outputs = append(res.Outputs, t)
+		res.outputs = append(res.outputs, t)
 	}
 	return res, nil
 }
 
-// onnxOutputs lists the ONNX outputs a request needs.
-func (s *signature) onnxOutputs(r *request) []string {
-	if len(r.outputs) == 0 {
+// onnxOutputs lists the ONNX outputs an output filter needs.
+func (s *signature) onnxOutputs(outputs []string) []string {
+	if len(outputs) == 0 {
 		return nil
 	}
 	var out []string
-	for _, name := range r.outputs {
+	for _, name := range outputs {
 		i := slices.IndexFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == name })
 		out = append(out, s.outputs[i].Value)
 		if s.outputs[i].Kind == tf2onnx.AnyRank {
@@ -508,79 +517,54 @@ func tfName(d tensor.DType) string {
 	return d.String()
 }
 
-// BatchKey lets requests to one batchable signature share a run when their
-// inputs agree after the first dimension.
-func (m *Model) BatchKey(payload any) (string, bool) {
-	r, err := m.asRequest(payload)
-	if err != nil {
+// BatchKey lets requests to one batchable signature share a run when they
+// ask for the same outputs and their inputs agree after the first dimension.
+func (m *Model) BatchKey(r *request) (string, bool) {
+	if !r.sig.batchable {
 		return "", false
 	}
-	s, err := m.lookup(r.signature)
-	if err != nil || !s.batchable {
+	if _, err := tensor.BatchSize(r.payload.Inputs); err != nil {
 		return "", false
 	}
-	p, err := s.prepare(r)
-	if err != nil {
-		return "", false
-	}
-	if _, err := tensor.BatchSize(p.Inputs); err != nil {
-		return "", false
-	}
-	slices.SortFunc(p.Inputs, func(a, b tensor.Tensor) int { return strings.Compare(a.Name, b.Name) })
-	return r.signature + "\x00" + strings.Join(r.outputs, ",") + "\x00" + tensor.TrailingKey(p.Inputs), true
+	// The payload's inputs are in the ONNX model's order, so equal
+	// requests give equal keys.
+	return r.sig.name + "\x00" + strings.Join(r.outputs, ",") + "\x00" + tensor.TrailingKey(r.payload.Inputs), true
 }
 
-// Run executes a batch; payloads of one batchable signature run merged.
-func (m *Model) Run(ctx context.Context, batch []any) ([]any, error) {
+// Run executes a batch; requests to one batchable signature with the same
+// output filter run merged.
+func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 	if m.sigs == nil {
-		return nil, errors.New("tensorflow model is not loaded")
+		return nil, errNotLoaded
 	}
-	reqs := make([]*request, len(batch))
-	sigs := make([]*signature, len(batch))
-	payloads := make([]any, len(batch))
-	for i, b := range batch {
-		r, err := m.asRequest(b)
-		if err != nil {
-			return nil, err
-		}
-		s, err := m.lookup(r.signature)
-		if err != nil {
-			return nil, err
-		}
-		p, err := s.prepare(r)
-		if err != nil {
-			return nil, err
-		}
-		p.Outputs = s.onnxOutputs(r)
-		reqs[i], sigs[i], payloads[i] = r, s, p
-	}
-	results := make([]any, len(batch))
 	merge := len(batch) > 1
 	for i := 1; i < len(batch) && merge; i++ {
-		merge = sigs[i] == sigs[0] && sigs[0].batchable && slices.Equal(reqs[i].outputs, reqs[0].outputs)
+		merge = batch[i].sig == batch[0].sig && batch[0].sig.batchable && slices.Equal(batch[i].outputs, batch[0].outputs)
 	}
-	var outs []any
-	var err error
+	var outs []*processors.TensorResult
 	if merge {
-		if outs, err = sigs[0].rt.Run(ctx, payloads); err != nil {
+		payloads := make([]*onnx.Payload, len(batch))
+		for i, r := range batch {
+			payloads[i] = r.payload
+		}
+		var err error
+		if outs, err = batch[0].sig.rt.Run(ctx, payloads); err != nil {
 			return nil, err
 		}
 	} else {
-		outs = make([]any, len(batch))
-		for i := range batch {
-			o, err := sigs[i].rt.Run(ctx, payloads[i:i+1])
+		outs = make([]*processors.TensorResult, len(batch))
+		for i, r := range batch {
+			o, err := r.sig.rt.Run(ctx, []*onnx.Payload{r.payload})
 			if err != nil {
 				return nil, err
 			}
 			outs[i] = o[0]
 		}
 	}
+	results := make([]*result, len(batch))
 	for i, o := range outs {
-		tr, ok := o.(*processors.TensorResult)
-		if !ok {
-			return nil, fmt.Errorf("tensorflow: runtime result is %T", o)
-		}
-		if results[i], err = sigs[i].finish(reqs[i], tr.Outputs); err != nil {
+		var err error
+		if results[i], err = batch[i].sig.finish(batch[i].outputs, o.Outputs); err != nil {
 			return nil, err
 		}
 	}
@@ -588,8 +572,10 @@ func (m *Model) Run(ctx context.Context, batch []any) ([]any, error) {
 }
 
 var (
-	_ processors.Processor   = (*Model)(nil)
-	_ processors.TensorModel = (*Model)(nil)
-	_ processors.Batcher     = (*Model)(nil)
-	_ processors.Closer      = (*Model)(nil)
+	_ processors.Typed[*request, *result]   = (*Model)(nil)
+	_ processors.Tensors[*request, *result] = (*Model)(nil)
+	_ processors.Batcher[*request]          = (*Model)(nil)
+	_ processors.Warmer                     = (*Model)(nil)
+	_ processors.Closer                     = (*Model)(nil)
+	_ processors.MetadataJSONer             = (*Model)(nil)
 )

@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,8 @@ func TestRequestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := predict(t, m, tc.sig, tc.inputs, tc.filter)
+			// Decode refuses a bad request before it queues.
+			_, err := decode(t, m, tc.sig, tc.inputs, tc.filter)
 			if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want an input error containing %q", err, tc.want)
 			}
@@ -85,21 +87,34 @@ func TestOutputFilterAndBatching(t *testing.T) {
 	}
 
 	// Two requests with the same key run as one merged ONNX run and split.
-	p1 := &request{signature: "serving_default", inputs: []tensor.Tensor{x1.f32("x")}}
-	p2 := &request{signature: "serving_default", inputs: []tensor.Tensor{x2.f32("x")}}
+	p1, err1 := decode(t, m, "serving_default", []tensor.Tensor{x1.f32("x")}, nil)
+	p2, err2 := decode(t, m, "serving_default", []tensor.Tensor{x2.f32("x")}, nil)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
 	k1, ok1 := m.BatchKey(p1)
 	k2, ok2 := m.BatchKey(p2)
 	if !ok1 || !ok2 || k1 != k2 {
 		t.Fatalf("batch keys %q/%v %q/%v; want equal batchable keys", k1, ok1, k2, ok2)
 	}
-	res, err := m.Run(context.Background(), []any{p1, p2})
+	// Another output filter, or other trailing dimensions, is another key.
+	pf, err := decode(t, m, "serving_default", []tensor.Tensor{x1.f32("x")}, []string{"logits"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if kf, ok := m.BatchKey(pf); !ok || kf == k1 {
+		t.Errorf("output_filter [logits] has key %q/%v, want a batchable key other than %q", kf, ok, k1)
+	}
+	res, err := m.Run(context.Background(), []*request{p1, p2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d results for 2 requests", len(res))
+	}
 	for i, x := range []nd{x1, x2} {
-		r := res[i].(*processors.TensorResult)
 		var logits tensor.Tensor
-		for _, o := range r.Outputs {
+		for _, o := range res[i].outputs {
 			if o.Name == "logits" {
 				logits = o
 			}
@@ -109,13 +124,25 @@ func TestOutputFilterAndBatching(t *testing.T) {
 		}
 	}
 
-	// KServe v2 payloads reach the default signature.
-	kr, err := m.Run(context.Background(), []any{&processors.TensorPayload{Inputs: []tensor.Tensor{x2.f32("x")}, Outputs: []string{"logits"}}})
+	// KServe v2 payloads reach the default signature, checked as Decode
+	// checks a body.
+	kp, err := m.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{x2.f32("x")}, Outputs: []string{"logits"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tensor.AllClose(kr[0].(*processors.TensorResult).Outputs[0], ref(x2).f32("logits"), 1e-5, 1e-5); err != nil {
+	kr, err := m.Run(context.Background(), []*request{kp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := m.ToTensors(kp, kr[0])
+	if err != nil || len(tr.Outputs) != 1 {
+		t.Fatalf("ToTensors: %v, %v", tr, err)
+	}
+	if err := tensor.AllClose(tr.Outputs[0], ref(x2).f32("logits"), 1e-5, 1e-5); err != nil {
 		t.Error(err)
+	}
+	if _, err := m.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 5}, make([]float32, 5))}}); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "shape") {
+		t.Errorf("KServe payload of the wrong shape: err %v, want an input error naming the shape", err)
 	}
 }
 
@@ -140,15 +167,12 @@ func TestMetadata(t *testing.T) {
 
 func TestGPUCodeWithoutCUDA(t *testing.T) {
 	code := "tensorflow_gpu_2.7"
-	p, err := processors.New(code)
-	if err != nil {
+	m := newModel(t, code)
+	dir := fixture(t, "matrix_half_plus_two/1")
+	if err := m.Configure(processors.Spec{Code: code, ModelSource: dir, GPU: 1}); err != nil {
 		t.Fatal(err)
 	}
-	m := p.(*Model)
-	if err := m.Configure(processors.Spec{Code: code, ModelPath: fixture(t, "matrix_half_plus_two/1"), GPU: 1}); err != nil {
-		t.Fatal(err)
-	}
-	err = m.Load(context.Background())
+	err := m.Load(context.Background(), processors.Files{ModelPath: dir})
 	defer m.Close()
 	if err == nil {
 		// A CUDA-enabled ONNX Runtime on a GPU host: fine, as long as
@@ -168,13 +192,16 @@ func TestGPUCodeWithoutCUDA(t *testing.T) {
 func TestCodesRegistered(t *testing.T) {
 	for _, c := range []string{"tensorflow_cpu_1.12", "tensorflow_cpu_1.14", "tensorflow_cpu_1.15", "tensorflow_cpu_2.3", "tensorflow_cpu_2.4", "tensorflow_cpu_2.7",
 		"tensorflow_gpu_1.12", "tensorflow_gpu_1.14", "tensorflow_gpu_1.15", "tensorflow_gpu_2.4", "tensorflow_gpu_2.7"} {
-		p, err := processors.New(c)
+		e, err := processors.New(c)
 		if err != nil {
 			t.Errorf("%s: %v", c, err)
 			continue
 		}
-		if got := p.(*Model).info.gpu; got != strings.Contains(c, "gpu") {
+		if got := e.Processor().(*Model).info.gpu; got != strings.Contains(c, "gpu") {
 			t.Errorf("%s: gpu = %v", c, got)
+		}
+		if !e.ServesTensors() || e.Platform() != "tensorflow_savedmodel" || e.BatchKey() == nil {
+			t.Errorf("%s: serves tensors %v, platform %q, batch key %v; want KServe doors and batching", c, e.ServesTensors(), e.Platform(), e.BatchKey() != nil)
 		}
 	}
 }
@@ -207,6 +234,64 @@ func TestONNXExportServedDirectly(t *testing.T) {
 	}
 	if err := tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
 		t.Error(err)
+	}
+
+	// Two exports are ambiguous unless model_entry picks one; a third one
+	// two directories down is too deep to be an export.
+	if err := os.WriteFile(filepath.Join(export, "other.onnx"), exportOf(t, dir), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(export, "a", "b", "c")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(deep, "deep.onnx"), []byte("not searched"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadModel(t, "tensorflow_cpu_2.3", export)
+	if err == nil || !strings.Contains(err.Error(), "2 .onnx files") || !strings.Contains(err.Error(), "model_entry") {
+		t.Errorf("two .onnx files: err %v, want one counting them and naming model_entry", err)
+	}
+	m3, err := loadModelEntry(t, "tensorflow_cpu_2.3", export, "other.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m3.source != "other.onnx" {
+		t.Errorf("source %q, want other.onnx (model_entry)", m3.source)
+	}
+}
+
+func TestConfigure(t *testing.T) {
+	for _, tc := range []struct {
+		spec processors.Spec
+		want string
+	}{
+		{processors.Spec{}, "model_path: required"},
+		{processors.Spec{ModelSource: "oss://bucket/tf/", ModelEntry: "saved_model.pb"}, "model_entry"},
+		{processors.Spec{ModelSource: "oss://bucket/tf/", ModelEntry: "../model.onnx"}, "model_entry"},
+		{processors.Spec{ModelSource: "oss://bucket/tf/", ModelConfig: []byte(`{"intra_op_thread": 2}`)}, `unknown field "intra_op_thread"`},
+		{processors.Spec{ModelSource: "oss://bucket/tf/", ModelConfig: []byte(`{"graph_optimization": "max"}`)}, "graph_optimization"},
+		{processors.Spec{ModelSource: "oss://bucket/tf/", ModelEntry: "export/model.onnx", ModelConfig: []byte(`{"intra_op_threads": 2}`)}, ""},
+	} {
+		tc.spec.Code = "tensorflow_cpu_2.7"
+		err := newModel(t, tc.spec.Code).Configure(tc.spec)
+		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("%+v: err %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+func TestNotLoaded(t *testing.T) {
+	m := newModel(t, "tensorflow_cpu_2.7")
+	body, _ := tfpb.EncodeRequest("", []tensor.Tensor{tensor.FromFloat32("x", []int64{1}, []float32{1})}, nil)
+	if _, err := m.Decode(&processors.Request{Body: body}); !errors.Is(err, errNotLoaded) {
+		t.Errorf("Decode before Load: %v", err)
+	}
+	if _, err := m.FromTensors(&processors.TensorPayload{}); !errors.Is(err, errNotLoaded) {
+		t.Errorf("FromTensors before Load: %v", err)
+	}
+	if _, err := m.Run(context.Background(), nil); !errors.Is(err, errNotLoaded) {
+		t.Errorf("Run before Load: %v", err)
 	}
 }
 

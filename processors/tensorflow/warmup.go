@@ -31,10 +31,8 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("warm_up_data_path: %s is not a TF PredictRequest the model accepts: %w", path, err)
 	}
-	if _, err := m.Run(ctx, []any{p}); err != nil {
+	if _, err := m.Run(ctx, []*request{p}); err != nil {
 		return fmt.Errorf("warm_up_data_path: running the warm-up request: %w", err)
 	}
 	return nil
 }
-
-var _ processors.Warmer = (*Model)(nil)
