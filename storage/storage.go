@@ -209,6 +209,15 @@ func (f *Fetcher) Release(localPath string) {
 	f.cache.unpin(localPath)
 }
 
+// Held returns how many cache entries are held by Fetches not yet
+// Released: what eviction must keep.
+func (f *Fetcher) Held() int {
+	f.init()
+	f.cache.mu.Lock()
+	defer f.cache.mu.Unlock()
+	return len(f.cache.pins)
+}
+
 func (f *Fetcher) fetchLocal(ctx context.Context, rawURL, path string, opts FetchOptions) (string, error) {
 	if !filepath.IsAbs(path) && opts.BaseDir != "" {
 		path = filepath.Join(opts.BaseDir, path)

@@ -249,10 +249,11 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	if e, err = Configure(spec, ps); err != nil {
 		return nil, nil, err
 	}
+	engine, list := e, fetched // the returns below clear e and fetched
 	defer func() {
 		if err != nil {
-			closeProcessor(e.Processor(), log)
-			fetched.release()
+			closeProcessor(engine.Processor(), log)
+			list.release()
 		}
 	}()
 	var files processors.Files

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/eas-server/eas-server/processors/echo"
+	_ "github.com/eas-server/eas-server/processors/pmml"
 	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 )
@@ -517,5 +518,26 @@ func TestConfigureBeforeFetch(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("model_path was requested %d times before the config was checked", n)
+	}
+}
+
+// TestFailedLoadReleasesFetchedFiles: a model that downloads but fails to
+// load closes its processor and gives its files back to the cache.
+func TestFailedLoadReleasesFetchedFiles(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".sha256") {
+			http.NotFound(w, r) // no checksum sidecar
+			return
+		}
+		w.Write([]byte("not a pmml document"))
+	}))
+	defer model.Close()
+	m := newManager(t, t.TempDir())
+	spec := parse(t, `{"name":"p","processor":"pmml","metadata":{"instance":1},"model_path":"`+model.URL+`/m.pmml"}`)
+	if _, err := m.Deploy(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "load") {
+		t.Fatalf("deploy: %v, want a load failure", err)
+	}
+	if n := m.opt.Fetcher.Held(); n != 0 {
+		t.Fatalf("%d cached files still held after the failed load", n)
 	}
 }
