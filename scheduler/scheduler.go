@@ -127,7 +127,8 @@ type call struct {
 type run struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
-	waiting int // callers still waiting; guarded by the scheduler's mutex
+	waiting int     // callers still waiting; guarded by the scheduler's mutex
+	batch   []*call // the calls that share it
 }
 
 // newRunLocked makes the run of a batch just taken off the queue. A single
@@ -138,7 +139,7 @@ func newRunLocked(batch []*call) *run {
 		base = batch[0].ctx
 	}
 	ctx, cancel := context.WithCancel(base)
-	r := &run{ctx: ctx, cancel: cancel, waiting: len(batch)}
+	r := &run{ctx: ctx, cancel: cancel, waiting: len(batch), batch: batch}
 	for _, c := range batch {
 		c.run = r
 	}
@@ -176,6 +177,7 @@ type Scheduler struct {
 	limiter  *limiter
 
 	inflight atomic.Int64 // admitted and not yet answered by a run or a drop
+	direct   atomic.Int64 // callers that may be handing a call straight to a worker
 	stopping atomic.Bool
 
 	mu     sync.Mutex
@@ -191,6 +193,7 @@ type Scheduler struct {
 	// send again. Guarded by mu.
 	peak, peakPrev float64
 	peakStart      time.Time
+	cost           costModel      // guarded by mu
 	work           chan []*call   // batches handed to the persistent workers
 	runs           sync.WaitGroup // the workers
 }
@@ -271,12 +274,28 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 		c.deadline = time.Time{}
 	}
 
+	// A request that cannot share a run goes straight to an idle worker
+	// when nothing is queued ahead of it: the dispatcher's hand-off is most
+	// of the cost of a cheap model. Stop waits for such sends (s.direct)
+	// before it closes the workers' channel.
+	s.direct.Add(1)
 	s.mu.Lock()
-	c.queued = true
-	s.queue = append(s.queue, c)
+	direct := !c.batchable && len(s.queue) == 0 && !s.stopping.Load() && s.takeFreeLocked()
+	if direct {
+		newRunLocked([]*call{c})
+	} else {
+		c.queued = true
+		s.queue = append(s.queue, c)
+	}
 	s.notePeakLocked(c.arrived, float64(inflight))
+	s.cost.noteArrival(c.arrived)
 	s.mu.Unlock()
-	s.signal()
+	if direct {
+		s.work <- c.run.batch
+	} else {
+		s.signal()
+	}
+	s.direct.Add(-1)
 
 	var err error
 	select {
@@ -337,6 +356,17 @@ func (s *Scheduler) removeLocked(c *call) {
 			c.queued = false
 			return
 		}
+	}
+}
+
+// takeFreeLocked takes a worker token without waiting; false when every
+// worker is busy (or the dispatcher holds the last one).
+func (s *Scheduler) takeFreeLocked() bool {
+	select {
+	case <-s.free:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -432,13 +462,14 @@ func (s *Scheduler) formLocked() ([]*call, time.Duration) {
 	if p := s.preferredAtMost(n); p > 0 {
 		// A preferred size can be formed: it leaves now, the rest waits.
 		n = p
-	} else if n < s.cfg.MaxBatchSize && (s.othersBusy() > 0 || float64(n) < 0.9*min(s.recentPeakLocked(), float64(s.cfg.MaxBatchSize))) {
+	} else if n < s.cfg.MaxBatchSize && (s.othersBusy() > 0 || float64(n) < 0.9*min(s.recentPeakLocked(), float64(s.cfg.MaxBatchSize))) && s.cost.waitPays(n) {
 		// More requests are likely to come: other runs are in progress (their
 		// callers will send again), or recently more requests were in flight
 		// than this batch holds (the callers of the last run are sending
-		// again). Wait for the batch to fill, up to the oldest request's
-		// timeout. At low load only this batch's requests were in flight, so
-		// nothing waits.
+		// again); and the model's cost says a fuller batch runs more rows
+		// per second than this one would (see costModel). Wait for the batch
+		// to fill, up to the oldest request's timeout. At low load only this
+		// batch's requests were in flight, so nothing waits.
 		if wait := time.Until(head.arrived.Add(s.cfg.MaxBatchTimeout)); wait > 0 {
 			return nil, wait
 		}
@@ -534,8 +565,14 @@ func (s *Scheduler) execute(batch []*call) {
 	defer r.cancel()
 	ctx := r.ctx
 	out, err := s.safeRun(ctx, payloads)
+	took := time.Since(start)
+	if s.cfg.Batching && err == nil {
+		s.mu.Lock()
+		s.cost.noteRun(len(live), took)
+		s.mu.Unlock()
+	}
 	if s.obs.Batch != nil {
-		s.obs.Batch(len(live), time.Since(start))
+		s.obs.Batch(len(live), took)
 	}
 	if err == nil && len(out) != len(live) {
 		err = fmt.Errorf("processor returned %d results for a batch of %d", len(out), len(live))
@@ -593,9 +630,13 @@ wait:
 		case <-tick.C:
 		}
 	}
+	for s.direct.Load() > 0 { // a caller handing its call to a worker
+		<-tick.C
+	}
 	close(s.quit)
 	<-s.exited
 	s.runs.Wait()
+
 	// Requests that raced past the stopping check are answered too.
 	s.mu.Lock()
 	for _, c := range s.queue {
