@@ -3,9 +3,6 @@
 //
 // It is generated rather than imported because no pure-Go ONNX module is
 // among our dependencies, and the translator needs only a few messages.
-// Regenerate after editing onnx.proto, from the repository root:
-//
-//	protoc -I . --go_out=. --go_opt=paths=source_relative tf2onnx/onnxpb/onnx.proto
-//
-// with protoc-gen-go v1.36.12 (the google.golang.org/protobuf version go.mod pins).
+// Regenerate after editing onnx.proto with `make proto` (scripts/gen-proto.sh,
+// the one recipe for every generated file of the repository).
 package onnxpb

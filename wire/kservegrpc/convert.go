@@ -1,7 +1,7 @@
 // Package kservegrpc is the KServe v2 / Open Inference Protocol gRPC API
 // (package inference, service GRPCInferenceService) as generated Go code,
 // plus conversions between its messages and tensor.Tensor. The generated
-// files come from grpc_service.proto by gen.sh and are committed, so a build
+// files come from grpc_service.proto by `make proto` and are committed, so a build
 // needs no protoc.
 //
 // Tensors we send travel in raw_input_contents / raw_output_contents
