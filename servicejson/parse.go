@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -348,6 +349,7 @@ func validate(s *Service, mentioned map[string]bool, errs *Errors) {
 		errs.add("metadata.instance", `is required; add "metadata": {"instance": 1} (the number of replicas, 1 to 1000)`)
 	}
 
+	validateToken(s, errs)
 	validateProcessor(s, mentioned, errs)
 	for _, k := range []string{"model_path", "warm_up_data_path", "processor_path"} {
 		validateLocation(k, locationOf(s, k), errs)
@@ -363,6 +365,23 @@ func validate(s *Service, mentioned map[string]bool, errs *Errors) {
 		}
 	}
 	validateRPC(s, errs)
+}
+
+// validateToken refuses a token that no request can present: clients'
+// Authorization headers are trimmed of white space and cannot carry control
+// characters. "" stays allowed: it means "generate one". The message never
+// repeats the token.
+func validateToken(s *Service, errs *Errors) {
+	tok := s.Token.Reveal()
+	switch {
+	case tok == "":
+	case strings.TrimSpace(tok) == "":
+		errs.add("token", `must not be blank (white space only): no request can present it; remove "token" to have one generated, or set a printable token`)
+	case strings.TrimSpace(tok) != tok:
+		errs.add("token", "must not start or end with white space: the Authorization header is trimmed, so no request can present it; remove the spaces")
+	case strings.ContainsFunc(tok, unicode.IsControl):
+		errs.add("token", "must not hold control characters: an HTTP header cannot carry them; use printable characters only")
+	}
 }
 
 func locationOf(s *Service, key string) string {

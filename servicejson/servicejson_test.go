@@ -520,3 +520,28 @@ func TestOpenCloudSection(t *testing.T) {
 		t.Errorf("typo under cloud: %v", err)
 	}
 }
+
+// A token that is blank or padded with white space can never match: servers
+// trim the Authorization header. Issue 14 found " " accepted.
+func TestBlankTokenRefused(t *testing.T) {
+	for _, tok := range []string{" ", "\t", "  \n ", " abc", "abc ", "a\x01b"} {
+		doc := `{"name":"m","processor":"echo","token":` + jsonString(tok) + `,"metadata":{"instance":1}}`
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "token: ") {
+			t.Errorf("token %q: got %v, want a problem naming token", tok, err)
+			continue
+		}
+		if strings.Contains(err.Error(), tok) && strings.TrimSpace(tok) != "" {
+			t.Errorf("token %q: the message repeats the token: %v", tok, err)
+		}
+	}
+	// An empty token still means "generate one"; a normal one passes.
+	for _, tok := range []string{"", "abc", "a b"} {
+		mustParse(t, `{"name":"m","processor":"echo","token":`+jsonString(tok)+`,"metadata":{"instance":1}}`)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
