@@ -12,25 +12,37 @@
 //     base64(HMAC-SHA1(key=token, msg=verb+"\n"+Content-MD5+"\n"+Content-Type+"\n"+Date+"\n"+resource)).
 //
 // The signature is checked over the header values exactly as the client sent
-// them. The MD5 is not recomputed and the Date is not checked against the
-// clock, because the SDKs disagree with the standards they imitate: the Java
-// SDK's hex MD5 drops leading zeros, and the Go and Python SDKs stamp local
-// time with a "GMT" suffix. Recomputing either would reject real clients.
+// them, and three more checks stop a captured request from being replayed
+// (docs/protocol.md "EAS signature"):
+//
+//   - Date must parse and lie within a window of the server's clock (15
+//     minutes by default). The Go and Python SDKs stamp local time with a
+//     "GMT" suffix, so the Date is also read as the server's own local wall
+//     clock, and as that of the client zones the operator names.
+//   - The signed resource must be the request's: /api/predict/<service> and
+//     its extra path, or the request path itself; never empty.
+//   - Content-MD5 must be the MD5 of the body actually received. The server
+//     reads the body after the headers are admitted, so Verify returns a
+//     BodyCheck that the caller runs on the body. The MD5 is accepted as
+//     base64, as hex, and as hex without leading zeros (the Java SDK's).
 //
 // All functions are safe for concurrent use.
 package auth
 
 import (
 	"crypto/hmac"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // ErrUnauthorized reports a missing or wrong token; the server maps it to 401.
@@ -83,6 +95,10 @@ type Request struct {
 	ExtraPath string      // path after /api/predict/<service>: "" or starting with "/"
 	RawQuery  string      // query string without the '?', as received
 	Header    http.Header // request headers
+	// Path is the request's URL path as received. A signature over it is
+	// accepted: the KServe doors (/v2/models/...) are signed that way.
+	// "" for callers that only serve /api/predict.
+	Path string
 }
 
 // Resource returns the canonical resource the SDKs sign:
@@ -113,49 +129,201 @@ func mac(token, msg string) []byte {
 // when the request's Content-Type header was changed with setContentType.
 const defaultContentType = "application/octet-stream"
 
-// Verify checks the Authorization header of req against token. An empty token
-// means the service is open and every request passes. Otherwise it returns an
-// error wrapping ErrUnauthorized when the header is missing, malformed or
-// does not match; the message never contains the token or the expected
-// signature.
+// DefaultSignatureWindow is how far the Date of a signed request may lie
+// from the server's clock, either way, when Options.SignatureWindow is 0.
+const DefaultSignatureWindow = 15 * time.Minute
+
+// Options tunes the checks of signed requests. The zero value is the
+// default: a 15 minute window, the server's local zone, time.Now.
+type Options struct {
+	// SignatureWindow bounds |Date - now| of a signed request; 0 means
+	// DefaultSignatureWindow, a negative value turns the Date check off
+	// (any Date, even a missing one, is accepted: the old behaviour).
+	SignatureWindow time.Duration
+	// ClientZones are the UTC offsets of clients whose SDK stamps local
+	// time with a "GMT" label (the Go and Python SDKs); their Dates are
+	// read as that zone's wall clock too. The server's own zone (Local) is
+	// always read that way.
+	ClientZones []time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Local is the server's zone; nil means time.Local.
+	Local *time.Location
+}
+
+// BodyCheck is what Verify leaves to do once the body is read: a signed
+// request binds its body through Content-MD5. The zero value (raw and Bearer
+// tokens, open services) accepts any body.
+type BodyCheck struct {
+	signed     bool
+	contentMD5 string
+}
+
+// Body returns an error wrapping ErrUnauthorized unless body is the one
+// the request signed: its MD5 must equal the signed Content-MD5 (base64,
+// hex, or hex without leading zeros). A signed request with a non-empty
+// body must send Content-MD5; the SDKs always do. body is the body as
+// received, before any decompression.
+func (b BodyCheck) Body(body []byte) error {
+	if !b.signed {
+		return nil
+	}
+	if b.contentMD5 == "" {
+		if len(body) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: an EAS-signed request with a body must send and sign Content-MD5, the MD5 of the body", ErrUnauthorized)
+	}
+	sum := md5.Sum(body)
+	hx := hex.EncodeToString(sum[:])
+	got := strings.TrimSpace(b.contentMD5)
+	if got == base64.StdEncoding.EncodeToString(sum[:]) || strings.EqualFold(got, hx) || strings.EqualFold(got, strings.TrimLeft(hx, "0")) {
+		return nil
+	}
+	return fmt.Errorf("%w: the body does not match the signed Content-MD5; a signature covers one body only", ErrUnauthorized)
+}
+
+// Verify checks req against token with the default Options. It does not
+// check the body: a caller that reads one uses Options.Verify and runs the
+// BodyCheck on it.
+func Verify(token string, req Request) error {
+	_, err := Options{}.Verify(token, req)
+	return err
+}
+
+// Verify checks the Authorization header of req against token. An empty
+// token means the service is open and every request passes. Otherwise it
+// returns an error wrapping ErrUnauthorized when the header is missing,
+// malformed or does not match, or a signed request's Date is missing or
+// outside the window; the message never contains the token or the
+// expected signature. On success the BodyCheck must be run on the body the
+// request carries.
 //
 // A signed request is accepted when its signature matches any message the
 // known SDKs build for this request:
 //   - verb "POST" (what every SDK signs) or the actual method;
 //   - Content-Type as received or "application/octet-stream";
-//   - resource /api/predict/<service><extra path>, with or without
-//     "?<query>" (the Java SDK appends it), or the extra path alone (the Java
-//     SDK's setUrl mode signs only its request path).
+//   - resource /api/predict/<service><extra path>, the request path
+//     (req.Path), or the extra path alone when it is not empty (the Java
+//     SDK's setUrl mode signs only its request path), each with or without
+//     "?<query>" (the Java SDK appends it).
 //
 // All comparisons take constant time in the token and signature values.
-func Verify(token string, req Request) error {
+func (o Options) Verify(token string, req Request) (BodyCheck, error) {
 	if token == "" {
-		return nil
+		return BodyCheck{}, nil
 	}
 	authz := strings.TrimSpace(req.Header.Get("Authorization"))
 	if authz == "" {
-		return fmt.Errorf(`%w: missing Authorization header; send "Authorization: <token>" or an EAS signature`, ErrUnauthorized)
+		return BodyCheck{}, fmt.Errorf(`%w: missing Authorization header; send "Authorization: <token>" or an EAS signature`, ErrUnauthorized)
 	}
 	// The raw form is checked first so that a configured token that happens
 	// to start with "EAS " still works as a raw token.
 	if equal(authz, token) {
-		return nil
+		return BodyCheck{}, nil
 	}
 	scheme, rest, hasScheme := strings.Cut(authz, " ")
 	switch {
 	case hasScheme && strings.EqualFold(scheme, "Bearer"):
 		if equal(strings.TrimSpace(rest), token) {
-			return nil
+			return BodyCheck{}, nil
 		}
-		return fmt.Errorf("%w: wrong token in Authorization header", ErrUnauthorized)
+		return BodyCheck{}, fmt.Errorf("%w: wrong token in Authorization header", ErrUnauthorized)
 	case hasScheme && strings.EqualFold(scheme, "EAS"):
+		// The Date is checked first: it is cheap, and a stale replay
+		// costs no HMAC.
+		if err := o.checkDate(req.Header.Get("Date")); err != nil {
+			return BodyCheck{}, err
+		}
 		if verifySigned(token, strings.TrimSpace(rest), req) {
+			return BodyCheck{signed: true, contentMD5: req.Header.Get("Content-MD5")}, nil
+		}
+		return BodyCheck{}, fmt.Errorf("%w: EAS signature does not match; check the token and that Content-MD5, Content-Type, Date and the path are sent as signed", ErrUnauthorized)
+	default:
+		return BodyCheck{}, fmt.Errorf("%w: wrong token in Authorization header", ErrUnauthorized)
+	}
+}
+
+// dateLayouts are the Date forms accepted: RFC 1123 with any zone name
+// (the SDKs write "GMT", Go's RFC1123 "UTC"), with a numeric zone, and the
+// two older forms HTTP allows.
+var dateLayouts = []string{time.RFC1123, time.RFC1123Z, time.RFC850, time.ANSIC}
+
+// checkDate accepts a Date within the window of now, read as labelled, as
+// the server's local wall clock, or as the wall clock of a client zone.
+func (o Options) checkDate(date string) error {
+	w := o.SignatureWindow
+	if w < 0 {
+		return nil
+	}
+	if w == 0 {
+		w = DefaultSignatureWindow
+	}
+	date = strings.TrimSpace(date)
+	if date == "" {
+		return fmt.Errorf("%w: an EAS-signed request must send and sign a Date header", ErrUnauthorized)
+	}
+	var t time.Time
+	var err error
+	for _, l := range dateLayouts {
+		if t, err = time.Parse(l, date); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: the Date header %q is not an HTTP date such as %q", ErrUnauthorized, capString(date, 64), "Mon, 02 Jan 2006 15:04:05 GMT")
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	loc := time.Local
+	if o.Local != nil {
+		loc = o.Local
+	}
+	n := now()
+	within := func(d time.Duration) bool { return d <= w && d >= -w }
+	if within(t.Sub(n)) {
+		return nil
+	}
+	// Local time labelled GMT: compare the wall clocks.
+	_, off := n.In(loc).Zone()
+	if within(t.Sub(n) - time.Duration(off)*time.Second) {
+		return nil
+	}
+	for _, z := range o.ClientZones {
+		if within(t.Sub(n) - z) {
 			return nil
 		}
-		return fmt.Errorf("%w: EAS signature does not match; check the token and that Content-MD5, Content-Type and Date are sent unchanged", ErrUnauthorized)
-	default:
-		return fmt.Errorf("%w: wrong token in Authorization header", ErrUnauthorized)
 	}
+	return fmt.Errorf("%w: the Date header is more than %s from the server's clock; a signature is good only that long: sign each request with the current time and check the client's clock (or the server's --signature-window and --signature-client-zones)", ErrUnauthorized, w)
+}
+
+func capString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// resources lists the resources a signature of req may cover; never "".
+func (r Request) resources() []string {
+	full := r.Resource()
+	base := []string{full}
+	if r.Path != "" && r.Path != full {
+		base = append(base, r.Path)
+	}
+	if r.ExtraPath != "" {
+		base = append(base, r.ExtraPath)
+	}
+	if r.RawQuery == "" {
+		return base
+	}
+	out := base
+	for _, b := range base {
+		out = append(out, b+"?"+r.RawQuery)
+	}
+	return out
 }
 
 // verifySigned reports whether sig is the signature of any message the SDKs
@@ -177,15 +345,7 @@ func verifySigned(token, sig string, req Request) bool {
 	if contentTypes[0] != defaultContentType {
 		contentTypes = append(contentTypes, defaultContentType)
 	}
-	full := req.Resource()
-	resources := []string{full}
-	if req.RawQuery != "" {
-		resources = append(resources, full+"?"+req.RawQuery)
-	}
-	resources = append(resources, req.ExtraPath)
-	if req.RawQuery != "" {
-		resources = append(resources, req.ExtraPath+"?"+req.RawQuery)
-	}
+	resources := req.resources()
 
 	ok := 0
 	for _, m := range methods {
