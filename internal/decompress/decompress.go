@@ -6,7 +6,12 @@
 // Every decoder stops at a caller-given output limit, so a small body that
 // expands without bound (a decompression bomb) costs at most limit bytes of
 // memory; errors say whether the body was too large (ErrTooLarge, HTTP 413)
-// or not valid for its format (ErrCorrupt, HTTP 400).
+// or not valid for its format (ErrCorrupt, HTTP 400). No decoder allocates
+// from a size that a header merely declares (a snappy block length, a zstd
+// window or content size, an LZ4 block's lengths): those are checked against
+// the limit and against what the rest of the body can produce first. The
+// one exception is an LZ4 frame's block size (64 KiB to 4 MiB): the library
+// reader takes pooled buffers of that size whatever the frame holds.
 //
 // The formats follow what the EAS SDKs send:
 //   - zlib: RFC 1950 (Go SDK compress/zlib, Java Deflater).
@@ -26,6 +31,7 @@ package decompress
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -183,13 +189,37 @@ func snappyDecode(body []byte, limit int64) ([]byte, error) {
 	return snappyBlock(body, limit)
 }
 
+// snappyMaxExpansion bounds how many output bytes one input byte of a raw
+// snappy block can stand for. The densest element is a 2-byte-offset copy:
+// 3 bytes that repeat at most 64 bytes (a ratio of 21.3); a 1-byte-offset
+// copy gives 11 bytes for 2, a 4-byte-offset copy 64 for 5, and literals
+// less than one for one.
+const snappyMaxExpansion = 22
+
 func snappyBlock(body []byte, limit int64) ([]byte, error) {
-	n, err := snappy.DecodedLen(body)
-	if err != nil {
-		return nil, corrupt(err)
+	// The block header is the decoded length as a varint; snappy.Decode
+	// allocates it before looking at the data, so a 6-byte body could claim
+	// gigabytes. Check it against the limit, against what the rest of the
+	// body can possibly expand to, and against the exact size the block's
+	// elements add up to, all before allocating anything.
+	declared, headerLen := binary.Uvarint(body)
+	if headerLen <= 0 || declared > math.MaxUint32 {
+		return nil, corrupt(errors.New("snappy block has no valid length header"))
 	}
-	if int64(n) > limit {
+	n := int64(declared)
+	if n > limit {
 		return nil, tooLarge(limit)
+	}
+	elems := body[headerLen:]
+	if n > int64(len(elems))*snappyMaxExpansion {
+		return nil, corrupt(fmt.Errorf("snappy block declares %d bytes, more than its %d bytes of data can hold", n, len(elems)))
+	}
+	sum, err := snappyBlockLen(elems, n)
+	if err != nil {
+		return nil, err
+	}
+	if sum != n {
+		return nil, corrupt(fmt.Errorf("snappy block declares %d bytes, its elements add up to %d", n, sum))
 	}
 	out, err := snappy.Decode(make([]byte, n), body)
 	if err != nil {
@@ -198,15 +228,85 @@ func snappyBlock(body []byte, limit int64) ([]byte, error) {
 	return out, nil
 }
 
+// snappyBlockLen adds up the output lengths of the elements of a raw snappy
+// block (after the length header), without checking copy offsets (the
+// decoder does that). It stops as soon as the sum passes want, since such a
+// block cannot be valid.
+//
+// Each element starts with a tag byte whose low two bits give its kind:
+// 0 a literal (length-1 in the upper six bits, or 60..63 meaning that 1..4
+// little-endian bytes hold length-1), then the literal bytes; 1 a copy of
+// 4+((tag>>2)&7) bytes with a 1-byte offset (plus 3 offset bits in the
+// tag); 2 and 3 a copy of 1+(tag>>2) bytes with a 2- or 4-byte offset.
+func snappyBlockLen(src []byte, want int64) (int64, error) {
+	var total int64
+	for i := 0; i < len(src); {
+		tag := src[i]
+		i++
+		var n int64
+		switch tag & 3 {
+		case 0:
+			n = int64(tag >> 2)
+			if n >= 60 {
+				extra := int(n) - 59
+				if len(src)-i < extra {
+					return 0, corrupt(errors.New("snappy block ends inside a literal length"))
+				}
+				n = 0
+				for k := extra - 1; k >= 0; k-- {
+					n = n<<8 | int64(src[i+k])
+				}
+				i += extra
+			}
+			n++
+			if n > int64(len(src)-i) {
+				return 0, corrupt(fmt.Errorf("snappy block declares a %d-byte literal, only %d bytes left", n, len(src)-i))
+			}
+			i += int(n)
+		case 1:
+			n = 4 + int64(tag>>2&7)
+			i++
+		case 2:
+			n = 1 + int64(tag>>2)
+			i += 2
+		case 3:
+			n = 1 + int64(tag>>2)
+			i += 4
+		}
+		if i > len(src) {
+			return 0, corrupt(errors.New("snappy block ends inside a copy offset"))
+		}
+		total += n
+		if total > want {
+			return 0, corrupt(fmt.Errorf("snappy block elements add up to more than the declared %d bytes", want))
+		}
+	}
+	return total, nil
+}
+
 // zstdMinWindow is the window the zstd decoder always allows, whatever the
 // limit: encoders pick windows of a few MiB for streamed input of unknown
 // size, and refusing those for small limits would reject ordinary bodies.
+// The window is only a permission here: DecodeAll keeps the history in the
+// output it has produced, so a declared window costs no memory by itself.
 const zstdMinWindow = 8 << 20
 
 func zstdDecode(body []byte, limit int64) ([]byte, error) {
+	// A frame header declares a content size and a window. The streaming
+	// reader allocates its history ring from the declared window before
+	// decoding the first block (a 10-byte frame declaring 64 MiB cost 64
+	// MiB), so decode with DecodeAll, which grows the output only as blocks
+	// decode, checks the decoded size after every block (at most 128 KiB),
+	// and sizes its first buffer from the content size no larger than the
+	// rest of the input can produce. A declared content size over the limit
+	// is refused here before the decoder sees it.
+	var h zstd.Header
+	if err := h.Decode(body); err == nil && h.HasFCS && h.FrameContentSize > uint64(limit) {
+		return nil, tooLarge(limit)
+	}
 	// A decoder per call keeps the limit per call; WithDecoderConcurrency(1)
 	// decodes synchronously without goroutines.
-	zr, err := zstd.NewReader(bytes.NewReader(body),
+	zr, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderMaxMemory(uint64(max(limit+1, zstdMinWindow))),
@@ -215,11 +315,18 @@ func zstdDecode(body []byte, limit int64) ([]byte, error) {
 		return nil, corrupt(err)
 	}
 	defer zr.Close()
-	out, err := readLimited(zr, limit)
-	if err != nil && (errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded)) {
+	out, err := zr.DecodeAll(body, nil)
+	switch {
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded):
 		return nil, tooLarge(limit)
+	case err != nil:
+		return nil, corrupt(err)
+	case int64(len(out)) > limit:
+		return nil, tooLarge(limit)
+	case out == nil:
+		return []byte{}, nil // a body of skippable frames only
 	}
-	return out, err
+	return out, nil
 }
 
 // lz4FrameMagic is the little-endian magic number 0x184D2204 that starts an

@@ -1,0 +1,5 @@
+//go:build !race
+
+package decompress
+
+const raceEnabled = false
