@@ -175,7 +175,10 @@ func (s *Server) serviceVersions(c *gin.Context) {
 
 func (s *Server) switchVersion(c *gin.Context) {
 	var req VersionRequest
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxConfigBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
+	if tooLarge(c, err) {
+		return
+	}
 	if err == nil {
 		err = json.Unmarshal(body, &req)
 	}
@@ -191,6 +194,9 @@ func (s *Server) switchVersion(c *gin.Context) {
 // answered 400 with every problem.
 func (s *Server) readSpec(c *gin.Context) (*servicejson.Service, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
+	if tooLarge(c, err) {
+		return nil, false
+	}
 	if err != nil {
 		controlFail(c, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("reading the service.json body: %v (the limit is %s)", err, humanBytes(maxConfigBytes)))
 		return nil, false
@@ -208,6 +214,16 @@ func (s *Server) readSpec(c *gin.Context) (*servicejson.Service, bool) {
 		}
 	}
 	return spec, true
+}
+
+// tooLarge answers 413 when err says the body passed maxConfigBytes.
+func tooLarge(c *gin.Context, err error) bool {
+	var mbe *http.MaxBytesError
+	if !errors.As(err, &mbe) {
+		return false
+	}
+	controlFail(c, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "the body is larger than the control plane's limit of "+humanBytes(maxConfigBytes)+"; a service.json is far smaller: check that the right file is sent")
+	return true
 }
 
 func (s *Server) answer(c *gin.Context, info service.Info, err error) {
@@ -270,9 +286,11 @@ func (s *Server) controlErr(c *gin.Context, err error) {
 	}
 }
 
-// controlFail answers an error object. PureJSON keeps <, > and & readable
-// for people reading answers with curl.
+// controlFail answers an error object, the message capped, closing the
+// connection when the body was not read (as fail). PureJSON keeps <, > and
+// & readable for people reading answers with curl.
 func controlFail(c *gin.Context, code int, kind, msg string) {
 	c.Abort()
-	c.PureJSON(code, ErrorObject{Code: kind, Message: msg})
+	closeIfUnread(c)
+	c.PureJSON(code, ErrorObject{Code: kind, Message: capMsg(msg)})
 }

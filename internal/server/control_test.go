@@ -191,3 +191,14 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 14: a service.json over the 1 MiB limit got 400; it is 413.
+func TestControlBodyTooLargeIs413(t *testing.T) {
+	st := newStack(t, server.Options{AdminToken: admin}, echoT)
+	big := `{"name":"big","processor":"echo","metadata":{"instance":1},"x":"` + strings.Repeat("a", 2<<20) + `"}`
+	for _, rt := range []struct{ method, path string }{{"POST", "/api/v2/services"}, {"PUT", "/api/v2/services/local/echo"}, {"PUT", "/api/v2/services/local/echo/version"}} {
+		if r := do(t, rt.method, st.URL+rt.path, []byte(big), adminHdr(admin)); r.code != 413 {
+			t.Errorf("%s %s with 2 MiB: %d %q, want 413", rt.method, rt.path, r.code, r.body[:min(len(r.body), 200)])
+		}
+	}
+}

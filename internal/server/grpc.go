@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/processors"
@@ -65,6 +67,9 @@ func (g *grpcService) resolve(ctx context.Context, name, version string) (target
 	if v := md.Get("authorization"); len(v) > 0 {
 		hdr.Set("Authorization", v[0])
 	}
+	if isSigned(hdr) {
+		return nil, status.Error(codes.Unauthenticated, "unauthorized: gRPC calls take the raw or Bearer token in the authorization metadata; EAS signatures cover HTTP requests only")
+	}
 	t, err := g.s.resolveModel(name, version, auth.Request{Method: http.MethodPost, Header: hdr})
 	if err != nil {
 		return nil, grpcError(err)
@@ -72,9 +77,34 @@ func (g *grpcService) resolve(ctx context.Context, name, version string) (target
 	return t, nil
 }
 
-// grpcError maps err as statusOf maps it for HTTP.
+// grpcError maps err as statusOf maps it for HTTP, the message capped.
 func grpcError(err error) error {
-	return status.Error(grpcCode(statusOf(err)), err.Error())
+	return status.Error(grpcCode(statusOf(err)), capMsg(err.Error()))
+}
+
+func isSigned(h http.Header) bool {
+	scheme, _, ok := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	return ok && strings.EqualFold(scheme, "EAS")
+}
+
+// GRPCTap refuses, from the headers alone and before any message is read,
+// a call to the inference service whose authorization opens no service
+// (grpc.InTapHandle). The model's own token is checked again when the
+// call names it. Server health and metadata calls pass.
+func (s *Server) GRPCTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	const prefix = "/inference.GRPCInferenceService/"
+	method, ok := strings.CutPrefix(info.FullMethodName, prefix)
+	if !ok || strings.HasPrefix(method, "Server") {
+		return ctx, nil
+	}
+	hdr := http.Header{}
+	if v := info.Header.Get("authorization"); len(v) > 0 {
+		hdr.Set("Authorization", v[0])
+	}
+	if isSigned(hdr) || !s.opensAny(auth.Request{Method: http.MethodPost, Header: hdr}) {
+		return ctx, status.Error(codes.Unauthenticated, "unauthorized: missing or wrong token in the authorization metadata")
+	}
+	return ctx, nil
 }
 
 func (g *grpcService) ServerLive(context.Context, *kservegrpc.ServerLiveRequest) (*kservegrpc.ServerLiveResponse, error) {
@@ -134,7 +164,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, r *kservegrpc.ModelInferRe
 func (g *grpcService) infer(ctx context.Context, t target, r *kservegrpc.ModelInferRequest) (*kservegrpc.ModelInferResponse, int, error) {
 	ins, err := kservegrpc.TensorsFromRequest(r)
 	if err != nil {
-		return nil, http.StatusBadRequest, status.Error(codes.InvalidArgument, err.Error())
+		return nil, http.StatusBadRequest, status.Error(codes.InvalidArgument, capMsg(err.Error()))
 	}
 	payload := &processors.TensorPayload{Inputs: ins}
 	for _, o := range r.GetOutputs() {

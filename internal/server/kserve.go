@@ -63,7 +63,7 @@ func (s *Server) processorsHealthy(ctx context.Context) bool {
 // caller releases it. On failure it has answered.
 func (s *Server) kserveTarget(c *gin.Context) target {
 	t, err := s.resolveModel(c.Param("model"), c.Param("version"), auth.Request{
-		Method: c.Request.Method, RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header,
+		Method: c.Request.Method, RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header, Path: c.Request.URL.Path,
 	})
 	if err != nil {
 		kserveFail(c, statusOf(err), err.Error())
@@ -129,7 +129,8 @@ func (s *Server) kserveInfer(c *gin.Context) {
 
 // serveInfer runs one KServe infer request on t.
 func (s *Server) serveInfer(c *gin.Context, t target) int {
-	body, status, err := s.readBody(c, t.Decompressor())
+	s.allowBody(c, t.Keepalive())
+	body, status, err := s.readBody(c, t.Decompressor(), t.BodyCheck())
 	if err != nil {
 		return kserveFail(c, status, err.Error())
 	}
@@ -154,13 +155,15 @@ func (s *Server) serveInfer(c *gin.Context, t target) int {
 	return http.StatusOK
 }
 
-// kserveFail answers {"error": msg}, as KServe clients expect.
+// kserveFail answers {"error": msg}, as KServe clients expect, with msg
+// capped and the connection closed when the body was not read, as fail.
 func kserveFail(c *gin.Context, code int, msg string) int {
 	if code == 499 {
 		c.Abort()
 		return code
 	}
-	c.Data(code, "application/json", kserve.ErrorBody(msg))
+	closeIfUnread(c)
+	c.Data(code, "application/json", kserve.ErrorBody(capMsg(msg)))
 	return code
 }
 

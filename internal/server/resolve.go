@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/service"
@@ -30,15 +31,19 @@ func (e *frontError) Error() string { return e.msg }
 func refuse(code int, msg string) error { return &frontError{code: code, msg: msg} }
 
 // admit finds the service called name, checks the request's token and holds
-// its serving version; the caller releases it. The token of a serving
-// version is the one it was loaded with; when nothing serves, the service's
-// published token is checked first, so that only a caller with the token
-// learns why the service does not serve. Nothing here takes a lock that a
-// lifecycle operation holds.
-func (s *Server) admit(name string, ar auth.Request) (*service.Live, error) {
+// its serving version; the caller releases it and runs the BodyCheck on the
+// body it reads. The token of a serving version is the one it was loaded
+// with; when nothing serves, the service's published token is checked
+// first, so that only a caller with the token learns why the service does
+// not serve. A name that is no service answers 404 only to a caller whose
+// token opens some service; to anyone else it answers the same 401 as a
+// wrong token (docs/protocol.md "Token handling"). Nothing here takes a
+// lock that a lifecycle operation holds.
+func (s *Server) admit(name string, ar auth.Request) (*service.Live, auth.BodyCheck, error) {
+	ar.Service = name
 	svc, ok := s.opt.Manager.Get(name)
 	if !ok {
-		return nil, refuse(http.StatusNotFound, "service \""+name+"\" not found")
+		return nil, auth.BodyCheck{}, s.unknown(ar, "service \""+name+"\" not found")
 	}
 	live, serving := svc.Acquire()
 	token := ""
@@ -47,18 +52,67 @@ func (s *Server) admit(name string, ar auth.Request) (*service.Live, error) {
 	} else {
 		token = svc.Token()
 	}
-	ar.Service = name
-	if auth.Verify(token, ar) != nil {
+	check, err := s.opt.Auth.Verify(token, ar)
+	if err != nil {
 		if serving {
 			live.Release()
 		}
-		return nil, refuse(http.StatusUnauthorized, "unauthorized: missing or wrong token for service \""+name+"\"")
+		return nil, auth.BodyCheck{}, unauthorized(name, err)
 	}
 	if !serving {
 		st, msg, _ := svc.State()
-		return nil, refuse(http.StatusServiceUnavailable, notServing(name, st, msg))
+		return nil, auth.BodyCheck{}, refuse(http.StatusServiceUnavailable, notServing(name, st, msg))
 	}
-	return live, nil
+	return live, check, nil
+}
+
+// unauthorized is the 401 of a request for name: the reason auth gave and
+// the name, nothing that tells whether name exists.
+func unauthorized(name string, err error) error {
+	return refuse(http.StatusUnauthorized, err.Error()+" (for \""+name+"\": a missing or wrong token, or no such service)")
+}
+
+// decoyToken stands in for the token of a name that is no service, so that
+// such a request gets the reason a wrong token would get, at its cost.
+var decoyToken = func() string {
+	t, err := auth.GenerateToken()
+	if err != nil {
+		return "decoy-token-for-unknown-names"
+	}
+	return t
+}()
+
+// unknown answers a request for a name that is no service: notFound (404)
+// when its token opens some service, else the 401 of a wrong token.
+func (s *Server) unknown(ar auth.Request, notFound string) error {
+	if s.opensAny(ar) {
+		return refuse(http.StatusNotFound, notFound)
+	}
+	_, err := s.opt.Auth.Verify(decoyToken, ar)
+	if err == nil { // cannot happen: nobody holds the decoy
+		err = auth.ErrUnauthorized
+	}
+	return unauthorized(ar.Service, err)
+}
+
+// opensAny reports whether ar's Authorization opens any service: it is
+// the published or serving token of one of them. It costs one comparison
+// per service for a raw token, one signature check per service for a
+// signed one (after the Date check, which fails alike for all).
+func (s *Server) opensAny(ar auth.Request) bool {
+	for _, svc := range s.opt.Manager.List() {
+		if _, err := s.opt.Auth.Verify(svc.Token(), ar); err == nil {
+			return true
+		}
+		if live, ok := svc.Acquire(); ok {
+			_, err := s.opt.Auth.Verify(string(live.Token), ar)
+			live.Release()
+			if err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resolveModel resolves a model name of the tensor doors (KServe v2 over
@@ -67,18 +121,19 @@ func (s *Server) admit(name string, ar auth.Request) (*service.Live, error) {
 // repository), authorised with that service's token.
 func (s *Server) resolveModel(name, version string, ar auth.Request) (target, error) {
 	if _, ok := s.opt.Manager.Get(name); !ok {
+		ar.Service = name
 		live, svcName, rm := s.lookupRouted(name, version)
 		if live == nil {
-			return nil, refuse(http.StatusNotFound, "model \""+name+"\" not found")
+			return nil, s.unknown(ar, "model \""+name+"\" not found")
 		}
-		ar.Service = name
-		if auth.Verify(string(live.Token), ar) != nil {
+		check, err := s.opt.Auth.Verify(string(live.Token), ar)
+		if err != nil {
 			live.Release()
-			return nil, refuse(http.StatusUnauthorized, "unauthorized: missing or wrong token for model \""+name+"\" of service \""+svcName+"\"")
+			return nil, unauthorized(name+"\" of service \""+svcName, err)
 		}
-		return &routedTarget{held{live}, rm}, nil
+		return &routedTarget{held{live, check}, rm}, nil
 	}
-	live, err := s.admit(name, ar)
+	live, check, err := s.admit(name, ar)
 	if err != nil {
 		return nil, err
 	}
@@ -86,12 +141,12 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 		live.Release()
 		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
 	}
-	return &serviceTarget{held{live}}, nil
+	return &serviceTarget{held{live, check}}, nil
 }
 
 // routedIn returns the model of live's processor that the extra path of
 // /api/predict/<service> names, when the processor routes models.
-func routedIn(live *service.Live, extra string) (target, bool) {
+func routedIn(live *service.Live, check auth.BodyCheck, extra string) (target, bool) {
 	mr, ok := live.Engine.Processor().(processors.ModelRouter)
 	if !ok {
 		return nil, false
@@ -104,7 +159,7 @@ func routedIn(live *service.Live, extra string) (target, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &routedTarget{held{live}, rm}, true
+	return &routedTarget{held{live, check}, rm}, true
 }
 
 // lookupRouted finds name among the models of the serving services whose
@@ -135,6 +190,10 @@ type target interface {
 	Service() string
 	// Decompressor is the owning service's metadata.rpc.decompressor.
 	Decompressor() string
+	// Keepalive is the owning service's metadata.rpc.keepalive.
+	Keepalive() time.Duration
+	// BodyCheck is what the request's signature asks of its body.
+	BodyCheck() auth.BodyCheck
 	Name() string
 	Version() string
 	Metadata() kserve.ModelMetadata
@@ -147,13 +206,19 @@ type target interface {
 	Release()
 }
 
-// held is the serving version a target holds; both kinds of target share
-// its methods.
-type held struct{ live *service.Live }
+// held is the serving version a target holds, with the body check of the
+// request that resolved it; both kinds of target share its methods.
+type held struct {
+	live  *service.Live
+	check auth.BodyCheck
+}
 
 func (h held) Service() string      { return h.live.Spec.Name }
 func (h held) Decompressor() string { return h.live.Spec.Metadata.RPC.Decompressor }
 func (h held) Release()             { h.live.Release() }
+
+func (h held) Keepalive() time.Duration  { return h.live.Spec.Metadata.RPC.Keepalive }
+func (h held) BodyCheck() auth.BodyCheck { return h.check }
 
 // serviceTarget is a service whose processor serves tensors.
 type serviceTarget struct{ held }

@@ -11,10 +11,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +34,14 @@ import (
 // DefaultMaxBodyBytes is the default request body limit (64 MiB).
 const DefaultMaxBodyBytes = 64 << 20
 
+// DefaultBodyReadTimeout is the default bound on reading one request body:
+// a 64 MiB body needs about 1.1 MiB/s to arrive in time.
+const DefaultBodyReadTimeout = 60 * time.Second
+
+// maxErrorBytes bounds the message of an error answer, so that a request
+// with a huge name or shape is not echoed back whole.
+const maxErrorBytes = 4 << 10
+
 // Options configures the router.
 type Options struct {
 	Manager      *service.Manager
@@ -43,6 +53,16 @@ type Options struct {
 	// it (every control request gets 401).
 	AdminToken string
 	Region     string // region shown in service objects; "" = "local"
+	// Auth tunes the check of EAS-signed requests (Date window, client
+	// zones); the zero value is auth's default.
+	Auth auth.Options
+	// BodyReadTimeout bounds the reading of a request body, from the
+	// handler's start; a data-plane request gets at least its service's
+	// rpc.keepalive. 0 = DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// MetricsRequireAdmin puts /metrics behind the admin token: its labels
+	// name every service.
+	MetricsRequireAdmin bool
 }
 
 // Server holds the router's state. It is safe for concurrent use.
@@ -63,6 +83,9 @@ func New(opt Options) *Server {
 	if opt.Region == "" {
 		opt.Region = "local"
 	}
+	if opt.BodyReadTimeout <= 0 {
+		opt.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	return &Server{opt: opt, log: opt.Logger}
 }
 
@@ -74,21 +97,106 @@ func (s *Server) SetDraining() { s.draining.Store(true) }
 func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(s.recoverer())
+	r.Use(s.recoverer(), s.bodyGuard)
 	r.HandleMethodNotAllowed = true
 
 	r.Any("/api/predict/*rest", s.predict)
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET("/readyz", s.readyz)
 	if s.opt.Gatherer != nil {
-		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})))
+		h := gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{}))
+		if s.opt.MetricsRequireAdmin {
+			r.GET("/metrics", s.adminAuth, h)
+		} else {
+			r.GET("/metrics", h)
+		}
 	}
 	s.kserveRoutes(r)
 	s.controlRoutes(r)
 	r.NoRoute(func(c *gin.Context) {
-		c.String(http.StatusNotFound, "no route for %s %s\n", c.Request.Method, c.Request.URL.Path)
+		s.fail(c, http.StatusNotFound, "no route for "+c.Request.Method+" "+c.Request.URL.Path)
+	})
+	r.NoMethod(func(c *gin.Context) {
+		s.fail(c, http.StatusMethodNotAllowed, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
 	return r
+}
+
+// guardedBody is a request body under a read deadline. The deadline is
+// lifted at EOF: net/http then reads the connection in the background to
+// notice a client going away, and a deadline passing there would cancel
+// the request's context while the model runs.
+type guardedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	eof   bool
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.eof {
+		b.eof = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// bodyGuard puts the body of every request that has one under a read
+// deadline of BodyReadTimeout from now, so a client that announces a body
+// and sends it slowly cannot hold a connection (docs/protocol.md
+// "Connections"). The server's own ReadTimeout is left unset: it would
+// also cancel requests that compute longer than it.
+func (s *Server) bodyGuard(c *gin.Context) {
+	if c.Request.ContentLength != 0 && c.Request.Body != nil && c.Request.Body != http.NoBody {
+		rc := http.NewResponseController(c.Writer)
+		now := time.Now()
+		rc.SetReadDeadline(now.Add(s.opt.BodyReadTimeout)) // not supported by test recorders: ignored
+		c.Request.Body = &guardedBody{ReadCloser: c.Request.Body, rc: rc, start: now}
+	}
+	c.Next()
+}
+
+// allowBody gives a data-plane body at least the service's keepalive to
+// arrive, counted from the request's start: a service that may take
+// minutes to answer may take as long to receive.
+func (s *Server) allowBody(c *gin.Context, keepalive time.Duration) {
+	if gb, ok := c.Request.Body.(*guardedBody); ok && !gb.eof && keepalive > s.opt.BodyReadTimeout {
+		gb.rc.SetReadDeadline(gb.start.Add(keepalive))
+	}
+}
+
+// closeIfUnread is called before an error answer. When the request
+// announced a body that was not read to its end, the answer carries
+// "Connection: close" and the read deadline is set to now, so the
+// connection closes after the answer: net/http would otherwise read up to
+// 256 KiB of the body, at the client's pace, before answering and again
+// before closing.
+func closeIfUnread(c *gin.Context) {
+	if c.Request.ContentLength == 0 {
+		return
+	}
+	gb, ok := c.Request.Body.(*guardedBody)
+	if ok && gb.eof {
+		return
+	}
+	c.Header("Connection", "close")
+	if ok {
+		gb.rc.SetReadDeadline(time.Now())
+	}
+}
+
+// capMsg cuts an error message to maxErrorBytes, on a UTF-8 boundary,
+// ending it with "...".
+func capMsg(msg string) string {
+	if len(msg) <= maxErrorBytes {
+		return msg
+	}
+	cut := maxErrorBytes - 3
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }
 
 // recoverer turns a panic in a handler into a 500 and a log line with the
@@ -150,18 +258,22 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	}
 	// The request runs entirely on the version serving now; an update
 	// swaps versions only between requests.
-	live, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header})
+	live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
 	if err != nil {
 		return s.failErr(c, err)
 	}
 	defer live.Release()
+	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.
-	if t, ok := routedIn(live, extra); ok {
+	if t, ok := routedIn(live, check, extra); ok {
 		_, _, op, _ := routedPath(extra)
 		return s.serveRouted(c, t, op)
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
+		if err := check.Body(nil); err != nil {
+			return s.fail(c, http.StatusUnauthorized, err.Error())
+		}
 		if d, ok := live.Engine.Processor().(processors.MetadataJSONer); ok {
 			c.JSON(http.StatusOK, d.MetadataJSON()) // the family's own GET body (TF signatures)
 		} else {
@@ -170,7 +282,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 		return http.StatusOK
 	}
 
-	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor)
+	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor, check)
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
@@ -194,9 +306,10 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	return http.StatusOK
 }
 
-// readBody reads the body under the size limit and decompresses it per
-// metadata.rpc.decompressor (kind; "" = none).
-func (s *Server) readBody(c *gin.Context, kind string) ([]byte, int, error) {
+// readBody reads the body under the size limit and the read deadline,
+// runs the signature's body check on it as received, and decompresses it
+// per metadata.rpc.decompressor (kind; "" = none).
+func (s *Server) readBody(c *gin.Context, kind string, check auth.BodyCheck) ([]byte, int, error) {
 	limit := s.opt.MaxBodyBytes
 	body, err := readAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit), c.Request.ContentLength, limit)
 	if err != nil {
@@ -204,7 +317,13 @@ func (s *Server) readBody(c *gin.Context, kind string) ([]byte, int, error) {
 		if errors.As(err, &mbe) {
 			return nil, http.StatusRequestEntityTooLarge, errors.New("request body larger than the server's limit of " + humanBytes(limit) + "; send a smaller body or raise --max-body-size")
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, http.StatusRequestTimeout, errors.New("the request body did not arrive in time (--body-read-timeout, or the service's rpc.keepalive when longer); send it faster or in smaller requests")
+		}
 		return nil, http.StatusBadRequest, errors.New("reading the request body: " + err.Error())
+	}
+	if err := check.Body(body); err != nil {
+		return nil, http.StatusUnauthorized, err
 	}
 	if kind != "" {
 		out, err := decompress.Decompress(kind, body, limit)
@@ -295,13 +414,16 @@ func (s *Server) failErr(c *gin.Context, err error) int {
 	return s.fail(c, code, msg)
 }
 
-// fail writes a plain-text error body, as EAS does for every non-200.
+// fail writes a plain-text error body, as EAS does for every non-200,
+// capped at maxErrorBytes. An answer to a request whose body was not read
+// closes the connection instead of reading the body first.
 func (s *Server) fail(c *gin.Context, code int, msg string) int {
 	if code == 499 {
 		c.Abort() // the client is gone; nothing to write
 		return code
 	}
-	c.String(code, "%s\n", msg)
+	closeIfUnread(c)
+	c.String(code, "%s\n", capMsg(msg))
 	return code
 }
 
