@@ -42,6 +42,14 @@ type serveFlags struct {
 	grpcListen  string
 	pprofListen string
 	gcPercent   int
+
+	idleTimeout     time.Duration
+	bodyReadTimeout time.Duration
+	maxConns        int
+	grpcMaxStreams  uint32
+	sigWindow       time.Duration
+	sigZones        string
+	metricsAdmin    bool
 }
 
 func serveCmd() *cobra.Command {
@@ -66,6 +74,13 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "address for Go's pprof profiling endpoints (keep it on loopback), e.g. 127.0.0.1:6060; empty = off")
 	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
 	fl.Int64Var(&f.cacheBytes, "cache-size", 0, "bound of the model cache in <state-dir>/cache, in bytes; least recently used models of stopped services go first (0 = no bound)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection (HTTP or gRPC) idle this long")
+	fl.DurationVar(&f.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "how long a request body may take to arrive; a data-plane request gets at least its service's rpc.keepalive; a late body gets 408")
+	fl.IntVar(&f.maxConns, "max-connections", 10000, "most connections open at once on each listener (HTTP, gRPC); more wait to be accepted (0 = no cap)")
+	fl.Uint32Var(&f.grpcMaxStreams, "grpc-max-streams", 1000, "most concurrent gRPC calls on one connection")
+	fl.DurationVar(&f.sigWindow, "signature-window", auth.DefaultSignatureWindow, "how far the Date of an EAS-signed request may lie from the server's clock, either way (negative = not checked)")
+	fl.StringVar(&f.sigZones, "signature-client-zones", "", "UTC offsets of clients whose SDK stamps local time labelled GMT (the Go and Python SDKs), e.g. +08:00,-05:00; the server's own zone is always accepted")
+	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics only with the admin token (its labels name every service)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	return cmd
 }
@@ -115,7 +130,16 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, Logger: log}
 	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher})
-	srv := server.New(server.Options{Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken})
+	zones, err := parseZones(f.sigZones)
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Options{
+		Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
+		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones},
+		BodyReadTimeout:     f.bodyReadTimeout,
+		MetricsRequireAdmin: f.metricsAdmin,
+	})
 
 	// Restore registers every stored service before the first request; their
 	// models load in the background.
@@ -126,9 +150,9 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := newHTTPServer(srv.Handler(), f.idleTimeout)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() { serveErr <- hs.Serve(limitConns(ln, f.maxConns)) }()
 	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
 	if f.pprofListen != "" {
 		go func() {
@@ -142,10 +166,11 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--grpc-listen: %w", err)
 		}
-		gs = grpc.NewServer(grpc.MaxRecvMsgSize(int(f.maxBody)))
+		opts := append(grpcLimits(f.idleTimeout, f.grpcMaxStreams), grpc.MaxRecvMsgSize(int(f.maxBody)), grpc.InTapHandle(srv.GRPCTap))
+		gs = grpc.NewServer(opts...)
 		srv.RegisterGRPC(gs)
 		go func() {
-			if err := gs.Serve(gln); err != nil {
+			if err := gs.Serve(limitConns(gln, f.maxConns)); err != nil {
 				log.Error("grpc server stopped", "err", err)
 			}
 		}()
@@ -180,6 +205,25 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	mgr.Shutdown(sctx)
 	log.Info("stopped")
 	return nil
+}
+
+// parseZones reads --signature-client-zones: comma-separated UTC offsets
+// such as +08:00 or -05:30.
+func parseZones(list string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, z := range strings.Split(list, ",") {
+		z = strings.TrimSpace(z)
+		if z == "" {
+			continue
+		}
+		t, err := time.Parse("-07:00", z)
+		if err != nil {
+			return nil, fmt.Errorf("--signature-client-zones: %q is not a UTC offset such as +08:00", z)
+		}
+		_, off := t.Zone()
+		out = append(out, time.Duration(off)*time.Second)
+	}
+	return out, nil
 }
 
 // deployAll parses and deploys the files concurrently. A file that fails is
