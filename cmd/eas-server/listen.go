@@ -42,6 +42,15 @@ type slotConn struct {
 	free func()
 }
 
+// CloseWrite keeps the half-close that net/http uses to let a client read
+// an answer before the connection goes.
+func (c *slotConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.free)
