@@ -19,7 +19,7 @@ import (
 //
 //	CACHE/entries/<hash of url>-<hash of version>/meta.json
 //	CACHE/entries/<hash of url>-<hash of version>/data/...   the file, the unpacked archive or the prefix
-//	CACHE/partial/<hash of url and options>*                 downloads a later fetch resumes
+//	CACHE/partial/<hash of url>-<hash of options>*           downloads a later fetch resumes
 //	CACHE/tmp/                                               staging, emptied when a Fetcher starts
 //
 // An entry appears by a rename of a complete staging directory, so a crash
@@ -70,15 +70,17 @@ type cacheRef struct {
 	c   *cache
 	url string
 	key string // hash of url: names its entries
-	// part names its partial downloads: a hash of everything the download
-	// depends on, so that two fetches of one URL that cannot share a
-	// download (other checksum, other endpoint) never share a file.
+	// part names its partial downloads: key and a hash of everything the
+	// download depends on, so that two fetches of one URL that cannot
+	// share a download (other checksum, other endpoint) never share a
+	// file, and Forget finds all of a URL's.
 	part string
 }
 
 func (c *cache) ref(rawURL, flightKey string) *cacheRef {
 	c.setup()
-	return &cacheRef{c: c, url: rawURL, key: hashHex(rawURL, 32), part: hashHex(flightKey, 32)}
+	key := urlKey(rawURL)
+	return &cacheRef{c: c, url: rawURL, key: key, part: key + "-" + hashHex(flightKey, 16)}
 }
 
 func (r *cacheRef) done() {}
@@ -254,6 +256,20 @@ func (c *cache) unpin(path string) {
 			delete(c.pins, d)
 		}
 		c.mu.Unlock()
+	}
+}
+
+// removeUnheld removes the entries of the URL with this key that no Fetch
+// holds.
+func (c *cache) removeUnheld(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dirs, _ := os.ReadDir(c.entriesDir())
+	for _, d := range dirs {
+		p := filepath.Join(c.entriesDir(), d.Name())
+		if strings.HasPrefix(d.Name(), key+"-") && c.pins[p] == 0 {
+			_ = os.RemoveAll(p)
+		}
 	}
 }
 

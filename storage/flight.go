@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -120,4 +121,35 @@ func (fl *flight) report(interval time.Duration, done, total int64, final bool) 
 	for _, s := range subs {
 		s(done, total)
 	}
+}
+
+// flightURL is the URL a flight key starts with.
+func flightURL(key string) string {
+	u, _, _ := strings.Cut(key, "\x00")
+	return u
+}
+
+// matching returns the done channels of the running flights whose URL
+// match accepts.
+func (g *flightGroup) matching(match func(url string) bool) []chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []chan struct{}
+	for k, fl := range g.flights {
+		if match(flightURL(k)) {
+			out = append(out, fl.done)
+		}
+	}
+	return out
+}
+
+// urls returns the URLs of the running flights.
+func (g *flightGroup) urls() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.flights))
+	for k := range g.flights {
+		out = append(out, flightURL(k))
+	}
+	return out
 }

@@ -74,8 +74,11 @@ func retryable(err error) bool {
 	if errors.As(err, &fe) {
 		return fe.Retryable
 	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrTooLarge) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
+	}
+	if errors.Is(err, ErrStalled) {
+		return true
 	}
 	var ue *url.Error
 	var oe *net.OpError
@@ -171,26 +174,40 @@ type httpDownload struct {
 	started     bool  // the room was checked and the start logged
 }
 
+// resumable says whether the partial file can be resumed: it has bytes and
+// a validator that a ranged request can name.
+func (d *httpDownload) resumable() bool { return d.offset > 0 && d.state.validator() != "" }
+
 // attemptOutcome is how one attempt ended.
 type attemptOutcome int
 
 const (
 	attemptFailed      attemptOutcome = iota // err says why and whether to retry
 	attemptNoAnswer                          // the request got no response: a cached copy can serve
-	attemptInterrupted                       // the body stopped short: resume it
-	attemptRestart                           // the partial file was discarded: ask again at once
+	attemptInterrupted                       // the body stopped short: resume it, or start over without a validator
+	attemptRestart                           // the answer did not fit the partial file, which was discarded
 	attemptComplete                          // the partial file holds the whole body
 	attemptUnchanged                         // the cached copy is current
 )
 
 // run makes attempts until one completes the download, the cached copy
 // turns out current (useCached), or an error is final. f.Retries bounds
-// the failures in a row: an attempt that wrote bytes resets the count, so
-// a flaky link still finishes a big file.
-func (d *httpDownload) run(ctx context.Context) (useCached bool, _ error) {
+// the failures in a row. Only an attempt that takes a resumable download
+// further than any before it resets the count, so a flaky link still
+// finishes a big file, while a server that makes every attempt start over
+// (no validator to resume with, a range answer that does not fit) runs out
+// of retries. A failed download that cannot resume leaves no partial file.
+func (d *httpDownload) run(ctx context.Context) (useCached bool, err error) {
+	defer func() {
+		if err != nil && !(d.resumable() && (retryable(err) || ctx.Err() != nil)) {
+			d.discard()
+			os.Remove(d.statePath)
+		}
+	}()
 	failures := 0
+	best := d.offset // the furthest a resumable download has come
 	for {
-		out, progressed, err := d.attempt(ctx)
+		out, err := d.attempt(ctx)
 		switch {
 		case out == attemptComplete:
 			return false, nil
@@ -198,18 +215,21 @@ func (d *httpDownload) run(ctx context.Context) (useCached bool, _ error) {
 			return true, nil
 		case ctx.Err() != nil:
 			return false, ctx.Err()
-		case out == attemptRestart:
-			continue
 		}
-		if progressed {
+		if d.resumable() && d.offset > best {
+			best = d.offset
 			failures = 0 // the connection dropped, not the server
 		}
 		if !retryable(err) || failures >= d.f.Retries {
 			return d.giveUp(out, err, failures)
 		}
-		if out == attemptInterrupted {
-			d.opts.Logger.Warn("download interrupted, resuming", "url", d.red, "at_byte", d.offset, "err", err)
-		} else {
+		switch {
+		case out == attemptInterrupted && d.resumable():
+			d.opts.Logger.Warn("download interrupted, resuming", "url", d.red, "at_byte", d.offset, "err", err, "retry", failures+1)
+		case out == attemptInterrupted:
+			d.opts.Logger.Warn("download interrupted; the server names no version (ETag or Last-Modified) to resume, starting over", "url", d.red, "at_byte", d.offset, "err", err, "retry", failures+1)
+			d.discard()
+		default:
 			d.opts.Logger.Warn("download failed, retrying", "url", d.red, "err", err, "retry", failures+1)
 		}
 		if err := d.f.backoff(ctx, failures); err != nil {
@@ -227,20 +247,28 @@ func (d *httpDownload) giveUp(out attemptOutcome, err error, failures int) (useC
 	case out == attemptNoAnswer && d.hasPrev:
 		d.opts.Logger.Warn("cannot revalidate the cached model; using the cached copy", "url", d.red, "err", err)
 		return true, nil
-	case out == attemptInterrupted && errors.As(err, &fe):
-		return false, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("download interrupted at byte %d of %d after %d retries: %w", d.offset, d.total, failures, fe.Err)}
+	case out == attemptInterrupted && errors.As(err, &fe) && fe.Retryable:
+		why := ""
+		if !d.resumable() {
+			why = " (the server sends no ETag or Last-Modified, so the download cannot resume and starts over on each attempt)"
+		}
+		of := fmt.Sprint(d.total)
+		if d.total < 0 {
+			of = "an unknown size"
+		}
+		return false, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("download interrupted at byte %d of %s after %d retries%s: %w", d.offset, of, failures, why, fe.Err)}
 	}
 	return false, err
 }
 
 // attempt makes one request, conditional on the cached copy and ranged
-// from the end of the partial file, and appends the body to that file.
-// progressed says whether it wrote any bytes. Its errors are classified
-// (FetchError.Retryable) for run to decide on.
-func (d *httpDownload) attempt(ctx context.Context) (out attemptOutcome, progressed bool, err error) {
+// from the end of the partial file when a validator allows, and appends
+// the body to that file, never past the size limit. Its errors are
+// classified (FetchError.Retryable) for run to decide on.
+func (d *httpDownload) attempt(ctx context.Context) (out attemptOutcome, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.rawURL, nil)
 	if err != nil {
-		return attemptFailed, false, &FetchError{URL: d.red, Err: err}
+		return attemptFailed, &FetchError{URL: d.red, Err: err}
 	}
 	if d.hasPrev {
 		if d.prev.meta.ETag != "" {
@@ -249,67 +277,90 @@ func (d *httpDownload) attempt(ctx context.Context) (out attemptOutcome, progres
 			req.Header.Set("If-Modified-Since", d.prev.meta.LastModified)
 		}
 	}
-	if d.offset > 0 && d.state.validator() != "" {
+	ranged := d.resumable()
+	if ranged {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", d.offset))
 		req.Header.Set("If-Range", d.state.validator())
 	}
-	resp, err := d.f.HTTPClient.Do(req)
+	resp, err := d.f.client.Do(req)
 	if err != nil {
-		return attemptNoAnswer, false, netError(err, d.red)
+		return attemptNoAnswer, netError(err, d.red)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusNotModified:
 		if !d.hasPrev {
-			return attemptFailed, false, &FetchError{URL: d.red, Err: errors.New("the server answered 304 Not Modified to an unconditional request")}
+			return attemptFailed, &FetchError{URL: d.red, Err: errors.New("the server answered 304 Not Modified to an unconditional request")}
 		}
 		d.opts.Logger.Info("model unchanged since cached", "url", d.red, "cached", d.prev.meta.Version)
-		return attemptUnchanged, false, nil
+		return attemptUnchanged, nil
 	case http.StatusOK:
 		if et := resp.Header.Get("ETag"); d.hasPrev && et != "" && et == d.prev.meta.ETag {
 			// The server ignores conditional requests but names the
 			// same version: keep the copy.
-			return attemptUnchanged, false, nil
+			return attemptUnchanged, nil
 		}
 		d.offset = 0
 		d.state = partialState{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
 		d.total = resp.ContentLength
 	case http.StatusPartialContent:
-		first, size, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		cr := resp.Header.Get("Content-Range")
+		first, size, ok := parseContentRange(cr)
 		if !ok || first != d.offset {
-			d.discard() // not the range asked for
-			return attemptRestart, false, nil
+			// Not the range asked for: start over, and count it, so that a
+			// server that always answers this way is given up on.
+			asked := d.offset
+			d.discard()
+			return attemptRestart, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("the server answered %s with Content-Range %q to a request from byte %d; starting over", resp.Status, cr, asked)}
 		}
 		d.total = size
 	case http.StatusRequestedRangeNotSatisfiable:
+		if !ranged {
+			return attemptFailed, httpStatusError(resp, d.red) // there was no range to refuse
+		}
+		asked := d.offset
 		d.discard()
-		return attemptRestart, false, nil
+		return attemptRestart, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("the server answered %s to a resume from byte %d; starting over", resp.Status, asked)}
 	default:
-		return attemptFailed, false, httpStatusError(resp, d.red)
+		return attemptFailed, httpStatusError(resp, d.red)
 	}
 	if !d.started {
 		if err := checkRoom(filepath.Dir(d.partPath), d.total-d.offset); err != nil {
-			return attemptFailed, false, &FetchError{URL: d.red, Err: err}
+			return attemptFailed, &FetchError{URL: d.red, Err: err}
 		}
+	}
+	// After the room check, which names a disk too small for the model
+	// even when the model is also over the limit.
+	if d.total >= 0 && d.f.overLimit(d.total) {
+		return attemptFailed, &FetchError{URL: d.red, Err: tooLarge(d.total, d.f.MaxModelBytes, true)}
+	}
+	if !d.started {
 		d.opts.Logger.Info("model download started", "url", d.red, "bytes", d.total, "resume_at", d.offset)
 		d.started = true
 	}
 	if b, err := json.Marshal(d.state); err == nil {
 		_ = os.WriteFile(d.statePath, b, 0o644)
 	}
-	n, err := appendBody(d.partPath, d.offset, resp.Body, func(n int64) { d.opts.Progress(n, d.total) })
+	n, err := appendBody(d.partPath, d.offset, d.f.MaxModelBytes, resp.Body, func(n int64) { d.opts.Progress(n, d.total) })
 	d.offset += n
 	if err == nil && d.total >= 0 && d.offset < d.total {
 		err = io.ErrUnexpectedEOF
 	}
 	switch {
 	case err == nil:
-		return attemptComplete, n > 0, nil
+		return attemptComplete, nil
 	case errors.Is(err, syscall.ENOSPC):
-		return attemptFailed, n > 0, &FetchError{URL: d.red, Err: classify(err, d.f.CacheDir)}
+		return attemptFailed, &FetchError{URL: d.red, Err: classify(err, d.f.CacheDir)}
+	case errors.Is(err, ErrTooLarge):
+		return attemptFailed, &FetchError{URL: d.red, Err: err}
+	case errors.Is(err, errPartialGone):
+		asked := d.offset
+		d.discard()
+		return attemptRestart, &FetchError{URL: d.red, Retryable: true, Err: fmt.Errorf("the partial download was removed while resuming it from byte %d; starting over", asked)}
 	default:
-		// Whatever stopped the body, the bytes so far are kept: resume.
-		return attemptInterrupted, n > 0, &FetchError{URL: d.red, Retryable: true, Err: err}
+		// Whatever stopped the body, the bytes so far are kept: resume
+		// when a validator allows it.
+		return attemptInterrupted, &FetchError{URL: d.red, Retryable: true, Err: err}
 	}
 }
 
@@ -364,16 +415,30 @@ func (d *httpDownload) keep(ctx context.Context, u *url.URL, base string, c *cac
 	return p, nil
 }
 
+// errPartialGone means the partial file to resume is missing or short.
+var errPartialGone = errors.New("partial download gone")
+
 // appendBody writes body to the file at path from offset on, reporting the
-// bytes there after each write, and returns how many it wrote.
-func appendBody(p string, offset int64, body io.Reader, progress func(int64)) (int64, error) {
-	flag := os.O_WRONLY | os.O_CREATE
-	if offset == 0 {
-		flag |= os.O_TRUNC
+// bytes there after each write, and returns how many it wrote. The file
+// never grows past limit bytes (negative: no limit): a body that would
+// take it further fails with ErrTooLarge before the bytes past it are
+// written. A resume (offset > 0) fails with errPartialGone when the file
+// no longer holds offset bytes, rather than fill the hole with zeros.
+func appendBody(p string, offset, limit int64, body io.Reader, progress func(int64)) (int64, error) {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if offset > 0 {
+		flag = os.O_WRONLY
 	}
 	fl, err := os.OpenFile(p, flag, 0o644)
+	if errors.Is(err, os.ErrNotExist) && offset > 0 {
+		return 0, errPartialGone
+	}
 	if err != nil {
 		return 0, err
+	}
+	if st, err := fl.Stat(); err == nil && st.Size() < offset {
+		fl.Close()
+		return 0, errPartialGone
 	}
 	if _, err := fl.Seek(offset, io.SeekStart); err != nil {
 		fl.Close()
@@ -388,6 +453,10 @@ func appendBody(p string, offset int64, body io.Reader, progress func(int64)) (i
 	var n int64
 	for {
 		k, rerr := body.Read(buf)
+		if limit >= 0 && offset+n+int64(k) > limit {
+			fl.Close()
+			return n, tooLarge(offset+n+int64(k), limit, false)
+		}
 		if k > 0 {
 			if _, err := fl.Write(buf[:k]); err != nil {
 				fl.Close()
@@ -447,7 +516,7 @@ func (f *Fetcher) sidecar(ctx context.Context, u *url.URL, red string) (string, 
 	}
 	var resp *http.Response
 	for n := 0; ; n++ {
-		resp, err = f.HTTPClient.Do(req)
+		resp, err = f.client.Do(req)
 		if err == nil && resp.StatusCode < 500 {
 			break
 		}

@@ -127,6 +127,9 @@ func (t *ossTarget) ossError(err error) error {
 	if errors.Is(err, syscall.ENOSPC) {
 		return err // classified by the caller, which knows the cache
 	}
+	if errors.Is(err, ErrTooLarge) {
+		return &FetchError{URL: t.red, Err: err}
+	}
 	var se oss.ServiceError
 	if !errors.As(err, &se) {
 		var pse *oss.ServiceError
@@ -225,7 +228,7 @@ func (f *Fetcher) downloadObject(ctx context.Context, log *slog.Logger, t *ossTa
 }
 
 func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions, c *cacheRef) (string, error) {
-	t, err := newOSSTarget(rawURL, opts.OSSEndpoint, f.Credentials, f.HTTPClient)
+	t, err := newOSSTarget(rawURL, opts.OSSEndpoint, f.Credentials, f.client)
 	if err != nil {
 		return "", err
 	}
@@ -260,6 +263,9 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 		opts.Logger.Info("model found in cache", "url", t.red, "etag", etag)
 		return e.path(), nil
 	}
+	if f.overLimit(size) {
+		return "", &FetchError{URL: t.red, Err: tooLarge(size, f.MaxModelBytes, true)}
+	}
 	base := fileBase(t.key, "model")
 	part, err := c.partial("-" + base)
 	if err != nil {
@@ -272,7 +278,15 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 	start := time.Now()
 	opts.Progress(0, size)
 	if err := f.downloadObject(ctx, opts.Logger, t, t.key, part, size, func(done int64) { opts.Progress(done, size) }); err != nil {
+		if ctx.Err() == nil && !retryable(err) {
+			// Failed for good: the checkpoint would resume nothing useful.
+			removeWithPrefix(filepath.Dir(part), filepath.Base(part))
+		}
 		return "", err
+	}
+	if st, err := os.Stat(part); err == nil && f.overLimit(st.Size()) {
+		os.Remove(part)
+		return "", &FetchError{URL: t.red, Err: tooLarge(st.Size(), f.MaxModelBytes, true)}
 	}
 	sum, err := verifyFile(part, opts.SHA256)
 	if err != nil {
@@ -367,6 +381,9 @@ func (f *Fetcher) fetchOSSPrefix(ctx context.Context, t *ossTarget, opts FetchOp
 		opts.Logger.Info("model found in cache", "url", t.red, "objects", len(objs))
 		return p, nil
 	}
+	if f.overLimit(total) {
+		return "", &FetchError{URL: t.red, Err: tooLarge(total, f.MaxModelBytes, true)}
+	}
 	dir, err := c.partial("-prefix")
 	if err != nil {
 		return "", err
@@ -452,6 +469,10 @@ feed:
 	wg.Wait()
 	close(errs)
 	for err := range errs {
+		if ctx.Err() == nil && !retryable(err) {
+			os.RemoveAll(dir)
+			os.Remove(donePath)
+		}
 		return "", err
 	}
 	p, err := c.commitMeta(entryMeta{Version: version}, func(dst string) (string, error) {

@@ -10,6 +10,22 @@
 //
 // Every failure is a *FetchError that names the URL without secrets, says
 // whether trying again may help, and suggests the fix.
+//
+// Every download is bounded, so that a broken or hostile server cannot fill
+// the disk or keep a deploy waiting forever: a size limit
+// (Fetcher.MaxModelBytes, checked against a declared size up front and
+// enforced while the bytes come for a body of unknown size), an idle
+// timeout (Fetcher.IdleTimeout: no byte for that long fails the attempt),
+// an optional overall deadline (Fetcher.FetchTimeout), and a retry budget
+// (Fetcher.Retries) that only an attempt adding bytes to a resumable
+// download refills. A download the server cannot resume (no ETag or
+// Last-Modified) starts over on each attempt, and each start counts.
+//
+// Partial downloads stay under the cache only while they can be resumed:
+// a failed or cancelled download that cannot resume, or that failed for
+// good, is removed; a resumable one is removed by Forget (when the service
+// that wanted it is deleted) or once nobody has touched it for
+// Fetcher.PartialMaxAge.
 package storage
 
 import (
@@ -59,6 +75,22 @@ var (
 	// ErrUnsafeArchive means an archive tried to escape its directory or
 	// expands past a limit.
 	ErrUnsafeArchive = errors.New("unsafe archive")
+	// ErrTooLarge means the model is larger than Fetcher.MaxModelBytes.
+	ErrTooLarge = errors.New("model too large")
+	// ErrStalled means a download sent no byte for Fetcher.IdleTimeout.
+	ErrStalled = errors.New("download stalled")
+)
+
+// DefaultMaxModelBytes is the size limit on one download where
+// Fetcher.MaxModelBytes is 0: larger than the models this server is meant
+// for, small enough that a body that never ends stops long before the disk
+// is full.
+const DefaultMaxModelBytes int64 = 20 << 30
+
+// Defaults of the Fetcher fields that bound a download.
+const (
+	DefaultIdleTimeout   = time.Minute
+	DefaultPartialMaxAge = 24 * time.Hour
 )
 
 // Fetcher downloads and caches models. Its zero value is not usable for
@@ -75,6 +107,7 @@ type Fetcher struct {
 	MaxCacheBytes int64
 	// HTTPClient is used for http(s) and OSS; nil means a client with
 	// connect and header timeouts but no overall timeout, since models are big.
+	// Its transport is wrapped to enforce IdleTimeout and MaxModelBytes.
 	HTTPClient *http.Client
 	// Logger receives download starts, progress (at most once per
 	// ProgressInterval) and results; FetchOptions.Logger overrides it.
@@ -102,10 +135,41 @@ type Fetcher struct {
 	// Credentials, when set, is used for OSS instead of the environment and
 	// the credentials file (see LoadCredentials).
 	Credentials *Credentials
+	// MaxModelBytes bounds one download: an HTTP body, an OSS object, or
+	// all objects of an OSS prefix together. A declared size (Content-Length,
+	// Content-Range, the OSS object's or listing's size) over it fails
+	// before a byte is written; a body of unknown size is cut off when it
+	// passes it, and its partial file removed. The error wraps ErrTooLarge,
+	// is final and says to raise the limit with --max-model-size, the flag
+	// that sets this field. 0 means DefaultMaxModelBytes (20 GiB); a
+	// negative value means no limit.
+	MaxModelBytes int64
+	// IdleTimeout fails an attempt whose response (headers or body) brings
+	// no byte for this long, with a retryable error wrapping ErrStalled; the
+	// attempt counts against Retries like any other failure. 0 means
+	// DefaultIdleTimeout (one minute); negative means no idle timeout.
+	IdleTimeout time.Duration
+	// FetchTimeout bounds one download, all its attempts and waits
+	// together, against a server that trickles bytes just often enough to
+	// beat IdleTimeout. Its error is retryable: a later Fetch resumes a
+	// download the server can resume. 0 means no overall deadline (a slow
+	// link may need hours for a big model; IdleTimeout, MaxModelBytes and
+	// Retries already end a stalled or endless download).
+	FetchTimeout time.Duration
+	// PartialMaxAge is how long a resumable partial download nobody
+	// touches is kept for a later Fetch to resume; older ones are removed
+	// when a Fetch starts (at most once an hour). 0 means
+	// DefaultPartialMaxAge (a day); negative means never.
+	PartialMaxAge time.Duration
 
-	once  sync.Once
-	cache *cache
-	group flightGroup
+	once   sync.Once
+	cache  *cache
+	group  flightGroup
+	client *http.Client // HTTPClient behind guardTransport
+
+	actMu     sync.Mutex
+	callers   map[string]int // url key -> Fetch calls from their start to their pin
+	lastSweep time.Time
 }
 
 // FetchOptions are the per-call settings of Fetch.
@@ -148,11 +212,27 @@ func (f *Fetcher) init() {
 		if f.Parallel == 0 {
 			f.Parallel = 4
 		}
+		if f.MaxModelBytes == 0 {
+			f.MaxModelBytes = DefaultMaxModelBytes
+		}
+		if f.IdleTimeout == 0 {
+			f.IdleTimeout = DefaultIdleTimeout
+		}
+		if f.PartialMaxAge == 0 {
+			f.PartialMaxAge = DefaultPartialMaxAge
+		}
 		f.Limits = f.Limits.withDefaults()
 		f.cache = &cache{dir: f.CacheDir, max: f.MaxCacheBytes, pins: map[string]int{}}
 		f.group.interval = f.ProgressInterval
+		f.callers = map[string]int{}
+		c := *f.HTTPClient
+		c.Transport = &guardTransport{base: c.Transport, idle: f.IdleTimeout, max: f.MaxModelBytes}
+		f.client = &c
 	})
 }
+
+// overLimit reports whether size passes the size limit.
+func (f *Fetcher) overLimit(size int64) bool { return f.MaxModelBytes >= 0 && size > f.MaxModelBytes }
 
 func defaultHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
@@ -203,7 +283,8 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, opts FetchOptions) (
 
 // Release tells the cache that a path Fetch returned is no longer in use
 // (its service stopped), so eviction may remove it. Paths outside the cache
-// are ignored.
+// are ignored. A deleted service's cache entries and partial downloads are
+// removed by Forget, after Release.
 func (f *Fetcher) Release(localPath string) {
 	f.init()
 	f.cache.unpin(localPath)
@@ -274,6 +355,20 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 		return "", &FetchError{URL: red, Err: errors.New("downloading needs a cache directory; start the server with a state directory")}
 	}
 	key := rawURL + "\x00" + opts.SHA256 + "\x00" + opts.OSSEndpoint
+	f.sweepPartials(opts.Logger)
+	// Counted until the path is pinned, so that Forget and the sweep leave
+	// this URL's partial downloads and entries alone meanwhile.
+	ukey := urlKey(rawURL)
+	f.actMu.Lock()
+	f.callers[ukey]++
+	f.actMu.Unlock()
+	defer func() {
+		f.actMu.Lock()
+		if f.callers[ukey]--; f.callers[ukey] <= 0 {
+			delete(f.callers, ukey)
+		}
+		f.actMu.Unlock()
+	}()
 	log, user := opts.Logger, opts.Progress
 	sub := func(done, total int64) {
 		if user != nil {
@@ -284,9 +379,18 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 	path, err := f.group.do(ctx, key, sub, func(ctx context.Context, progress func(done, total int64)) (string, error) {
 		o := opts
 		o.Progress = progress
+		if f.FetchTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, f.FetchTimeout, errFetchDeadline)
+			defer cancel()
+		}
 		ref := f.cache.ref(rawURL, key)
 		defer ref.done()
-		return do(ctx, rawURL, o, ref)
+		p, err := do(ctx, rawURL, o, ref)
+		if err != nil && errors.Is(context.Cause(ctx), errFetchDeadline) {
+			err = &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("the download did not finish within %s (the fetch deadline); fetching again resumes it where the server allows", f.FetchTimeout)}
+		}
+		return p, err
 	})
 	if err != nil {
 		var fe *FetchError
@@ -298,6 +402,33 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 	f.cache.pin(path)
 	f.cache.evict(opts.Logger)
 	return path, nil
+}
+
+// errFetchDeadline is the cause of a download's context when FetchTimeout
+// ends it.
+var errFetchDeadline = errors.New("fetch deadline")
+
+// tooLarge is the error for a download over the size limit: declared says
+// whether size is what the server announced, or what was read when the
+// body passed the limit.
+func tooLarge(size, limit int64, declared bool) error {
+	if declared {
+		return fmt.Errorf("%w: the model is %d bytes (%s), over the limit of %d bytes (%s) on one download; if it really is this big, raise the limit with --max-model-size", ErrTooLarge, size, humanBytes(size), limit, humanBytes(limit))
+	}
+	return fmt.Errorf("%w: the download passed the limit of %d bytes (%s) on one download and was stopped; if the model really is this big, raise the limit with --max-model-size", ErrTooLarge, limit, humanBytes(limit))
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // classify turns low-level failures users can act on into messages that
