@@ -1,6 +1,7 @@
 package pmml
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
@@ -237,6 +238,7 @@ func (iv interval) contains(f float64) bool {
 
 // compiler carries state while turning the DOM into a Model.
 type compiler struct {
+	ctx   context.Context // checked between segments: a large ensemble compiles for seconds
 	m     *Model
 	opts  Options
 	dd    map[string]*dataField
@@ -266,9 +268,9 @@ var knownModels = map[string]bool{
 	"GaussianProcessModel": true, "SequenceModel": true, "TextModel": true, "TimeSeriesModel": true,
 }
 
-func compile(root *node, o Options) (*Model, error) {
+func compile(ctx context.Context, root *node, o Options) (*Model, error) {
 	m := &Model{opts: o, version: root.attr("version")}
-	cc := &compiler{m: m, opts: o, dd: map[string]*dataField{}, funcs: map[string]*defFunc{}}
+	cc := &compiler{ctx: ctx, m: m, opts: o, dd: map[string]*dataField{}, funcs: map[string]*defFunc{}}
 	var top *node
 	var dd, td *node
 	for _, c := range root.children {

@@ -1,6 +1,7 @@
 package pmml
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -150,7 +151,7 @@ var ErrUnsupported = errors.New("unsupported pmml construct")
 func (e *LoadError) Is(target error) bool { return target == ErrUnsupported && e.Unsupported }
 
 // readDOM decodes the whole document into a node tree.
-func readDOM(r io.Reader) (*node, error) {
+func readDOM(ctx context.Context, r io.Reader) (*node, error) {
 	d := xml.NewDecoder(r)
 	d.Strict = true
 	d.CharsetReader = func(charset string, input io.Reader) (io.Reader, error) {
@@ -164,13 +165,21 @@ func readDOM(r io.Reader) (*node, error) {
 	}
 	var stack []*node
 	var root *node
-	for {
+	for i := 0; ; i++ {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		line, _ := d.InputPos()
 		tok, err := d.Token()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr // the reader gave up on ctx
+			}
 			return nil, fmt.Errorf("pmml: malformed xml near line %d: %w", line, err)
 		}
 		switch t := tok.(type) {

@@ -61,6 +61,9 @@ func (cc *compiler) mining(n *node, m *model, sc *scope) ([]outField, error) {
 	chainScope := sc
 	var outs []outField
 	for _, s := range seg.children {
+		if err := cc.ctx.Err(); err != nil {
+			return nil, err
+		}
 		if s.name != "Segment" {
 			if ignorable(s.name) {
 				continue

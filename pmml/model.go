@@ -1,6 +1,7 @@
 package pmml
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -90,13 +91,29 @@ type slot struct {
 	expr expr // nil: set from outside (inputs) or left missing
 }
 
+// MaxDocumentBytes bounds a PMML document: ParseFile refuses a larger file
+// before reading it, and the pmml processor reads no more of one. A PMML
+// document holds the model as XML text, several times the size of its
+// numbers, and the parsed document takes several times the text again; a
+// model needing 1 GiB of PMML is far past what anyone scores this way (the
+// largest forests exported by sklearn2pmml or JPMML run to hundreds of MB).
+const MaxDocumentBytes = 1 << 30
+
 // Parse reads and compiles a PMML document. Options are optional; at most
 // one may be given.
 func Parse(r io.Reader, opts ...Options) (*Model, error) {
+	return ParseContext(context.Background(), r, opts...)
+}
+
+// ParseContext is Parse under ctx: it checks ctx while reading the
+// document and between the segments of ensembles while compiling it, and
+// returns ctx.Err() (unwrapped) once ctx is done. A reader that checks ctx
+// itself (processors.OpenModel) stops a read blocked on a slow source too.
+func ParseContext(ctx context.Context, r io.Reader, opts ...Options) (*Model, error) {
 	if len(opts) > 1 {
 		return nil, errors.New("pmml: parse: at most one Options value may be given")
 	}
-	root, err := readDOM(r)
+	root, err := readDOM(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -104,17 +121,33 @@ func Parse(r io.Reader, opts ...Options) (*Model, error) {
 	if len(opts) == 1 {
 		o = opts[0]
 	}
-	return compile(root, o)
+	return compile(ctx, root, o)
 }
 
-// ParseFile reads and compiles the PMML file at path.
+// ParseFile reads and compiles the PMML file at path. It reads regular
+// files only (symlinks followed: a device or FIFO could be endless, or
+// block) of at most MaxDocumentBytes.
 func ParseFile(path string, opts ...Options) (*Model, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("pmml: open model: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("pmml: open model: %s is not a regular file", path)
+	}
+	if st.Size() > MaxDocumentBytes {
+		return nil, fmt.Errorf("pmml: open model: %s is %d bytes, over the %d-byte limit on PMML documents", path, st.Size(), MaxDocumentBytes)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("pmml: open model: %w", err)
 	}
 	defer f.Close()
-	m, err := Parse(f, opts...)
+	lr := &io.LimitedReader{R: f, N: MaxDocumentBytes + 1}
+	m, err := Parse(lr, opts...)
+	if lr.N == 0 {
+		return nil, fmt.Errorf("pmml: %s grew past the %d-byte limit on PMML documents while being read", path, MaxDocumentBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

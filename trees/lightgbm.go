@@ -3,6 +3,7 @@ package trees
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ type lgbHeader struct {
 // ParseLightGBM reads a LightGBM text model (model.save_model(), or
 // model_to_string()), versions v2, v3 and v4.
 func ParseLightGBM(data []byte) (*Model, error) {
-	m, err := parseLightGBM(data)
+	m, err := parseLightGBM(context.Background(), data)
 	if err != nil {
 		return nil, fmt.Errorf("lightgbm: %w", err)
 	}
@@ -35,7 +36,7 @@ func ParseLightGBM(data []byte) (*Model, error) {
 // lgbTreeText is one "Tree=" block's key=value lines.
 type lgbTreeText map[string]string
 
-func parseLightGBM(data []byte) (*Model, error) {
+func parseLightGBM(ctx context.Context, data []byte) (*Model, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
 	header := map[string]string{}
@@ -44,6 +45,11 @@ func parseLightGBM(data []byte) (*Model, error) {
 	line := 0
 	for sc.Scan() {
 		line++
+		if line%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		s := strings.TrimRight(sc.Text(), "\r")
 		if s == "end of trees" {
 			break
@@ -102,6 +108,9 @@ func parseLightGBM(data []byte) (*Model, error) {
 		return nil, err
 	}
 	for i, t := range trees {
+		if err := treeCheck(ctx, i); err != nil {
+			return nil, err
+		}
 		src, err := t.nodes()
 		if err != nil {
 			return nil, fmt.Errorf("tree %d: %w", i, err)
@@ -459,7 +468,7 @@ func lgbSplit(r *rnode[float64], decision int, thr float64, catSet func(int) ([]
 // ParseLightGBMJSON reads LightGBM's JSON dump (booster.dump_model()).
 // Dumps without an "objective" (older LightGBM) score as raw margins.
 func ParseLightGBMJSON(data []byte) (*Model, error) {
-	m, err := parseLightGBMJSON(data)
+	m, err := parseLightGBMJSON(context.Background(), data)
 	if err != nil {
 		return nil, fmt.Errorf("lightgbm json: %w", err)
 	}
@@ -495,7 +504,7 @@ type lgbJSONNode struct {
 	LeafCoeff    []float64       `json:"leaf_coeff"`
 }
 
-func parseLightGBMJSON(data []byte) (*Model, error) {
+func parseLightGBMJSON(ctx context.Context, data []byte) (*Model, error) {
 	var doc lgbJSON
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -521,6 +530,9 @@ func parseLightGBMJSON(data []byte) (*Model, error) {
 	}
 	budget := maxCatWords
 	for i, t := range doc.TreeInfo {
+		if err := treeCheck(ctx, i); err != nil {
+			return nil, err
+		}
 		if t.Structure == nil {
 			return nil, fmt.Errorf("tree %d: no tree_structure", i)
 		}

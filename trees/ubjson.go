@@ -1,6 +1,7 @@
 package trees
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,7 +16,7 @@ func ParseXGBoostUBJSON(data []byte) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xgboost ubjson: %w", err)
 	}
-	m, err := parseXGBoostJSON(js)
+	m, err := parseXGBoostJSON(context.Background(), js)
 	if err != nil {
 		return nil, fmt.Errorf("xgboost ubjson: %w", err)
 	}

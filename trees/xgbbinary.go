@@ -1,6 +1,7 @@
 package trees
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,7 +12,7 @@ import (
 // save_model writes for a name not ending in .json or .ubj, and what
 // XGBoost before 1.0 wrote), with or without its "binf" prefix.
 func ParseXGBoostBinary(data []byte) (*Model, error) {
-	m, err := parseXGBoostBinary(data)
+	m, err := parseXGBoostBinary(context.Background(), data)
 	if err != nil {
 		return nil, fmt.Errorf("xgboost binary: %w", err)
 	}
@@ -80,7 +81,7 @@ func (r *binReader) floats() []float32 {
 	return out
 }
 
-func parseXGBoostBinary(data []byte) (*Model, error) {
+func parseXGBoostBinary(ctx context.Context, data []byte) (*Model, error) {
 	r := &binReader{b: data}
 	if len(data) >= 4 && string(data[:4]) == "binf" {
 		r.pos = 4
@@ -110,7 +111,7 @@ func parseXGBoostBinary(data []byte) (*Model, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		return buildXGBoost(h, nil, w)
+		return buildXGBoost(ctx, h, nil, w)
 	case "gbtree", "dart":
 	default:
 		return nil, fmt.Errorf("booster %q is not supported (or this is not an XGBoost model); want gbtree, dart or gblinear", h.booster)
@@ -141,7 +142,7 @@ func parseXGBoostBinary(data []byte) (*Model, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return buildXGBoost(h, trees, nil)
+	return buildXGBoost(ctx, h, trees, nil)
 }
 
 // readBinary reads a RegTree: TreeParam (148 bytes), nodes (20 bytes:

@@ -2,6 +2,7 @@ package trees
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,7 +135,7 @@ func (b *boolish) UnmarshalJSON(d []byte) error {
 // ParseXGBoostJSON reads a model saved by XGBoost as JSON
 // (booster.save_model("model.json")).
 func ParseXGBoostJSON(data []byte) (*Model, error) {
-	m, err := parseXGBoostJSON(data)
+	m, err := parseXGBoostJSON(context.Background(), data)
 	if err != nil {
 		return nil, fmt.Errorf("xgboost json: %w", err)
 	}
@@ -142,7 +143,7 @@ func ParseXGBoostJSON(data []byte) (*Model, error) {
 	return m, nil
 }
 
-func parseXGBoostJSON(data []byte) (*Model, error) {
+func parseXGBoostJSON(ctx context.Context, data []byte) (*Model, error) {
 	var doc xgbDoc
 	data = jsonSafe(data)
 	if err := json.Unmarshal(data, &doc); err != nil {
@@ -194,12 +195,12 @@ func parseXGBoostJSON(data []byte) (*Model, error) {
 		if err := json.Unmarshal(gb.Model, &lin); err != nil {
 			return nil, fmt.Errorf("gblinear model: %w", err)
 		}
-		return buildXGBoost(hdr, nil, f32s(lin.Weights))
+		return buildXGBoost(ctx, hdr, nil, f32s(lin.Weights))
 	default:
 		return nil, fmt.Errorf("booster %q is not supported; want gbtree, dart or gblinear", gb.Name)
 	}
 	hdr.treeInfo = trees.TreeInfo
-	return buildXGBoost(hdr, trees.Trees, nil)
+	return buildXGBoost(ctx, hdr, trees.Trees, nil)
 }
 
 // parseScore reads base_score, written as "5E-1" or, by XGBoost 2.1+, "[5E-1]".
@@ -243,7 +244,7 @@ type xgbHeader struct {
 }
 
 // buildXGBoost compiles trees (gbtree, dart) or linear weights (gblinear).
-func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error) {
+func buildXGBoost(ctx context.Context, h xgbHeader, trees []xgbTree, linear []float32) (*Model, error) {
 	if h.numClass > maxClasses {
 		return nil, fmt.Errorf("num_class %d is over the limit of %d", h.numClass, maxClasses)
 	}
@@ -287,6 +288,9 @@ func buildXGBoost(h xgbHeader, trees []xgbTree, linear []float32) (*Model, error
 	e := &ensemble[float32, int32]{}
 	budget := maxCatWords
 	for i := range trees {
+		if err := treeCheck(ctx, i); err != nil {
+			return nil, err
+		}
 		g := h.treeInfo[i]
 		if g < 0 || g >= m.groups {
 			return nil, fmt.Errorf("tree %d: group %d out of range [0, %d)", i, g, m.groups)
