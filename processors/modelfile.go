@@ -30,13 +30,18 @@ type ModelFile struct {
 // Find resolves model_path (a local file or directory) and model_entry to
 // the one model file: model_path itself when it is a file; else model_entry
 // inside the directory (never above it); else the only file below it with
-// one of Exts.
+// one of Exts. The file it answers is a regular file (symlinks followed):
+// a device, FIFO or socket is refused with an error wrapping ErrNotRegular
+// ("model_path: /dev/zero is not a regular file ..."), never opened.
 func (f ModelFile) Find(path, entry string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("model_path: %w", err)
 	}
 	if !st.IsDir() {
+		if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("model_path: %w", notRegular(path, st.Mode()))
+		}
 		if f.Optional && !f.matches(path) {
 			return "", nil
 		}
@@ -44,8 +49,12 @@ func (f ModelFile) Find(path, entry string) (string, error) {
 	}
 	if entry != "" {
 		p := filepath.Join(path, filepath.Clean("/"+entry))
-		if st, err := os.Stat(p); err != nil || st.IsDir() {
+		st, err := os.Stat(p)
+		if err != nil || st.IsDir() {
 			return "", fmt.Errorf("model_entry: %q not found in %s (it must name a file)", entry, path)
+		}
+		if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("model_entry: %w", notRegular(p, st.Mode()))
 		}
 		return p, nil
 	}
@@ -75,7 +84,13 @@ func (f ModelFile) Find(path, entry string) (string, error) {
 	sort.Strings(found)
 	switch len(found) {
 	case 1:
-		return filepath.Join(path, found[0]), nil
+		p := filepath.Join(path, found[0])
+		if st, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("model_path: %w", err)
+		} else if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("model_path: %w", notRegular(p, st.Mode()))
+		}
+		return p, nil
 	case 0:
 		if f.Optional {
 			return "", nil

@@ -75,6 +75,13 @@ type Spec struct {
 	PadValue float64
 	Buckets  []int
 	Logger   *slog.Logger
+	// MaxModelBytes bounds the model files this service's Load reads: a
+	// model file larger than this is refused before it is read, and a file
+	// that grows past it while being read fails the load (the server's
+	// --max-model-size). 0 (or negative) means DefaultMaxModelBytes; pass
+	// math.MaxInt64 for no limit. A format may bound its files lower (PMML:
+	// pmml.MaxDocumentBytes). Read it with ModelLimit.
+	MaxModelBytes int64
 	// Fetcher downloads further sources a processor finds it needs (a
 	// Triton repository named in processor_params) through the server's
 	// cache, accounted to this service. Nil in `eas-server validate`.

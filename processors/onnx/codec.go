@@ -162,7 +162,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 	if st.Size() > maxWarmupFile {
 		return fmt.Errorf("warm_up_data_path: %s is %d bytes, over the %d limit; is it the right file?", path, st.Size(), maxWarmupFile)
 	}
-	data, err := os.ReadFile(path)
+	data, err := processors.ReadModel(ctx, path, maxWarmupFile)
 	if err != nil {
 		return fmt.Errorf("warm_up_data_path: %w", err)
 	}

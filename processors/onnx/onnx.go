@@ -227,6 +227,10 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		return err
 	}
+	// ONNX Runtime reads the file itself: check its kind and size first.
+	if _, err := processors.StatModel(file, m.spec.ModelLimit()); err != nil {
+		return fmt.Errorf("model_path: %w", err)
+	}
 	if err := checkNotTorchScript(file); err != nil {
 		return err
 	}

@@ -95,9 +95,22 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		return err
 	}
 	defaults := p.cfg.MissingValueDefaults == nil || *p.cfg.MissingValueDefaults
-	m, err := pmml.ParseFile(file, pmml.Options{MissingValueDefaults: defaults})
+	// The service's model size limit, and PMML's own: a larger document is
+	// refused before it is read, one growing past it fails the read.
+	r, err := processors.OpenModel(ctx, file, min(p.spec.ModelLimit(), pmml.MaxDocumentBytes))
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("model_path: %w", err)
+	}
+	defer r.Close()
+	m, err := pmml.ParseContext(ctx, r, pmml.Options{MissingValueDefaults: defaults})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	p.file, p.model = file, m
 	p.inputIdx = make(map[string]int, len(m.Inputs()))

@@ -124,6 +124,9 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	} else if f != "" {
 		return m.loadONNX(ctx, f)
 	}
+	if err := checkSavedModel(files.ModelPath, m.spec.ModelLimit()); err != nil {
+		return err
+	}
 	sm, err := savedmodel.Load(files.ModelPath)
 	if err != nil {
 		return err
@@ -182,6 +185,31 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	return nil
 }
 
+// checkSavedModel checks the files savedmodel.Load reads, before it reads
+// them: saved_model.pb and the variables bundle must be regular files (a
+// device or FIFO there could be endless, or block) and together no larger
+// than limit. A path savedmodel cannot resolve is left to its error.
+func checkSavedModel(path string, limit int64) error {
+	dir, err := savedmodel.FindDir(path)
+	if err != nil {
+		return nil
+	}
+	files := []string{filepath.Join(dir, "saved_model.pb")}
+	vars, _ := filepath.Glob(filepath.Join(dir, "variables", "variables.*"))
+	files = append(files, vars...)
+	var total int64
+	for _, f := range files {
+		st, err := processors.StatModel(f, limit)
+		if err != nil {
+			return fmt.Errorf("model_path: %w", err)
+		}
+		if total += st.Size(); total > limit {
+			return fmt.Errorf("model_path: the SavedModel in %s is over %d bytes, the limit on model files (%w); raise the server's --max-model-size if the model is right", dir, limit, processors.ErrModelTooLarge)
+		}
+	}
+	return nil
+}
+
 // startRuntime writes model to a temporary file, loads it through the ONNX
 // processor and removes the file (the session keeps the model).
 func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, error) {
@@ -211,8 +239,11 @@ func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, er
 
 // loadONNX serves a tf2onnx export as the serving_default signature.
 func (m *Model) loadONNX(ctx context.Context, file string) error {
-	data, err := os.ReadFile(file)
+	data, err := processors.ReadModel(ctx, file, m.spec.ModelLimit())
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("model_path: %w", err)
 	}
 	rt, err := m.startRuntime(ctx, data)

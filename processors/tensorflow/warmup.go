@@ -23,7 +23,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 	if st.Size() > maxWarmupBytes {
 		return fmt.Errorf("warm_up_data_path: %s is %d bytes, more than the %d a request may have", path, st.Size(), maxWarmupBytes)
 	}
-	body, err := os.ReadFile(path)
+	body, err := processors.ReadModel(ctx, path, maxWarmupBytes)
 	if err != nil {
 		return fmt.Errorf("warm_up_data_path: %w", err)
 	}

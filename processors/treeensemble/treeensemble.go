@@ -126,9 +126,20 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		return err
 	}
-	m, err := trees.Load(file)
+	// The service's model size limit, and the trees package's own.
+	data, err := processors.ReadModel(ctx, file, min(p.spec.ModelLimit(), trees.MaxModelBytes))
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("model_path: %w", err)
+	}
+	m, err := trees.ParseContext(ctx, data)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("load model %s: %w", file, err)
 	}
 	names := m.FeatureNames
 	if len(p.cfg.Features) > 0 {

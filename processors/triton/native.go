@@ -93,11 +93,20 @@ func (p *Processor) loadEntry(ctx context.Context, name, dir string) (*entry, er
 	return e, nil
 }
 
+// maxConfigBytes bounds config.pbtxt: a model configuration is a few KB.
+const maxConfigBytes = 16 << 20
+
+// maxWarmupFileBytes bounds a model_warmup input_data_file: more than the
+// largest warm-up tensor (1<<26 elements of 8 bytes).
+const maxWarmupFileBytes = 1 << 30
+
 // readConfig parses <dir>/config.pbtxt; without one (and without
 // --strict-model-config) the model's own inputs and outputs are used, as
 // Triton's auto-complete does for ONNX models.
 func (p *Processor) readConfig(name, dir string) (*ModelConfig, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "config.pbtxt"))
+	// Only a regular file is read (a FIFO would block the load), and no
+	// more of it than any model configuration needs.
+	data, err := processors.ReadModel(context.Background(), filepath.Join(dir, "config.pbtxt"), maxConfigBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if p.params.StrictConfig {
@@ -222,7 +231,8 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 	rt := onnx.New(code)
 	if err := rt.Configure(processors.Spec{
 		Service: p.spec.Service, Code: code, ModelSource: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
-		Logger: p.log.With("model", e.name, "model_version", v),
+		MaxModelBytes: p.spec.MaxModelBytes,
+		Logger:        p.log.With("model", e.name, "model_version", v),
 	}); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
 	}
@@ -536,7 +546,7 @@ func warmupTensor(dir, name string, in WarmupInput, shape []int64) (tensor.Tenso
 		if !filepath.IsLocal(in.InputDataFile) {
 			return t, fmt.Errorf("input_data_file %q must be a file name inside the model's warmup/ directory", in.InputDataFile)
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "warmup", in.InputDataFile))
+		b, err := processors.ReadModel(context.Background(), filepath.Join(dir, "warmup", in.InputDataFile), maxWarmupFileBytes)
 		if err != nil {
 			return t, err
 		}

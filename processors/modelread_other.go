@@ -1,0 +1,5 @@
+//go:build !unix
+
+package processors
+
+const openNonBlock = 0
