@@ -68,7 +68,7 @@ func checkProcessor(svc *servicejson.Service) error {
 		_, err := processors.New(svc.Processor)
 		return fmt.Errorf("processor: %q is an EAS code this server does not serve: %v", svc.Processor, err)
 	}
-	ps, _, err := service.ProcessorSpec(svc, nil)
+	ps, _, err := service.ProcessorSpec(svc, 0, nil)
 	if err == nil {
 		_, err = service.Configure(svc, ps)
 	}

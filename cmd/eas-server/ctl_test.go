@@ -161,7 +161,7 @@ func TestCLILifecycle(t *testing.T) {
 	if _, errOut, code = ctl(t, url, "desc", "svc"); code == 0 || !strings.Contains(errOut, "404") {
 		t.Fatalf("desc after delete: exit %d, %s", code, errOut)
 	}
-	if c, _ := predict(t, url, "svc", token, "x"); c != 404 {
+	if c, _ := predict(t, url, "svc", token, "x"); c != 401 {
 		t.Fatalf("predict after delete: %d", c)
 	}
 

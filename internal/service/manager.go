@@ -60,6 +60,9 @@ type Options struct {
 	// Fetcher brings model_path and warm_up_data_path to local disk; nil
 	// means a Fetcher caching under <StateDir>/cache with no size bound.
 	Fetcher *storage.Fetcher
+	// MaxModelBytes bounds one service's model: each download and what a
+	// processor reads at load (0 = processors.DefaultMaxModelBytes).
+	MaxModelBytes int64
 }
 
 // Manager holds every service. It is safe for concurrent use.
@@ -83,7 +86,7 @@ func NewManager(opt Options) *Manager {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opt.Fetcher == nil {
-		opt.Fetcher = &storage.Fetcher{CacheDir: filepath.Join(opt.StateDir, "cache"), Logger: opt.Logger}
+		opt.Fetcher = &storage.Fetcher{CacheDir: filepath.Join(opt.StateDir, "cache"), MaxModelBytes: opt.MaxModelBytes, Logger: opt.Logger}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
@@ -179,7 +182,9 @@ func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servic
 		}
 		// The restored version failed to load: try it again.
 		v := svc.Info().CurrentVersion
-		m.markLoading(svc, v)
+		if err := m.markLoading(svc, v); err != nil {
+			return err
+		}
 		return m.activate(ctx, svc, v, cur)
 	}
 	v, err := m.addVersion(svc, spec)
@@ -189,22 +194,26 @@ func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servic
 	if stopped {
 		return m.switchStopped(svc, v, spec)
 	}
-	m.markLoading(svc, v)
+	if err := m.markLoading(svc, v); err != nil {
+		return err
+	}
 	return m.activate(ctx, svc, v, spec)
 }
 
 // ProcessorSpec is what Configure sees of spec: service.json without I/O.
 // model_sha256 is storage's key, stripped here: processors never see it.
-func ProcessorSpec(spec *servicejson.Service, log *slog.Logger) (processors.Spec, string, error) {
+// maxModelBytes is the model size limit (0 = the processors' default).
+func ProcessorSpec(spec *servicejson.Service, maxModelBytes int64, log *slog.Logger) (processors.Spec, string, error) {
 	ps := processors.Spec{
-		Service:     spec.Name,
-		Code:        spec.Processor,
-		ModelSource: spec.ModelPath,
-		ModelEntry:  spec.ModelEntry,
-		CPU:         spec.Metadata.CPU,
-		GPU:         spec.Metadata.GPU,
-		Params:      spec.ProcessorParams,
-		Logger:      log,
+		MaxModelBytes: maxModelBytes,
+		Service:       spec.Name,
+		Code:          spec.Processor,
+		ModelSource:   spec.ModelPath,
+		ModelEntry:    spec.ModelEntry,
+		CPU:           spec.Metadata.CPU,
+		GPU:           spec.Metadata.GPU,
+		Params:        spec.ProcessorParams,
+		Logger:        log,
 	}
 	if rpc := spec.Metadata.RPC; rpc.Batching {
 		ps.Batcher, ps.PadValue, ps.Buckets = rpc.Batcher, rpc.PadValue, rpc.Buckets
@@ -241,7 +250,7 @@ func Configure(spec *servicejson.Service, ps processors.Spec) (*processors.Engin
 func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger) (e *processors.Engine, fetched *fetchList, err error) {
 	fo := storage.FetchOptions{BaseDir: m.opt.BaseDir, OSSEndpoint: spec.OSSEndpoint, Logger: log}
 	fetched = &fetchList{fetcher: m.opt.Fetcher, opts: fo}
-	ps, sum, err := ProcessorSpec(spec, log)
+	ps, sum, err := ProcessorSpec(spec, m.opt.MaxModelBytes, log)
 	if err != nil {
 		return nil, nil, err
 	}

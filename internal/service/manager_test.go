@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -490,7 +491,7 @@ func TestProcessorSpecUnwrapsModelConfig(t *testing.T) {
 		`"{\"sleep_ms\": 5, \"model_sha256\": \"` + sum + `\"}"`, // EAS's string form
 	} {
 		spec := parse(t, `{"name":"e","processor":"echo","metadata":{"instance":1},"model_config":`+mc+`}`)
-		ps, got, err := ProcessorSpec(spec, nil)
+		ps, got, err := ProcessorSpec(spec, 0, nil)
 		if err != nil || got != sum {
 			t.Fatalf("%s: sha256 %q, %v", mc, got, err)
 		}
@@ -539,5 +540,192 @@ func TestFailedLoadReleasesFetchedFiles(t *testing.T) {
 	}
 	if n := m.opt.Fetcher.Held(); n != 0 {
 		t.Fatalf("%d cached files still held after the failed load", n)
+	}
+}
+
+// TestStopCancelsALoad: stop during a load that would never end (a model
+// server that never answers) cancels it and stops at once; the stop is on
+// disk, so a restart leaves the service stopped.
+func TestStopCancelsALoad(t *testing.T) {
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".sha256") {
+			http.NotFound(w, r)
+			return
+		}
+		close(started)
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	defer model.Close()
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	spec := parse(t, `{"name":"p","processor":"pmml","metadata":{"instance":1},"model_path":"`+model.URL+`/m.pmml"}`)
+	if _, err := m.Create(spec); err != nil {
+		t.Fatal(err)
+	}
+	<-started // the model download is under way, and never ends by itself
+	if _, err := m.Stop(t.Context(), "p"); err != nil {
+		t.Fatalf("stop during the load: %v", err)
+	}
+	<-cancelled // the download was cancelled, not left running
+	if in := settle(t, m, "p"); in.Status != Stopped {
+		t.Fatalf("status %s (%s), want Stopped", in.Status, in.Message)
+	}
+	m.Shutdown(context.Background())
+	m2 := newManager(t, dir)
+	if n, problems := m2.Restore(); n != 1 || len(problems) > 0 {
+		t.Fatal(n, problems)
+	}
+	if in := settle(t, m2, "p"); in.Status != Stopped {
+		t.Fatalf("after restart: %s (%s), want Stopped", in.Status, in.Message)
+	}
+}
+
+// TestFailedLoadIsNotRetriedAtStart: a load that failed (a file that is not
+// a model) is restored Failed with the reason, not loaded again; one cut
+// short by the server dying is loaded again at most once more.
+func TestFailedLoadIsNotRetriedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pmml")
+	if err := os.WriteFile(bad, []byte("not pmml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, dir)
+	if _, err := m.Deploy(t.Context(), parse(t, `{"name":"p","processor":"pmml","metadata":{"instance":1},"model_path":"`+bad+`"}`)); err == nil {
+		t.Fatal("a bad model deployed")
+	}
+	m.Shutdown(context.Background())
+
+	m2 := newManager(t, dir)
+	m2.Restore()
+	in := settle(t, m2, "p")
+	if in.Status != Failed || in.Reason != "LoadFailed" || !strings.Contains(in.Message, "not loaded at start") {
+		t.Fatalf("restored %s %s %q, want Failed, not loaded", in.Status, in.Reason, in.Message)
+	}
+	for _, e := range m2.mustGet(t, "p").Events() {
+		if e.Reason == "Loading" || e.Reason == "Running" {
+			t.Fatalf("a failed load was retried at start: %+v", e)
+		}
+	}
+	m2.Shutdown(context.Background())
+
+	// A server that died twice during the load of the current version.
+	statePath := filepath.Join(dir, "services", "p", stateFile)
+	var rec record
+	b, _ := os.ReadFile(statePath)
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status, rec.LoadAttempts, rec.Retryable = Creating, maxLoadAttempts, false
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(statePath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m3 := newManager(t, dir)
+	m3.Restore()
+	if in := settle(t, m3, "p"); in.Status != Failed || in.Reason != "LoadInterrupted" {
+		t.Fatalf("after %d interrupted loads: %s %s %q", maxLoadAttempts, in.Status, in.Reason, in.Message)
+	}
+}
+
+// TestStopThatCannotBeSavedIsNotReported: a stop the state dir cannot
+// record (here state.json cannot be replaced; on a full disk the write
+// fails alike) fails, and the service keeps serving.
+func TestStopThatCannotBeSavedIsNotReported(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	if _, err := m.Deploy(t.Context(), parse(t, v1)); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "services", "svc", stateFile)
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(state, "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Stop(t.Context(), "svc"); err == nil {
+		t.Fatal("a stop that was not written reported success")
+	}
+	if in := m.mustGet(t, "svc").Info(); in.Status != Running || !m.mustGet(t, "svc").Ready() {
+		t.Fatalf("status %s after a failed stop, want Running and serving", in.Status)
+	}
+}
+
+// TestCreateDuringDeleteIsBusy: a create of a name whose delete is still
+// removing files gets ErrBusy, never a half-written directory.
+func TestCreateDuringDeleteIsBusy(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	for round := range 20 {
+		if _, err := m.Deploy(t.Context(), parse(t, v1)); err != nil {
+			t.Fatalf("round %d: deploy: %v", round, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- m.Delete(t.Context(), "svc") }()
+		var createErr error
+		for {
+			_, createErr = m.Create(parse(t, v1))
+			if createErr == nil {
+				break
+			}
+			if errors.Is(createErr, ErrBusy) || errors.Is(createErr, ErrExists) {
+				time.Sleep(time.Millisecond) // the delete is still running
+				continue
+			}
+			t.Fatalf("round %d: create during delete: %v, want ErrBusy, ErrExists or success", round, createErr)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: delete: %v", round, err)
+		}
+		settle(t, m, "svc")
+		if _, err := os.Stat(filepath.Join(dir, "services", "svc", stateFile)); err != nil {
+			t.Fatalf("round %d: the created service has no state: %v", round, err)
+		}
+	}
+}
+
+func (m *Manager) mustGet(t *testing.T, name string) *Service {
+	t.Helper()
+	s, ok := m.Get(name)
+	if !ok {
+		t.Fatalf("no service %q", name)
+	}
+	return s
+}
+
+// TestDeleteForgetsTheModelCache: a deleted service's downloaded model
+// leaves the cache with it (issue 14: a 3 GB entry outlived its service).
+func TestDeleteForgetsTheModelCache(t *testing.T) {
+	pmmlDoc, err := os.ReadFile("../../examples/models/lr.pmml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".sha256") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(pmmlDoc)
+	}))
+	defer model.Close()
+	dir := t.TempDir()
+	m := newManager(t, dir)
+	if _, err := m.Deploy(t.Context(), parse(t, `{"name":"p","processor":"pmml","metadata":{"instance":1},"model_path":"`+model.URL+`/lr.pmml"}`)); err != nil {
+		t.Fatal(err)
+	}
+	entries := func() int {
+		es, _ := os.ReadDir(filepath.Join(dir, "cache", "entries"))
+		return len(es)
+	}
+	if entries() == 0 {
+		t.Fatal("the model was not cached")
+	}
+	if err := m.Delete(t.Context(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	if n := entries(); n != 0 {
+		t.Fatalf("%d cache entries outlived the deleted service", n)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/storage"
 )
 
 // The control-plane operations. Each takes the service's operation lock
@@ -89,8 +91,10 @@ func (m *Manager) async(s *Service, fn func(ctx context.Context)) error {
 	return nil
 }
 
-// markLoading records that version v is about to load.
-func (m *Manager) markLoading(s *Service, v int) {
+// markLoading records that version v is about to load, on disk before the
+// load starts: a failed write fails the operation, so nothing loads that the
+// state dir does not know about.
+func (m *Manager) markLoading(s *Service, v int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = v
@@ -98,10 +102,16 @@ func (m *Manager) markLoading(s *Service, v int) {
 		s.setStatusLocked(Updating, fmt.Sprintf("loading version %d; version %d serves meanwhile", v, s.rec.CurrentVersion), "")
 		s.eventLocked(EventNormal, "Updating", fmt.Sprintf("updating from version %d to version %d", s.rec.CurrentVersion, v))
 	} else {
+		s.rec.LoadAttempts++
 		s.setStatusLocked(Creating, fmt.Sprintf("loading version %d", v), "")
 		s.eventLocked(EventNormal, "Loading", fmt.Sprintf("loading version %d", v))
 	}
-	_ = m.saveLocked(s)
+	if err := m.saveLocked(s); err != nil {
+		s.pending = 0
+		s.setStatusLocked(Failed, "the state dir could not record the load: "+err.Error(), "SaveFailed")
+		return err
+	}
+	return nil
 }
 
 // activate makes version v (spec) serve. The new version loads beside the
@@ -152,6 +162,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	s.live.Store(nl)
 	from := s.rec.CurrentVersion
 	s.rec.CurrentVersion, s.spec, s.token, s.pending = v, spec, token, 0
+	s.rec.LoadAttempts, s.rec.Retryable = 0, false
 	s.busy = false // the outcome is published
 	s.setStatusLocked(Running, "", "")
 	switch {
@@ -172,11 +183,23 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	return nil
 }
 
+// retryable reports whether a failed load may succeed unchanged at the next
+// start: a network error that outlasted storage's own retries, or a load cut
+// short by shutdown.
+func (m *Manager) retryable(err error) bool {
+	var fe *storage.FetchError
+	if errors.As(err, &fe) && fe.Retryable {
+		return true
+	}
+	return errors.Is(err, context.Canceled) && m.ctx.Err() != nil
+}
+
 // loadFailed records a failed load of version v.
 func (m *Manager) loadFailed(s *Service, v int, old *Live, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending, s.busy = 0, false
+	s.rec.LoadAttempts, s.rec.Retryable = 0, m.retryable(err)
 	if old != nil {
 		msg := fmt.Sprintf("version %d failed to load: %v; version %d keeps serving", v, err, old.Version)
 		s.setStatusLocked(Running, msg, "UpdateFailed")
@@ -323,7 +346,10 @@ func (m *Manager) switchTo(s *Service, v int, spec *servicejson.Service, stopped
 		m.leave(s)
 		return s.Info(), err
 	}
-	m.markLoading(s, v)
+	if err := m.markLoading(s, v); err != nil {
+		m.leave(s)
+		return s.Info(), err
+	}
 	info := s.Info()
 	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
 }
@@ -346,37 +372,60 @@ func (m *Manager) Start(name string) (Info, error) {
 	spec, v := s.spec, s.rec.CurrentVersion
 	s.rec.Stopped = false
 	if spec == nil {
-		_ = m.saveLocked(s)
+		_ = m.saveLocked(s) // the error below is the one to report
 		s.mu.Unlock()
 		m.leave(s)
 		return Info{}, fmt.Errorf("version %d of %q cannot be read; update the service with a valid service.json: %w", v, name, ErrInvalid)
 	}
 	s.eventLocked(EventNormal, "Starting", "start requested")
+	s.rec.LoadAttempts = 0 // a start by hand tries again
 	s.mu.Unlock()
-	m.markLoading(s, v)
+	if err := m.markLoading(s, v); err != nil {
+		m.leave(s)
+		return s.Info(), err
+	}
 	info := s.Info()
 	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
 }
 
-// Stop stops serving: requests get 503, the serving version drains (until
-// ctx ends or the termination grace period) and its model is closed,
-// releasing its memory. The service stays stopped across restarts until
-// Start.
+// Stop stops serving: a load in progress is cancelled, requests get 503,
+// the serving version drains (until ctx ends or the termination grace
+// period) and its model is closed, releasing its memory. The service stays
+// stopped across restarts until Start. The stop is written to the state
+// dir before anything stops; when that write fails the service is left as
+// it was and the error returned.
 func (m *Manager) Stop(ctx context.Context, name string) (Info, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.begin(s); err != nil {
+	s.mu.Lock()
+	cancel := s.cancelOp
+	s.mu.Unlock()
+	if cancel != nil {
+		// A load in progress: stop it rather than wait for it (or fail).
+		cancel()
+		s.op.Lock()
+		if !m.enter(s) {
+			s.op.Unlock()
+			return Info{}, fmt.Errorf("service %q: %w", name, ErrNotFound)
+		}
+	} else if err := m.begin(s); err != nil {
 		return Info{}, err
 	}
 	defer m.leave(s)
 	s.mu.Lock()
-	l := s.live.Swap(nil)
+	was := s.rec
 	s.rec.Stopped = true
-	s.setStatusLocked(Stopped, "", "")
 	s.eventLocked(EventNormal, "Stopped", "stopped on request; the model is released")
-	_ = m.saveLocked(s)
+	s.rec.Status, s.rec.Message, s.rec.Reason = Stopped, "", ""
+	if err := m.saveLocked(s); err != nil {
+		s.rec = was
+		s.mu.Unlock()
+		return s.Info(), fmt.Errorf("stop %s: not stopped: %w", name, err)
+	}
+	l := s.live.Swap(nil)
+	s.setStatusLocked(Stopped, "", "")
 	s.mu.Unlock()
 	if l != nil {
 		m.retire(ctx, l, m.log.With("service", name))
@@ -408,15 +457,25 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	s.deleted = true
 	s.setStatusLocked(Stopped, "deleted", "")
 	s.mu.Unlock()
-	m.mu.Lock()
-	if m.services[name] == s {
-		delete(m.services, name)
-	}
-	m.mu.Unlock()
+	// The name stays taken until the files are gone: a create of the same
+	// name meanwhile gets ErrBusy, instead of writing into a directory
+	// that is being removed.
+	defer func() {
+		m.mu.Lock()
+		if m.services[name] == s {
+			delete(m.services, name)
+		}
+		m.mu.Unlock()
+	}()
 	if l := s.live.Swap(nil); l != nil {
 		m.retire(ctx, l, m.log.With("service", name))
 	}
 	m.opt.Metrics.Forget(name) // a deleted service leaves no series behind
+	// Its downloads go too: partial files and cache entries no other
+	// service holds.
+	if err := m.opt.Fetcher.Forget(ctx, m.sourcesOf(s)...); err != nil {
+		m.log.Warn("model cache entries of the deleted service not removed", "service", name, "err", err)
+	}
 	if m.persistent() {
 		var errs []error
 		for _, dir := range []string{m.svcDir(name), filepath.Join(m.opt.StateDir, "cache", name)} {
@@ -430,6 +489,34 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	}
 	m.log.Info("service deleted", "service", name)
 	return nil
+}
+
+// sourcesOf lists the model_path and warm_up_data_path of every stored
+// version of s, as the fetcher was given them.
+func (m *Manager) sourcesOf(s *Service) []string {
+	s.mu.Lock()
+	raws := make([][]byte, 0, len(s.configs))
+	for _, raw := range s.configs {
+		raws = append(raws, raw)
+	}
+	s.mu.Unlock()
+	var out []string
+	for _, raw := range raws {
+		spec, err := servicejson.Parse(raw)
+		if err != nil {
+			continue
+		}
+		for _, src := range []string{spec.ModelPath, spec.WarmUpDataPath} {
+			if src == "" {
+				continue
+			}
+			if !strings.Contains(src, "://") && !filepath.IsAbs(src) && m.opt.BaseDir != "" {
+				src = filepath.Join(m.opt.BaseDir, src)
+			}
+			out = append(out, src)
+		}
+	}
+	return out
 }
 
 // Describe returns a snapshot of the service called name.

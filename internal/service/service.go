@@ -67,6 +67,16 @@ type record struct {
 	Reason         string          `json:"reason,omitempty"`
 	Versions       []versionRecord `json:"versions"`
 	Events         []Event         `json:"events"`
+	// LoadAttempts counts loads of the current version that started while
+	// nothing served and have not finished: a server that dies while
+	// loading (a model that exhausts memory) leaves it above zero, and
+	// restore stops retrying after maxLoadAttempts instead of crashing
+	// again at every start.
+	LoadAttempts int `json:"load_attempts,omitempty"`
+	// Retryable marks a failed load that may succeed unchanged (a network
+	// error, a load cut short by shutdown): restore loads it again; any
+	// other failed load stays Failed until start or modify.
+	Retryable bool `json:"retryable,omitempty"`
 }
 
 type versionRecord struct {

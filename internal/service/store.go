@@ -28,6 +28,11 @@ import (
 
 const stateFile = "state.json"
 
+// maxLoadAttempts is how many times restore loads a version whose earlier
+// loads never finished (the server died during them) before it leaves the
+// service Failed instead.
+const maxLoadAttempts = 2
+
 // validName matches the names servicejson accepts; anything else under
 // services/ (such as a directory moved aside) is not a service.
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -84,6 +89,12 @@ func (m *Manager) register(spec *servicejson.Service) (svc *Service, created boo
 	}
 	if old, ok := m.services[spec.Name]; ok {
 		m.mu.Unlock()
+		old.mu.Lock()
+		deleting := old.deleted
+		old.mu.Unlock()
+		if deleting {
+			return nil, false, fmt.Errorf("service %q is being deleted: %w; retry when it is gone", spec.Name, ErrBusy)
+		}
 		return old, false, nil
 	}
 	now := time.Now().UTC()
@@ -200,9 +211,9 @@ func (m *Manager) Restore() (restored int, problems []error) {
 		restored++
 
 		svc.mu.Lock()
-		stopped, spec, v := svc.rec.Stopped, svc.spec, svc.rec.CurrentVersion
+		load, spec, v := svc.rec.Status == Creating, svc.spec, svc.rec.CurrentVersion
 		svc.mu.Unlock()
-		if stopped || spec == nil {
+		if !load || spec == nil {
 			m.leave(svc)
 			continue
 		}
@@ -288,7 +299,16 @@ func (m *Manager) restoreOne(name string) (*Service, error) {
 	case rec.Stopped:
 		svc.setStatusLocked(Stopped, "", "")
 		svc.eventLocked(EventNormal, "Restored", fmt.Sprintf("restored at version %d, stopped", rec.CurrentVersion))
+	case rec.Status == Failed && !rec.Retryable:
+		// Loading it again would fail again, or worse (a model that
+		// exhausted memory): it waits for start or modify.
+		svc.setStatusLocked(Failed, fmt.Sprintf("not loaded at start: the last load of version %d failed: %s; fix it with modify, or start it to try again", rec.CurrentVersion, rec.Message), "LoadFailed")
+		svc.eventLocked(EventWarning, "Restored", svc.rec.Message)
+	case rec.LoadAttempts >= maxLoadAttempts:
+		svc.setStatusLocked(Failed, fmt.Sprintf("not loaded at start: the server stopped %d times while loading version %d (a model that exhausts memory or hangs?); fix it with modify, or start it to try again", rec.LoadAttempts, rec.CurrentVersion), "LoadInterrupted")
+		svc.eventLocked(EventWarning, "Restored", svc.rec.Message)
 	default:
+		svc.rec.LoadAttempts++ // counted on disk before the load starts
 		svc.setStatusLocked(Creating, fmt.Sprintf("loading version %d", rec.CurrentVersion), "")
 		svc.pending = rec.CurrentVersion
 		svc.eventLocked(EventNormal, "Restored", fmt.Sprintf("restored at version %d; loading", rec.CurrentVersion))

@@ -184,7 +184,7 @@ func TestConfigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, _, err := service.ProcessorSpec(spec, nil)
+	ps, _, err := service.ProcessorSpec(spec, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
