@@ -41,9 +41,11 @@ type serveFlags struct {
 	onnxRuntime string
 	cacheBytes  int64
 	maxModel    int64
-	grpcListen  string
-	pprofListen string
-	gcPercent   int
+	// downloadIdle and downloadTimeout bound model downloads.
+	downloadIdle, downloadTimeout time.Duration
+	grpcListen                    string
+	pprofListen                   string
+	gcPercent                     int
 
 	idleTimeout     time.Duration
 	bodyReadTimeout time.Duration
@@ -76,6 +78,8 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "address for Go's pprof profiling endpoints (keep it on loopback), e.g. 127.0.0.1:6060; empty = off")
 	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
 	fl.Int64Var(&f.maxModel, "max-model-size", processors.DefaultMaxModelBytes, "most bytes of one service's model: each download (storage) and what a processor reads at load; larger models fail the deploy")
+	fl.DurationVar(&f.downloadIdle, "download-idle-timeout", storage.DefaultIdleTimeout, "a model download attempt that receives no byte for this long fails (and is retried)")
+	fl.DurationVar(&f.downloadTimeout, "download-timeout", 6*time.Hour, "most time one model download may take, retries included (0 = no limit)")
 	fl.Int64Var(&f.cacheBytes, "cache-size", 0, "bound of the model cache in <state-dir>/cache, in bytes; least recently used models of stopped services go first (0 = no bound)")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection (HTTP or gRPC) idle this long")
 	fl.DurationVar(&f.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "how long a request body may take to arrive; a data-plane request gets at least its service's rpc.keepalive; a late body gets 408")
@@ -131,7 +135,8 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\nGenerated the control-plane admin token (kept in %s, mode 0600):\n\n    %s\n\nUse it with: export %s=<token>\n\n",
 			filepath.Join(f.stateDir, auth.AdminTokenFile), adminToken, auth.AdminTokenEnv)
 	}
-	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, MaxModelBytes: f.maxModel, Logger: log}
+	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, MaxModelBytes: f.maxModel,
+		IdleTimeout: f.downloadIdle, FetchTimeout: f.downloadTimeout, Logger: log}
 	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher, MaxModelBytes: f.maxModel})
 	zones, err := parseZones(f.sigZones)
 	if err != nil {
