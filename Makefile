@@ -14,6 +14,7 @@ all: build
 ## deps: native runtime libraries (ONNX Runtime from the npm tarball, sha256-pinned)
 deps:
 	bash scripts/fetch-onnxruntime.sh
+	bash scripts/build-torchshim.sh
 
 ## build: bin/eas-server, after fetching the native libraries it loads
 build: deps

@@ -3,9 +3,10 @@
 # (scripts/gen-test-models.py) needs: Debian's python3-onnx and numpy, used
 # through /usr/bin/python3 (another python3 on PATH may not see them).
 # scripts/gen-tree-models.py needs python3-xgboost (1.7.4) and python3-sklearn.
+# torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch).
 # Skips apt when all of them import already.
 set -euo pipefail
-if /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn' 2>/dev/null; then
+if /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch' 2>/dev/null; then
 	exit 0
 fi
 sudo=""
@@ -13,3 +14,4 @@ sudo=""
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-xgboost python3-sklearn
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-torch

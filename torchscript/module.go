@@ -1,0 +1,209 @@
+package torchscript
+
+/*
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// Arg is one argument of a module's forward method (self excluded).
+type Arg struct {
+	Name string // the Python parameter name
+	Type string // its TorchScript type: "Tensor", "Optional[Tensor]", "int", ...
+}
+
+// Outputs are forward's results in order: one tensor per element of a
+// returned tuple or list (named output__0, output__1, ...), the one returned
+// tensor (output__0), or the entries of a returned Dict[str, Tensor] (named by
+// their keys, in the dict's order). An int, float or bool result becomes a
+// 0-d INT64, FP64 or BOOL tensor.
+type Outputs []tensor.Tensor
+
+// ErrClosed is returned by Forward after Close.
+var ErrClosed = errors.New("torchscript: module is closed")
+
+// Module is a loaded TorchScript module. Forward may be called from many
+// goroutines at once; Close waits for running calls to finish.
+type Module struct {
+	lib    *shim
+	mu     sync.RWMutex // Forward holds it shared, Close exclusively
+	ptr    *C.eas_ts_module
+	inputs []Arg
+}
+
+// Load reads the TorchScript file at path onto the CPU in eval mode. threads
+// > 0 sets libtorch's intra-op thread count, which is process-wide: it
+// applies to every module (the last setting wins); 0 leaves it alone. A
+// missing shim fails with an error wrapping ErrLibrary.
+func Load(path string, threads int) (*Module, error) {
+	lib, err := openShim()
+	if err != nil {
+		return nil, err
+	}
+	if threads > 0 {
+		C.call_set_num_threads(lib.setNumThreads, C.int(threads))
+	}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var cerr *C.char
+	ptr := C.call_load(lib.load, cpath, &cerr)
+	if ptr == nil {
+		return nil, errors.New("torchscript: " + lib.takeError(cerr))
+	}
+	m := &Module{lib: lib, ptr: ptr}
+	n := int(C.call_num_args(lib.numArgs, ptr))
+	for i := range n {
+		m.inputs = append(m.inputs, Arg{
+			Name: C.GoString(C.call_arg_str(lib.argName, ptr, C.int(i))),
+			Type: C.GoString(C.call_arg_str(lib.argType, ptr, C.int(i))),
+		})
+	}
+	return m, nil
+}
+
+// Inputs describes forward's arguments, self excluded, in order.
+func (m *Module) Inputs() []Arg {
+	return append([]Arg(nil), m.inputs...)
+}
+
+var dtypeCodes = map[tensor.DType]C.int{
+	tensor.Bool:     C.EAS_TS_BOOL,
+	tensor.Uint8:    C.EAS_TS_UINT8,
+	tensor.Int8:     C.EAS_TS_INT8,
+	tensor.Int16:    C.EAS_TS_INT16,
+	tensor.Int32:    C.EAS_TS_INT32,
+	tensor.Int64:    C.EAS_TS_INT64,
+	tensor.Float16:  C.EAS_TS_FLOAT16,
+	tensor.BFloat16: C.EAS_TS_BFLOAT16,
+	tensor.Float32:  C.EAS_TS_FLOAT32,
+	tensor.Float64:  C.EAS_TS_FLOAT64,
+}
+
+func dtypeOf(code C.int) (tensor.DType, bool) {
+	for d, c := range dtypeCodes {
+		if c == code {
+			return d, true
+		}
+	}
+	return tensor.Invalid, false
+}
+
+// Forward runs forward on inputs, passed positionally in order (their names
+// are not used). The inputs are copied in and not kept. Outputs are
+// freshly allocated.
+func (m *Module) Forward(inputs []tensor.Tensor) (Outputs, error) {
+	// Validate before taking C memory.
+	for i := range inputs {
+		in := &inputs[i]
+		if _, ok := dtypeCodes[in.DType]; !ok {
+			return nil, fmt.Errorf("torchscript: input %d (%s): dtype %s is not supported", i, in.Name, in.DType)
+		}
+		for _, d := range in.Shape {
+			if d < 0 {
+				return nil, fmt.Errorf("torchscript: input %d (%s): negative dimension in shape %v", i, in.Name, in.Shape)
+			}
+		}
+		if want := in.NumElements() * int64(in.DType.Size()); int64(len(in.Data)) != want {
+			return nil, fmt.Errorf("torchscript: input %d (%s): %d bytes of data, shape %v of %s needs %d",
+				i, in.Name, len(in.Data), in.Shape, in.DType, want)
+		}
+	}
+
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.ptr == nil {
+		return nil, ErrClosed
+	}
+
+	// The input descriptors and shapes live in C memory; the data stays in
+	// Go memory, pinned for the call, so it is copied only once (by the shim).
+	n := len(inputs)
+	var cin *C.eas_ts_input
+	var shapes *C.int64_t
+	totalDims := 0
+	for i := range inputs {
+		totalDims += len(inputs[i].Shape)
+	}
+	if n > 0 {
+		cin = (*C.eas_ts_input)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.eas_ts_input{}))))
+		defer C.free(unsafe.Pointer(cin))
+	}
+	if totalDims > 0 {
+		shapes = (*C.int64_t)(C.calloc(C.size_t(totalDims), 8))
+		defer C.free(unsafe.Pointer(shapes))
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	descs := unsafe.Slice(cin, n)
+	dims := unsafe.Slice(shapes, totalDims)
+	off := 0
+	for i := range inputs {
+		in := &inputs[i]
+		d := &descs[i]
+		d.dtype = dtypeCodes[in.DType]
+		d.ndim = C.int(len(in.Shape))
+		if len(in.Shape) > 0 {
+			d.shape = &dims[off]
+			for j, s := range in.Shape {
+				dims[off+j] = C.int64_t(s)
+			}
+			off += len(in.Shape)
+		}
+		if len(in.Data) > 0 {
+			pin.Pin(&in.Data[0])
+			d.data = unsafe.Pointer(&in.Data[0])
+			d.nbytes = C.size_t(len(in.Data))
+		}
+	}
+
+	var out *C.eas_ts_output
+	var nout C.int
+	var cerr *C.char
+	if C.call_forward(m.lib.forward, m.ptr, cin, C.int(n), &out, &nout, &cerr) != 0 {
+		return nil, errors.New("torchscript: " + m.lib.takeError(cerr))
+	}
+	defer C.call_free_outputs(m.lib.freeOutputs, out, nout)
+	res := make(Outputs, int(nout))
+	for i, o := range unsafe.Slice(out, int(nout)) {
+		dt, ok := dtypeOf(o.dtype)
+		if !ok {
+			return nil, fmt.Errorf("torchscript: output %d has unknown dtype code %d", i, int(o.dtype))
+		}
+		t := tensor.Tensor{DType: dt, Shape: make([]int64, int(o.ndim))}
+		if o.name != nil {
+			t.Name = C.GoString(o.name)
+		} else {
+			t.Name = fmt.Sprintf("output__%d", i)
+		}
+		for j, s := range unsafe.Slice(o.shape, int(o.ndim)) {
+			t.Shape[j] = int64(s)
+		}
+		t.Data = C.GoBytes(o.data, C.int(o.nbytes))
+		if int64(len(t.Data)) != t.NumElements()*int64(dt.Size()) {
+			return nil, fmt.Errorf("torchscript: output %d: %d bytes for shape %v of %s", i, len(t.Data), t.Shape, dt)
+		}
+		res[i] = t
+	}
+	return res, nil
+}
+
+// Close releases the module after running Forward calls return; later calls
+// fail with ErrClosed. Closing twice is harmless.
+func (m *Module) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ptr != nil {
+		C.call_free(m.lib.free, m.ptr)
+		m.ptr = nil
+	}
+	return nil
+}
