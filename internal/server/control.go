@@ -175,14 +175,11 @@ func (s *Server) serviceVersions(c *gin.Context) {
 
 func (s *Server) switchVersion(c *gin.Context) {
 	var req VersionRequest
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
-	if tooLarge(c, err) {
+	body, ok := readControlBody(c)
+	if !ok {
 		return
 	}
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
-	if err != nil || req.Version < 1 {
+	if err := json.Unmarshal(body, &req); err != nil || req.Version < 1 {
 		controlFail(c, http.StatusBadRequest, "InvalidParameter", `the body must be {"Version": N} with N >= 1 (see the versions list)`)
 		return
 	}
@@ -193,12 +190,8 @@ func (s *Server) switchVersion(c *gin.Context) {
 // readSpec reads and parses the service.json body; on failure it has
 // answered 400 with every problem.
 func (s *Server) readSpec(c *gin.Context) (*servicejson.Service, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
-	if tooLarge(c, err) {
-		return nil, false
-	}
-	if err != nil {
-		controlFail(c, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("reading the service.json body: %v (the limit is %s)", err, humanBytes(maxConfigBytes)))
+	body, ok := readControlBody(c)
+	if !ok {
 		return nil, false
 	}
 	spec, err := servicejson.Parse(body)
@@ -216,14 +209,28 @@ func (s *Server) readSpec(c *gin.Context) (*servicejson.Service, bool) {
 	return spec, true
 }
 
-// tooLarge answers 413 when err says the body passed maxConfigBytes.
-func tooLarge(c *gin.Context, err error) bool {
-	var mbe *http.MaxBytesError
-	if !errors.As(err, &mbe) {
-		return false
+// readControlBody reads a control-plane body under maxConfigBytes. On
+// failure it has answered: 413 for a body over the limit, declared by its
+// Content-Length (answered before any of it is read) or found while
+// reading; 400 for a body that could not be read.
+func readControlBody(c *gin.Context) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		controlFail(c, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "the body is larger than the control plane's limit of "+humanBytes(maxConfigBytes)+"; a service.json is far smaller: check that the right file is sent")
+		return nil, false
 	}
-	controlFail(c, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", "the body is larger than the control plane's limit of "+humanBytes(maxConfigBytes)+"; a service.json is far smaller: check that the right file is sent")
-	return true
+	if c.Request.ContentLength > maxConfigBytes {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxConfigBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge()
+	case err != nil:
+		controlFail(c, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("reading the body: %v (the limit is %s)", err, humanBytes(maxConfigBytes)))
+		return nil, false
+	}
+	return body, true
 }
 
 func (s *Server) answer(c *gin.Context, info service.Info, err error) {
