@@ -21,9 +21,12 @@ func (m *Model) inputNames() []string {
 	return names
 }
 
+// outputNames are the declared outputs; for TorchScript, those of the last
+// run (none before the first).
 func (m *Model) outputNames() []string {
-	names := make([]string, len(m.outputs))
-	for i, io := range m.outputs {
+	outs := m.outputInfo()
+	names := make([]string, len(outs))
+	for i, io := range outs {
 		names[i] = io.Name
 	}
 	return names
@@ -34,21 +37,30 @@ func (m *Model) outputNames() []string {
 // payload is checked against the model here, once, so a bad request is
 // answered 400 before it queues; its inputs come back in the model's order.
 func (m *Model) Decode(req *processors.Request) (*Payload, error) {
-	if m.session == nil {
+	if m.engine == nil {
 		return nil, ErrNotLoaded
 	}
 	tp := processors.TensorPayload{}
+	var outIndex []int
 	switch m.info.proto {
 	case protoTorch:
 		r, err := torchpb.DecodeRequest(req.Body, m.inputNames())
 		if err != nil {
 			return nil, err
 		}
+		tp.Inputs = r.Inputs
+		if m.torch {
+			// Indexes into forward's results, checked after the run.
+			for _, idx := range r.OutputFilter {
+				outIndex = append(outIndex, int(idx))
+			}
+			break
+		}
 		outs, err := torchpb.OutputNames(r.OutputFilter, m.outputNames())
 		if err != nil {
 			return nil, err
 		}
-		tp.Inputs, tp.Outputs = r.Inputs, outs
+		tp.Outputs = outs
 	case protoHIE:
 		ts, err := hiepb.DecodeDataProto(req.Body)
 		if err != nil {
@@ -56,12 +68,17 @@ func (m *Model) Decode(req *processors.Request) (*Payload, error) {
 		}
 		tp.Inputs = ts
 	}
-	return m.check(&tp)
+	p, err := m.check(&tp)
+	if err != nil {
+		return nil, err
+	}
+	p.outIndex = outIndex
+	return p, nil
 }
 
 // FromTensors checks KServe tensors as Decode checks a body.
 func (m *Model) FromTensors(tp *processors.TensorPayload) (*Payload, error) {
-	if m.session == nil {
+	if m.engine == nil {
 		return nil, ErrNotLoaded
 	}
 	return m.check(tp)

@@ -1,12 +1,22 @@
 // Package onnx serves ONNX models through ONNX Runtime for the pytorch_* and
-// onnx_* processor codes.
+// onnx_* processor codes, and TorchScript models through libtorch (package
+// torchscript) for the pytorch_cpu_* codes.
 //
-// EAS's PyTorch processor runs TorchScript through libtorch, which cannot be
-// had here; PyTorch users export to ONNX instead (torch.onnx.export) and keep
-// their clients: the pytorch_* codes speak the EAS Torch protobuf
-// (pytorch.eas.PredictRequest) and the onnx_* codes the HIE DataProto, both
-// over the same ONNX Runtime session. KServe v2 routes reach the model through
-// processors.TensorModel.
+// The pytorch_* codes speak the EAS Torch protobuf
+// (pytorch.eas.PredictRequest) and the onnx_* codes the HIE DataProto. A
+// pytorch_cpu_* model file is served by its content: a TorchScript archive
+// (torch.jit.save) runs on libtorch, anything else must be ONNX. Both run
+// behind the same Model, so the codecs, the KServe v2 routes (through
+// processors.TensorModel), metadata and dynamic batching are shared.
+//
+// TorchScript declares input names (forward's parameters) but no dtypes or
+// shapes: any dtype libtorch takes and any shape is accepted, and metadata
+// reports datatype "" and shape [-1]. Outputs (output__0, ... or a returned
+// dict's keys) are known only after a run: metadata lists those of the last
+// run, a Torch protobuf output_filter indexes forward's results, and a KServe
+// output name is checked against them after the run. TorchScript models are
+// batched along dim 0. metadata.cpu (or model_config.intra_op_threads) sets
+// libtorch's intra-op threads, which are process-wide.
 //
 // The ONNX Runtime shared library is loaded lazily, on the first ONNX model
 // load, from SetLibraryPath, $ONNXRUNTIME_LIB or the project-local copy that
@@ -35,6 +45,7 @@ import (
 
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/torchscript"
 )
 
 // protocol is the /api/predict wire format a code speaks.
@@ -68,7 +79,7 @@ func init() {
 		case ci.proto == protoTorch && ci.gpu:
 			desc = "PyTorch model exported to ONNX, CUDA execution provider, EAS Torch protobuf"
 		case ci.proto == protoTorch:
-			desc = "PyTorch model exported to ONNX (torch.onnx.export), CPU, EAS Torch protobuf"
+			desc = "PyTorch model: TorchScript on libtorch or exported to ONNX (torch.onnx.export), CPU, EAS Torch protobuf"
 		case ci.gpu:
 			desc += ", CUDA execution provider, HIE DataProto"
 		default:
@@ -118,9 +129,11 @@ type Model struct {
 	cfg  Config
 
 	threads   int
-	file      string // the .onnx file in use
-	provider  string // "CPUExecutionProvider" or "CUDAExecutionProvider"
-	session   *ort.DynamicAdvancedSession
+	file      string                   // the model file in use
+	provider  string                   // "CPUExecutionProvider", "CUDAExecutionProvider" or "libtorch"
+	engine    engine                   // nil until Load and after Close
+	torch     bool                     // the file is TorchScript, run by libtorch
+	lastOut   atomic.Pointer[[]ioInfo] // TorchScript: the outputs of the last run
 	inputs    []ioInfo
 	outputs   []ioInfo
 	inIndex   map[string]int
@@ -136,11 +149,27 @@ func New(code string) *Model {
 }
 
 // Platform names the runtime for KServe model metadata.
-func (m *Model) Platform() string { return "onnxruntime_onnx" }
+func (m *Model) Platform() string {
+	if m.torch {
+		return "pytorch_libtorch"
+	}
+	return "onnxruntime_onnx"
+}
 
-// torchScriptHelp says how to get from a TorchScript file to what we serve.
-const torchScriptHelp = `TorchScript cannot be served here (no libtorch); export the model to ONNX and deploy the .onnx file with the same processor: ` +
-	`torch.onnx.export(model, example_inputs, "model.onnx", input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})`
+// onnxRecipe is how to get an ONNX file from a PyTorch model.
+const onnxRecipe = `torch.onnx.export(model, example_inputs, "model.onnx", input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})`
+
+// torchScriptHelp says what this code can do with a TorchScript file.
+func (m *Model) torchScriptHelp() string {
+	switch {
+	case m.info.proto == protoHIE:
+		return fmt.Sprintf("processor %q serves ONNX only; deploy TorchScript with a pytorch_cpu_* processor, or export to ONNX: %s", m.code, onnxRecipe)
+	case m.info.gpu:
+		return fmt.Sprintf("processor %q cannot run TorchScript: the libtorch here is CPU-only (Debian's build, and the shim is CPU-only); deploy it with processor %q, or export to ONNX for the CUDA execution provider: %s",
+			m.code, m.info.cpu, onnxRecipe)
+	}
+	return ""
+}
 
 func isTorchScriptName(p string) bool {
 	switch strings.ToLower(filepath.Ext(p)) {
@@ -159,15 +188,15 @@ func (m *Model) Configure(spec processors.Spec) error {
 	if spec.ModelSource == "" {
 		return fmt.Errorf("model_path: required for processor %q; point it at an .onnx file or a directory holding one", m.code)
 	}
-	if isTorchScriptName(spec.ModelSource) {
-		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(spec.ModelSource), torchScriptHelp)
+	if help := m.torchScriptHelp(); help != "" && isTorchScriptName(spec.ModelSource) {
+		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(spec.ModelSource), help)
 	}
 	if spec.ModelEntry != "" {
 		if !filepath.IsLocal(spec.ModelEntry) {
 			return fmt.Errorf("model_entry: %q must be a relative path inside model_path without ..", spec.ModelEntry)
 		}
-		if isTorchScriptName(spec.ModelEntry) {
-			return fmt.Errorf("model_entry: %s looks like a TorchScript file; %s", spec.ModelEntry, torchScriptHelp)
+		if help := m.torchScriptHelp(); help != "" && isTorchScriptName(spec.ModelEntry) {
+			return fmt.Errorf("model_entry: %s looks like a TorchScript file; %s", spec.ModelEntry, help)
 		}
 	}
 	cfg, err := parseConfig(spec)
@@ -217,21 +246,32 @@ var optLevels = map[string]ort.GraphOptimizationLevel{
 	"disable":  ort.GraphOptimizationLevelDisableAll,
 }
 
-// Load resolves the .onnx file, initialises ONNX Runtime if needed and
-// creates the one session every Run shares.
+// Load resolves the model file and, for a TorchScript archive, loads it on
+// libtorch; otherwise it initialises ONNX Runtime if needed and creates the
+// one session every Run shares.
 func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	file, err := modelFile.Find(files.ModelPath, m.spec.ModelEntry)
+	file, err := m.finder().Find(files.ModelPath, m.spec.ModelEntry)
 	if err != nil {
 		return err
 	}
-	// ONNX Runtime reads the file itself: check its kind and size first.
+	// The runtimes read the file themselves: check its kind and size first.
 	if _, err := processors.StatModel(file, m.spec.ModelLimit()); err != nil {
 		return fmt.Errorf("model_path: %w", err)
 	}
-	if err := checkNotTorchScript(file); err != nil {
+	ts, err := torchscript.IsTorchScript(file)
+	if err != nil {
+		return fmt.Errorf("model_path: %w", err)
+	}
+	if ts {
+		if help := m.torchScriptHelp(); help != "" {
+			return fmt.Errorf("model_path: %s is a TorchScript archive; %s", filepath.Base(file), help)
+		}
+		return m.loadTorchScript(file)
+	}
+	if err := m.checkNotTorchScript(file); err != nil {
 		return err
 	}
 	if err := ensureEnvironment(); err != nil {
@@ -285,7 +325,7 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 		}
 		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
 	}
-	m.session = sess
+	m.engine = &ortEngine{session: sess, inputs: m.inputs, outputs: m.outputs}
 	if m.spec.Logger != nil {
 		m.spec.Logger.Info("onnx model loaded", "file", file, "provider", m.provider,
 			"intra_op_threads", m.threads, "inputs", len(m.inputs), "outputs", len(m.outputs), "batchable", m.batchable)
@@ -419,29 +459,49 @@ func convertInfo(kind string, infos []ort.InputOutputInfo) ([]ioInfo, error) {
 	return out, nil
 }
 
-// modelFile finds the .onnx file under model_path; a directory holding
-// only TorchScript gets the export advice.
-var modelFile = processors.ModelFile{
-	Kind: ".onnx", Exts: []string{".onnx"}, MaxDepth: 4,
-	Hint: func(files []string) string {
-		var torch []string
-		for _, f := range files {
-			if isTorchScriptName(f) {
-				torch = append(torch, f)
+// finder finds the model file under model_path: an .onnx file, or for
+// pytorch_cpu_* codes also a TorchScript one (.pt, .pth, .torchscript,
+// .ptl); a directory holding only TorchScript for another code gets the
+// reason.
+func (m *Model) finder() processors.ModelFile {
+	help := m.torchScriptHelp()
+	if help == "" {
+		return processors.ModelFile{
+			Kind: ".onnx or TorchScript (.pt)", Exts: []string{".onnx", ".pt", ".pth", ".torchscript", ".ptl"}, MaxDepth: 4,
+		}
+	}
+	return processors.ModelFile{
+		Kind: ".onnx", Exts: []string{".onnx"}, MaxDepth: 4,
+		Hint: func(files []string) string {
+			var torch []string
+			for _, f := range files {
+				if isTorchScriptName(f) {
+					torch = append(torch, f)
+				}
 			}
-		}
-		if len(torch) == 0 {
-			return ""
-		}
-		return "only TorchScript (" + strings.Join(torch, ", ") + "); " + torchScriptHelp
-	},
+			if len(torch) == 0 {
+				return ""
+			}
+			return "only TorchScript (" + strings.Join(torch, ", ") + "); " + help
+		},
+	}
 }
 
-// checkNotTorchScript refuses a TorchScript archive whatever its name:
-// torch.jit.save writes a zip file, an ONNX model is a protobuf.
-func checkNotTorchScript(file string) error {
+// notTorchScriptHelp explains a zip or .pt file that is not TorchScript.
+const notTorchScriptHelp = "save the model with torch.jit.save(torch.jit.script(model) or torch.jit.trace(model, example), path) " +
+	"(a torch.save checkpoint holds weights without code), or export it to ONNX: " + onnxRecipe
+
+// checkNotTorchScript refuses, with the reason, a file that is not ONNX but
+// looks like PyTorch: a .pt name or a zip (what torch.save writes) that is
+// not a TorchScript archive (those were recognised before), or a
+// TorchScript-looking file for a code that does not serve TorchScript.
+func (m *Model) checkNotTorchScript(file string) error {
+	help := m.torchScriptHelp()
+	if help == "" {
+		help = notTorchScriptHelp
+	}
 	if isTorchScriptName(file) {
-		return fmt.Errorf("model_path: %s looks like a TorchScript file; %s", filepath.Base(file), torchScriptHelp)
+		return fmt.Errorf("model_path: %s is named like a TorchScript file but is not a TorchScript archive; %s", filepath.Base(file), help)
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -453,7 +513,7 @@ func checkNotTorchScript(file string) error {
 		return fmt.Errorf("model_path: %s is not an ONNX model (%d bytes)", filepath.Base(file), len(head))
 	}
 	if string(head) == "PK\x03\x04" {
-		return fmt.Errorf("model_path: %s is a zip archive, as torch.jit.save writes, not an ONNX model; %s", filepath.Base(file), torchScriptHelp)
+		return fmt.Errorf("model_path: %s is a zip archive but neither an ONNX model nor a TorchScript archive; %s", filepath.Base(file), help)
 	}
 	return nil
 }
@@ -464,8 +524,29 @@ func (m *Model) Metadata() processors.Metadata {
 		out := make([]processors.IOSpec, len(ios))
 		for i, io := range ios {
 			out[i] = processors.IOSpec{Name: io.Name, DType: io.DType.String(), Shape: slices.Clone(io.Shape)}
+			if io.DType == tensor.Invalid {
+				out[i].DType = "" // TorchScript: any dtype
+			}
+			if io.Shape == nil {
+				out[i].Shape = []int64{-1} // TorchScript: any shape
+			}
 		}
 		return out
+	}
+	if m.torch {
+		return processors.Metadata{
+			Processor: m.code,
+			Inputs:    spec(m.inputs),
+			Outputs:   spec(m.outputInfo()),
+			Extra: map[string]any{
+				"platform":           m.Platform(),
+				"execution_provider": m.provider,
+				"intra_op_threads":   m.threads,
+				"model_file":         filepath.Base(m.file),
+				"batchable":          m.batchable && !m.noBatch.Load(),
+				"outputs_known":      m.lastOut.Load() != nil,
+			},
+		}
 	}
 	return processors.Metadata{
 		Processor: m.code,
@@ -482,13 +563,14 @@ func (m *Model) Metadata() processors.Metadata {
 	}
 }
 
-// Close releases the session. The model must not be used afterwards.
+// Close releases the session or module. The model must not be used
+// afterwards.
 func (m *Model) Close() error {
-	if m.session == nil {
+	if m.engine == nil {
 		return nil
 	}
-	err := m.session.Destroy()
-	m.session = nil
+	err := m.engine.close()
+	m.engine = nil
 	return err
 }
 
@@ -499,3 +581,79 @@ var (
 	_ processors.Warmer                                      = (*Model)(nil)
 	_ processors.Closer                                      = (*Model)(nil)
 )
+
+// loadTorchScript loads a TorchScript archive on libtorch. Inputs are
+// forward's parameters, with any dtype and shape; outputs are learnt from
+// the runs.
+func (m *Model) loadTorchScript(file string) error {
+	mod, err := torchscript.Load(file, m.threads)
+	if err != nil {
+		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
+	}
+	var ins []ioInfo
+	for _, a := range mod.Inputs() {
+		if a.Type != "Tensor" && a.Type != "Optional[Tensor]" {
+			mod.Close()
+			return fmt.Errorf("load %s: forward's argument %q is %s; only Tensor arguments can be served (wrap the model in one whose forward takes tensors only)",
+				filepath.Base(file), a.Name, a.Type)
+		}
+		ins = append(ins, ioInfo{Name: a.Name}) // DType Invalid, Shape nil: any
+	}
+	if len(ins) == 0 {
+		mod.Close()
+		return fmt.Errorf("load %s: forward takes no tensor arguments; there is nothing to send it", filepath.Base(file))
+	}
+	m.torch, m.file, m.provider = true, file, "libtorch"
+	m.inputs, m.outputs = ins, nil
+	m.inIndex, m.outIndex = indexOf(ins), map[string]int{}
+	m.batchable = true // along dim 0; runMerged stops merging if outputs do not follow
+	m.engine = &tsEngine{mod: mod}
+	if m.spec.Logger != nil {
+		path, version := torchscript.LoadedLibrary()
+		m.spec.Logger.Info("torchscript model loaded", "file", file, "shim", path, "libtorch", version,
+			"threads", m.threads, "inputs", len(m.inputs))
+	}
+	return nil
+}
+
+// noteOutputs remembers what a TorchScript run returned, for metadata and
+// the Torch protobuf's output names: names, dtypes and ranks (every
+// dimension dynamic).
+func (m *Model) noteOutputs(outs []tensor.Tensor) {
+	if prev := m.lastOut.Load(); prev != nil && sameOutputs(*prev, outs) {
+		return
+	}
+	info := make([]ioInfo, len(outs))
+	for i, o := range outs {
+		shape := make([]int64, len(o.Shape))
+		for j := range shape {
+			shape[j] = -1
+		}
+		info[i] = ioInfo{Name: o.Name, DType: o.DType, Shape: shape}
+	}
+	m.lastOut.Store(&info)
+}
+
+func sameOutputs(info []ioInfo, outs []tensor.Tensor) bool {
+	if len(info) != len(outs) {
+		return false
+	}
+	for i, o := range outs {
+		if info[i].Name != o.Name || info[i].DType != o.DType || len(info[i].Shape) != len(o.Shape) {
+			return false
+		}
+	}
+	return true
+}
+
+// outputInfo is the declared outputs, or for TorchScript those of the last
+// run (none before the first).
+func (m *Model) outputInfo() []ioInfo {
+	if m.torch {
+		if p := m.lastOut.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+	return m.outputs
+}

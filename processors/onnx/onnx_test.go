@@ -402,6 +402,10 @@ func TestMetadata(t *testing.T) {
 	}
 }
 
+// TestTorchScriptRefused: files that look like PyTorch but are not
+// TorchScript archives (a zip named .onnx, a .pt or .pth that is no
+// TorchScript) are refused with what to do; a real TorchScript file loads
+// (TestTorchScriptReferences).
 func TestTorchScriptRefused(t *testing.T) {
 	dir := t.TempDir()
 	pt := filepath.Join(dir, "model.pt")
@@ -416,26 +420,30 @@ func TestTorchScriptRefused(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name, path, entry string
-		atConfigure       bool
+		name, code, path, entry string
+		atConfigure             bool
+		want                    string
 	}{
-		{"pt file", pt, "", true},
-		{"pt entry", dir, "model.pt", true},
-		{"zip named onnx", zipped, "", false},
-		{"dir with only TorchScript", onlyPT, "", false},
+		{"pt file", "pytorch_cpu_1.10", pt, "", false, "not a TorchScript archive"},
+		{"pt entry", "pytorch_cpu_1.10", dir, "model.pt", false, "not a TorchScript archive"},
+		{"zip named onnx", "pytorch_cpu_1.10", zipped, "", false, "neither an ONNX model nor a TorchScript archive"},
+		{"dir with only a non-TorchScript pth", "pytorch_cpu_1.10", onlyPT, "", false, "not a TorchScript archive"},
+		{"pt file under onnx_cpu", "onnx_cpu", pt, "", true, "serves ONNX only"},
+		{"pt entry under pytorch_gpu", "pytorch_gpu_1.10", dir, "model.pt", true, "CPU-only"},
+		{"dir with only pth under onnx_cpu", "onnx_cpu", onlyPT, "", false, "serves ONNX only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := New("pytorch_cpu_1.10")
-			err := m.Configure(processors.Spec{Code: "pytorch_cpu_1.10", ModelSource: tt.path, ModelEntry: tt.entry})
+			m := New(tt.code)
+			err := m.Configure(processors.Spec{Code: tt.code, ModelSource: tt.path, ModelEntry: tt.entry})
 			if (err != nil) != tt.atConfigure {
 				t.Fatalf("configure error = %v, want one: %v", err, tt.atConfigure)
 			}
 			if err == nil {
 				err = m.Load(t.Context(), processors.Files{ModelPath: tt.path})
 			}
-			if err == nil || !strings.Contains(err.Error(), "torch.onnx.export(") || !strings.Contains(err.Error(), "TorchScript") {
-				t.Fatalf("error %v does not refuse TorchScript with the export recipe", err)
+			if err == nil || !strings.Contains(err.Error(), "torch.onnx.export(") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v does not refuse with %q and the export recipe", err, tt.want)
 			}
 		})
 	}

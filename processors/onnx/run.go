@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -19,7 +20,11 @@ import (
 var ErrNotLoaded = errors.New("onnx model is not loaded")
 
 // describe renders an input or output for messages: `"x" FP32 [-1,16]`.
+// A TorchScript input, which declares neither, is `"x" (any dtype and shape)`.
 func (io ioInfo) describe() string {
+	if io.DType == tensor.Invalid && io.Shape == nil {
+		return fmt.Sprintf("%q (any dtype and shape)", io.Name)
+	}
 	return fmt.Sprintf("%q %s %s", io.Name, io.DType, tensor.FormatShape(io.Shape))
 }
 
@@ -38,6 +43,11 @@ func describeAll(ios []ioInfo) string {
 type Payload struct {
 	Inputs  []tensor.Tensor
 	Outputs []string // wanted output names; nil = all
+
+	// outIndex, for a TorchScript model, is the Torch protobuf
+	// output_filter: indexes into what forward returns, checked after the
+	// run (TorchScript declares no outputs). It overrides Outputs.
+	outIndex []int
 }
 
 // check makes a Payload of tp, or says what is wrong with it.
@@ -77,10 +87,13 @@ func (m *Model) arrange(p *processors.TensorPayload) ([]tensor.Tensor, error) {
 		if set[i] {
 			return nil, badinput.Errorf("input %q given twice", want.Name)
 		}
-		if t.DType != want.DType {
+		if m.torch && !tsDTypes[t.DType] {
+			return nil, badinput.Errorf("input %q: dtype %s cannot be passed to a TorchScript model; send a numeric or BOOL tensor", want.Name, t.DType)
+		}
+		if want.DType != tensor.Invalid && t.DType != want.DType {
 			return nil, badinput.Errorf("input %q: dtype %s, but the model expects %s (shape %s)", want.Name, t.DType, want.DType, tensor.FormatShape(want.Shape))
 		}
-		if !shapeFits(t.Shape, want.Shape) {
+		if want.Shape != nil && !shapeFits(t.Shape, want.Shape) {
 			return nil, badinput.Errorf("input %q: shape %s does not match the model's %s (-1 = any size)", want.Name, tensor.FormatShape(t.Shape), tensor.FormatShape(want.Shape))
 		}
 		if err := t.Validate(); err != nil {
@@ -101,6 +114,7 @@ func (m *Model) arrange(p *processors.TensorPayload) ([]tensor.Tensor, error) {
 }
 
 // shapeFits reports whether got matches want, where -1 in want is any size.
+// A nil want (TorchScript) is any rank; arrange does not call it then.
 func shapeFits(got, want []int64) bool {
 	if len(got) != len(want) {
 		return false
@@ -113,8 +127,12 @@ func shapeFits(got, want []int64) bool {
 	return true
 }
 
-// checkOutputs validates a payload's output filter.
+// checkOutputs validates a payload's output filter. A TorchScript model's
+// outputs are known only once it has run: its filter is checked by result.
 func (m *Model) checkOutputs(names []string) error {
+	if m.torch {
+		return nil
+	}
 	for _, n := range names {
 		if _, ok := m.outIndex[n]; !ok {
 			return badinput.Errorf("unknown output %q; the model's outputs are %s", n, describeAll(m.outputs))
@@ -142,7 +160,7 @@ func (m *Model) BatchKey(p *Payload) (string, bool) {
 // safe for concurrent use: ONNX Runtime allows concurrent runs on one
 // session.
 func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*processors.TensorResult, error) {
-	if m.session == nil {
+	if m.engine == nil {
 		return nil, ErrNotLoaded
 	}
 	if len(batch) > 1 && m.batchable && !m.noBatch.Load() {
@@ -156,7 +174,9 @@ func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*processors.Tensor
 		if err != nil {
 			return nil, err
 		}
-		results[i] = m.result(p, outs)
+		if results[i], err = m.result(p, outs); err != nil {
+			return nil, err
+		}
 	}
 	return results, nil
 }
@@ -220,72 +240,61 @@ func (m *Model) runMerged(ctx context.Context, payloads []*Payload) ([]*processo
 				}
 			}
 		}
-		results[i] = m.result(p, per)
+		if results[i], err = m.result(p, per); err != nil {
+			return nil, false, err
+		}
 	}
 	return results, true, nil
 }
 
 // result keeps the outputs a payload asked for, in the model's order, or in
-// the order asked when it names them.
-func (m *Model) result(p *Payload, outs []tensor.Tensor) *processors.TensorResult {
-	if len(p.Outputs) == 0 {
-		return &processors.TensorResult{Outputs: append([]tensor.Tensor(nil), outs...)}
+// the order asked when it names them (or, for TorchScript, indexes them).
+func (m *Model) result(p *Payload, outs []tensor.Tensor) (*processors.TensorResult, error) {
+	switch {
+	case len(p.outIndex) > 0:
+		sel := make([]tensor.Tensor, 0, len(p.outIndex))
+		for i, idx := range p.outIndex {
+			if idx < 0 || idx >= len(outs) {
+				return nil, badinput.Errorf("pytorch request: output_filter[%d] = %d, but the model returned %d outputs (%s)",
+					i, idx, len(outs), strings.Join(tensorNames(outs), ", "))
+			}
+			sel = append(sel, outs[idx])
+		}
+		return &processors.TensorResult{Outputs: sel}, nil
+	case len(p.Outputs) == 0:
+		return &processors.TensorResult{Outputs: append([]tensor.Tensor(nil), outs...)}, nil
 	}
 	sel := make([]tensor.Tensor, 0, len(p.Outputs))
 	for _, name := range p.Outputs {
-		sel = append(sel, outs[m.outIndex[name]])
+		j := slices.IndexFunc(outs, func(t tensor.Tensor) bool { return t.Name == name })
+		if j < 0 {
+			// Only TorchScript gets here: its outputs are known after a run.
+			return nil, badinput.Errorf("unknown output %q; the model returned %s", name, strings.Join(tensorNames(outs), ", "))
+		}
+		sel = append(sel, outs[j])
 	}
-	return &processors.TensorResult{Outputs: sel}
+	return &processors.TensorResult{Outputs: sel}, nil
 }
 
-// runSession runs the session once on inputs already arranged in model order.
-// A cancelled ctx terminates the run inside ONNX Runtime.
+func tensorNames(ts []tensor.Tensor) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// runSession runs the model once on inputs already arranged in model order.
 func (m *Model) runSession(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.runs.Add(1)
-	values := make([]ort.Value, len(inputs))
-	defer destroyAll(values)
-	for i := range inputs {
-		v, err := toValue(&inputs[i], m.inputs[i].ort)
-		if err != nil {
-			return nil, fmt.Errorf("onnx: input %q: %w", inputs[i].Name, err)
-		}
-		values[i] = v
+	outs, err := m.engine.run(ctx, inputs)
+	if err == nil && m.torch {
+		m.noteOutputs(outs)
 	}
-	outputs := make([]ort.Value, len(m.outputs))
-	defer destroyAll(outputs)
-
-	var runOpts *ort.RunOptions
-	if ctx.Done() != nil {
-		ro, err := ort.NewRunOptions()
-		if err != nil {
-			return nil, fmt.Errorf("onnx run options: %w", err)
-		}
-		defer ro.Destroy()
-		stop := context.AfterFunc(ctx, func() { _ = ro.Terminate() })
-		defer stop()
-		runOpts = ro
-	}
-	if err := m.session.RunWithOptions(values, outputs, runOpts); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		// EAS answers 400 when the model raises on an input (an index out
-		// of range, a reshape that does not fit); inputs were validated
-		// against the signature, so what is left is data-dependent.
-		return nil, badinput.Errorf("model run failed on this input: %v", err)
-	}
-	res := make([]tensor.Tensor, len(outputs))
-	for i, v := range outputs {
-		t, err := fromValue(m.outputs[i].Name, v)
-		if err != nil {
-			return nil, fmt.Errorf("onnx: output %q: %w", m.outputs[i].Name, err)
-		}
-		res[i] = t
-	}
-	return res, nil
+	return outs, err
 }
 
 // destroyAll releases values. The binding can leave a typed nil in an output

@@ -1,0 +1,127 @@
+package onnx_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/service"
+	_ "github.com/eas-server/eas-server/processors/all"
+	"github.com/eas-server/eas-server/processors/onnx"
+	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/kserve"
+	"github.com/eas-server/eas-server/wire/torchpb"
+)
+
+// TestTorchScriptOverHTTP deploys a TorchScript model with pytorch_cpu
+// through the real loader and router, beside an ONNX service, and checks
+// KServe v2 JSON, the Torch protobuf and the model metadata.
+func TestTorchScriptOverHTTP(t *testing.T) {
+	path, args, in, want := onnx.TorchScriptCaseForTest(t, "named", 0)
+	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
+	for _, js := range []string{
+		fmt.Sprintf(`{"name":"ts","processor":"pytorch_cpu_1.10","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`, path),
+		`{"name":"ox","processor":"pytorch_cpu_1.10","model_path":"testdata/mlp.onnx","token":"T","metadata":{"instance":1,"cpu":1}}`,
+	} {
+		spec, err := servicejson.Parse([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
+	t.Cleanup(func() { srv.Close(); mgr.Shutdown(context.Background()) })
+	do := func(method, p string, body []byte) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+p, bytes.NewReader(body))
+		req.Header.Set("Authorization", "T")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	check := func(label string, got []tensor.Tensor) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d outputs, want %d", label, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Name != want[i].Name {
+				t.Errorf("%s: output %d named %q, want %q", label, i, got[i].Name, want[i].Name)
+			}
+			if err := tensor.AllClose(got[i], want[i], 1e-5, 1e-6); err != nil {
+				t.Errorf("%s: %v", label, err)
+			}
+		}
+	}
+
+	body, _, err := kserve.EncodeRequest(&kserve.InferRequest{ID: "r1", Inputs: in}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := do("POST", "/v2/models/ts/infer", body)
+	if code != 200 {
+		t.Fatalf("kserve json: %d %s", code, out)
+	}
+	resp, err := kserve.DecodeResponse(out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("kserve json", resp.Outputs)
+
+	body, err = torchpb.EncodeRequest(in, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out = do("POST", "/api/predict/ts", body)
+	if code != 200 {
+		t.Fatalf("torch protobuf: %d %s", code, out)
+	}
+	outs, err := torchpb.DecodeResponse(out, []string{want[0].Name, want[1].Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("torch protobuf", outs)
+
+	code, out = do("GET", "/v2/models/ts", nil)
+	if code != 200 {
+		t.Fatalf("metadata: %d %s", code, out)
+	}
+	var md struct {
+		Platform string `json:"platform"`
+		Inputs   []struct {
+			Name     string  `json:"name"`
+			DataType string  `json:"datatype"`
+			Shape    []int64 `json:"shape"`
+		} `json:"inputs"`
+		Outputs []struct {
+			Name     string `json:"name"`
+			DataType string `json:"datatype"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal(out, &md); err != nil {
+		t.Fatalf("metadata %s: %v", out, err)
+	}
+	if md.Platform != "pytorch_libtorch" || len(md.Inputs) != len(args) || md.Inputs[0].Name != args[0] ||
+		len(md.Outputs) != 2 || md.Outputs[0].Name != "probs" || md.Outputs[1].DataType != "INT64" {
+		t.Errorf("metadata: %s", out)
+	}
+
+	// The ONNX service beside it serves as before.
+	body, _ = torchpb.EncodeRequest([]tensor.Tensor{tensor.FromFloat32("input", []int64{1, 16}, make([]float32, 16))}, true, nil)
+	if code, out := do("POST", "/api/predict/ox", body); code != 200 {
+		t.Errorf("onnx service: %d %s", code, out)
+	}
+}
