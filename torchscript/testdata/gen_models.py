@@ -9,18 +9,71 @@ downloaded. Writes <name>.pt for each model and refs.json:
               "cases": [{"inputs": [T, ...], "outputs": [T, ...]}]}}
 
 where T is {"name", "dtype" (torch dtype name), "shape", "data" (flat)}.
+
+With --examples DIR (the repository's examples/) it writes instead only the
+TorchScript example service's files: DIR/models/torchscript_mlp.pt (a traced
+16 -> 32 -> 8 MLP), DIR/requests/torchscript_mlp.pb (an EAS Torch
+PredictRequest of a [2, 16] float32 input) and, when a third argument names
+it, a JSON reference {"input": T, "output": T} of that request's answer:
+
+  /usr/bin/python3 torchscript/testdata/gen_models.py --examples examples \
+      examples/requests/torchscript_mlp_expected.json
 """
 import json
 import os
+import struct
 import sys
 from typing import Dict, List, Tuple
 
 import torch
 from torch import Tensor, nn
 
-out = sys.argv[1]
-torch.manual_seed(0)
-refs = {}
+
+def varint(n):
+    b = bytearray()
+    while True:
+        c = n & 0x7F
+        n >>= 7
+        if n:
+            b.append(c | 0x80)
+        else:
+            b.append(c)
+            return bytes(b)
+
+
+def field(num, wire, payload):
+    key = varint(num << 3 | wire)
+    if wire == 2:
+        return key + varint(len(payload)) + payload
+    return key + payload
+
+
+def torch_request(x):
+    """pytorch.eas.PredictRequest{inputs: [ArrayProto(DT_FLOAT, shape, float_val)]}."""
+    shape = field(1, 2, b"".join(varint(d) for d in x.shape))  # ArrayShape.dim, packed
+    floats = struct.pack("<%df" % x.numel(), *x.reshape(-1).tolist())
+    array = field(1, 0, varint(1)) + field(2, 2, shape) + field(3, 2, floats)  # DT_FLOAT = 1
+    return field(1, 2, array)
+
+
+def write_examples(examples, ref_path=None):
+    torch.manual_seed(16)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    traced = torch.jit.trace(mlp, torch.randn(1, 16))
+    os.makedirs(os.path.join(examples, "models"), exist_ok=True)
+    os.makedirs(os.path.join(examples, "requests"), exist_ok=True)
+    path = os.path.join(examples, "models", "torchscript_mlp.pt")
+    torch.jit.save(traced, path)
+    x = torch.randn(2, 16)
+    with open(os.path.join(examples, "requests", "torchscript_mlp.pb"), "wb") as f:
+        f.write(torch_request(x))
+    with torch.no_grad():
+        y = torch.jit.load(path).eval()(x)
+    if ref_path:
+        with open(ref_path, "w") as f:
+            json.dump({"input": tj("input__0", x), "output": tj("output__0", y)}, f)
+            f.write("\n")
+    print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
 
 
 def flat(t):
@@ -31,6 +84,15 @@ def tj(name, t):
     t = t.detach()
     return {"name": name, "dtype": str(t.dtype).replace("torch.", ""),
             "shape": list(t.shape), "data": flat(t)}
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "--examples":
+    write_examples(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    sys.exit(0)
+
+out = sys.argv[1]
+torch.manual_seed(0)
+refs = {}
 
 
 def record(name, mod, cases, arg_names=None):

@@ -1,0 +1,158 @@
+package onnx_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/torchpb"
+)
+
+// TestTorchScriptExample deploys examples/service-json/torchscript_mlp.json
+// as it is (its model path taken from the repository root) through the real
+// service manager and router, posts examples/requests/torchscript_mlp.pb
+// a few times at once (the service batches) and compares each answer with
+// PyTorch's output for that request, examples/requests/
+// torchscript_mlp_expected.json, written with the example by
+// torchscript/testdata/gen_models.py --examples.
+func TestTorchScriptExample(t *testing.T) {
+	const root = "../.."
+	raw, err := os.ReadFile(filepath.Join(root, "examples/service-json/torchscript_mlp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["model_path"] = filepath.Join(root, doc["model_path"].(string))
+	raw, _ = json.Marshal(doc)
+	spec, err := servicejson.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !spec.Metadata.RPC.Batching {
+		t.Error("the example does not batch")
+	}
+	token, _ := doc["token"].(string)
+	body, err := os.ReadFile(filepath.Join(root, "examples/requests/torchscript_mlp.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := exampleRef(t, filepath.Join(root, "examples/requests/torchscript_mlp_expected.json"))
+	want := tensor.FromFloat32("output__0", ref.Output.Shape, ref.Output.Data)
+
+	// The committed request is the reference's input.
+	ins, err := torchpb.DecodeRequest(body, []string{"input"})
+	if err != nil {
+		t.Fatalf("examples/requests/torchscript_mlp.pb: %v", err)
+	}
+	if len(ins.Inputs) != 1 {
+		t.Fatalf("request has %d inputs, want 1", len(ins.Inputs))
+	}
+	if err := tensor.AllClose(ins.Inputs[0], tensor.FromFloat32("", ref.Input.Shape, ref.Input.Data), 0, 0); err != nil {
+		t.Fatalf("request vs reference input: %v", err)
+	}
+
+	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
+	if _, err := mgr.Deploy(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
+	t.Cleanup(func() { srv.Close(); mgr.Shutdown(context.Background()) })
+
+	post := func() error {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/predict/"+spec.Name, bytes.NewReader(body))
+		req.Header.Set("Authorization", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, out)
+		}
+		outs, err := torchpb.DecodeResponse(out, []string{"output__0"})
+		if err != nil {
+			return err
+		}
+		if len(outs) != 1 {
+			return fmt.Errorf("%d outputs, want 1", len(outs))
+		}
+		return tensor.AllClose(outs[0], want, 1e-5, 1e-6)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = post() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+}
+
+type tsExampleRef struct {
+	Input, Output struct {
+		Shape []int64   `json:"shape"`
+		Data  []float32 `json:"data"`
+	}
+}
+
+func exampleRef(t *testing.T, path string) tsExampleRef {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref tsExampleRef
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return ref
+}
+
+// TestTorchScriptExampleReproduces runs the generator again: the request
+// body is the same bytes, and the regenerated model's answer to it is the
+// committed reference.
+func TestTorchScriptExampleReproduces(t *testing.T) {
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "expected.json")
+	out, err := exec.Command("/usr/bin/python3", "../../torchscript/testdata/gen_models.py", "--examples", dir, ref).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gen_models.py --examples: %v\n%s\n(it needs Debian's python3-torch: run scripts/install-test-deps.sh)", err, out)
+	}
+	for _, f := range []string{"requests/torchscript_mlp.pb"} {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join("../../examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("examples/%s differs from what the generator writes; regenerate with /usr/bin/python3 torchscript/testdata/gen_models.py --examples examples examples/requests/torchscript_mlp_expected.json", f)
+		}
+	}
+	got, want := exampleRef(t, ref), exampleRef(t, "../../examples/requests/torchscript_mlp_expected.json")
+	if err := tensor.AllClose(tensor.FromFloat32("", got.Output.Shape, got.Output.Data), tensor.FromFloat32("", want.Output.Shape, want.Output.Data), 1e-5, 1e-6); err != nil {
+		t.Errorf("regenerated model's output vs the committed reference: %v", err)
+	}
+}
