@@ -3,7 +3,9 @@ package processors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 )
 
 // DecodeConfig decodes model_config into dst (a pointer to the processor's
@@ -19,13 +21,9 @@ func (s Spec) DecodeConfig(dst any, accepts string) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
-	if err == nil && dec.More() {
-		err = fmt.Errorf("trailing data after the JSON value")
-	}
 	if err == nil {
-		var extra json.RawMessage
-		if dec.Decode(&extra) == nil {
-			err = fmt.Errorf("trailing data after the JSON value")
+		if _, tokErr := dec.Token(); tokErr != io.EOF {
+			err = errors.New("trailing data after the JSON value")
 		}
 	}
 	if err != nil {

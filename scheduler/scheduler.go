@@ -278,7 +278,9 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	// when nothing is queued ahead of it: the dispatcher's hand-off is most
 	// of the cost of a cheap model. Stop waits for such sends (s.direct)
 	// before it closes the workers' channel.
-	s.direct.Add(1)
+	if !c.batchable {
+		s.direct.Add(1)
+	}
 	s.mu.Lock()
 	direct := !c.batchable && len(s.queue) == 0 && !s.stopping.Load() && s.takeFreeLocked()
 	if direct {
@@ -295,7 +297,9 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 	} else {
 		s.signal()
 	}
-	s.direct.Add(-1)
+	if !c.batchable {
+		s.direct.Add(-1)
+	}
 
 	var err error
 	select {

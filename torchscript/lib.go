@@ -19,10 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/eas-server/eas-server/internal/nativelib"
 )
 
 // LibraryFile is the shim's file name; scripts/build-torchshim.sh installs it
@@ -49,45 +50,11 @@ var (
 	libLoaded *shim // nil until the first successful open; a failure is retried
 )
 
-// libraryCandidates lists where the shim is looked for, in order:
-// $EAS_TORCHSHIM_LIB (the only candidate when set, so a typo is reported
-// rather than silently falling back), then third_party/torchshim/ in the
-// working directory and its parents (a checkout, tests) and beside or above
-// the executable (an installed layout, bin/ next to third_party/).
-func libraryCandidates() (cands []string, explicit bool) {
-	if p := os.Getenv(EnvLibraryPath); p != "" {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			p = filepath.Join(p, LibraryFile)
-		}
-		return []string{p}, true
-	}
-	var roots []string
-	if wd, err := os.Getwd(); err == nil {
-		roots = append(roots, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		roots = append(roots, filepath.Dir(exe))
-	}
-	seen := map[string]bool{}
-	for _, root := range roots {
-		dir := root
-		for range 6 {
-			p := filepath.Join(dir, "third_party", "torchshim", LibraryFile)
-			if !seen[p] {
-				seen[p] = true
-				cands = append(cands, p)
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return cands, false
+// librarySearch says where the shim is looked for: $EAS_TORCHSHIM_LIB alone
+// when set (the file or its directory), else third_party/torchshim/ beside
+// or above the executable and the working directory.
+func librarySearch() nativelib.Search {
+	return nativelib.Search{Explicit: os.Getenv(EnvLibraryPath), Dir: "torchshim", File: LibraryFile}
 }
 
 // openShim opens the shim once per process. A failure is not remembered, so
@@ -98,14 +65,7 @@ func openShim() (*shim, error) {
 	if libLoaded != nil {
 		return libLoaded, nil
 	}
-	cands, explicit := libraryCandidates()
-	path := ""
-	for _, c := range cands {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() {
-			path = c
-			break
-		}
-	}
+	path, cands, explicit := librarySearch().Find()
 	if path == "" {
 		if explicit {
 			return nil, fmt.Errorf("%w (%s=%s does not exist)", ErrLibrary, EnvLibraryPath, cands[0])

@@ -146,20 +146,21 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 
 // routedIn returns the model of live's processor that the extra path of
 // /api/predict/<service> names, when the processor routes models.
-func routedIn(live *service.Live, check auth.BodyCheck, extra string) (target, bool) {
+// op is the operation the path names (see routedPath).
+func routedIn(live *service.Live, check auth.BodyCheck, extra string) (t target, op string, ok bool) {
 	mr, ok := live.Engine.Processor().(processors.ModelRouter)
 	if !ok {
-		return nil, false
+		return nil, "", false
 	}
-	model, version, _, ok := routedPath(extra)
+	model, version, op, ok := routedPath(extra)
 	if !ok {
-		return nil, false
+		return nil, "", false
 	}
 	rm, ok := mr.Model(model, version)
 	if !ok {
-		return nil, false
+		return nil, "", false
 	}
-	return &routedTarget{held{live, check}, rm}, true
+	return &routedTarget{held{live, check}, rm}, op, true
 }
 
 // lookupRouted finds name among the models of the serving services whose

@@ -266,8 +266,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.
-	if t, ok := routedIn(live, check, extra); ok {
-		_, _, op, _ := routedPath(extra)
+	if t, op, ok := routedIn(live, check, extra); ok {
 		return s.serveRouted(c, t, op)
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eas-server/eas-server/internal/nativelib"
 	ort "github.com/yalue/onnxruntime_go"
 )
 
@@ -48,50 +49,19 @@ func LoadedLibrary() string {
 	return libLoaded
 }
 
-// libraryCandidates lists where the library is looked for, in order: the
-// SetLibraryPath override, $ONNXRUNTIME_LIB, third_party/onnxruntime/lib
-// beside or above the executable (an installed layout, bin/ next to
-// third_party/), the same above the working directory (a checkout, tests),
-// then the system linker path. An explicit setting is the only candidate, so a
-// typo is reported instead of silently falling back.
-func libraryCandidates() (cands []string, explicit bool) {
-	if libOverride != "" {
-		return []string{libOverride}, true
+// librarySearch says where the library is looked for: --onnxruntime-lib or
+// $ONNXRUNTIME_LIB alone when set, else the project's third_party copy, then
+// the system linker path.
+func librarySearch() nativelib.Search {
+	explicit := libOverride
+	if explicit == "" {
+		explicit = os.Getenv(EnvLibraryPath)
 	}
-	if p := os.Getenv(EnvLibraryPath); p != "" {
-		return []string{p}, true
-	}
-	var roots []string
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		roots = append(roots, filepath.Dir(exe))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		roots = append(roots, wd)
-	}
-	seen := map[string]bool{}
-	for _, root := range roots {
-		// Walk up a few levels: bin/eas-server, processors/onnx (tests).
-		dir := root
-		for range 5 {
-			p := filepath.Join(dir, "third_party", "onnxruntime", "lib", libraryFile)
-			if !seen[p] {
-				seen[p] = true
-				cands = append(cands, p)
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
+	var system []string
 	for _, dir := range []string{"/usr/local/lib", "/usr/lib", "/usr/lib/x86_64-linux-gnu"} {
-		cands = append(cands, filepath.Join(dir, libraryFile), filepath.Join(dir, "libonnxruntime.so"))
+		system = append(system, filepath.Join(dir, libraryFile), filepath.Join(dir, "libonnxruntime.so"))
 	}
-	return cands, false
+	return nativelib.Search{Explicit: explicit, Dir: "onnxruntime/lib", File: libraryFile, System: system}
 }
 
 // ErrLibrary marks a failure to find or initialise the ONNX Runtime library.
@@ -108,20 +78,7 @@ func ensureEnvironment() error {
 	if ort.IsInitialized() {
 		return nil
 	}
-	cands, explicit := libraryCandidates()
-	if explicit {
-		// A directory names where the fetch script installed the library.
-		if st, err := os.Stat(cands[0]); err == nil && st.IsDir() {
-			cands[0] = filepath.Join(cands[0], libraryFile)
-		}
-	}
-	path := ""
-	for _, c := range cands {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() {
-			path = c
-			break
-		}
-	}
+	path, cands, explicit := librarySearch().Find()
 	if path == "" {
 		if explicit {
 			return fmt.Errorf("%w: %s does not exist; set %s (or --onnxruntime-lib) to the path of libonnxruntime.so.%s, or unset it and run scripts/fetch-onnxruntime.sh",
