@@ -11,6 +11,11 @@
 # Prints the library's path.
 #
 # Usage: scripts/build-torchshim.sh [DEST_DIR]   (default third_party/torchshim)
+#
+# TORCH_DIR=/path/to/site-packages/torch builds against that libtorch instead
+# of Debian's: a pip-installed PyTorch is a complete libtorch (include/ and
+# lib/), and a CUDA build of it gives the shim CUDA, so pytorch_gpu_* serves
+# TorchScript on the GPU. The library's rpath points at TORCH_DIR/lib.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,11 +23,27 @@ src_dir="$repo_root/torchscript/shim"
 dest_dir="${1:-$repo_root/third_party/torchshim}"
 lib="$dest_dir/libeas_torchshim.so"
 CXX="${CXX:-g++}"
-cflags=(-std=c++17 -O2 -fPIC -shared -Wall -I/usr/include/torch/csrc/api/include)
-# --no-as-needed keeps libtorch.so (which registers operators) in DT_NEEDED.
-ldflags=(-Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed)
+cflags=(-std=c++17 -O2 -fPIC -shared -Wall)
+# --no-as-needed keeps libtorch.so (which registers operators, and for a
+# CUDA build loads libtorch_cuda) in DT_NEEDED.
+ldflags=(-Wl,--no-as-needed -ltorch -ltorch_cpu -lc10)
+if [[ -n "${TORCH_DIR:-}" ]]; then
+	[[ -f "$TORCH_DIR/include/torch/script.h" && -d "$TORCH_DIR/lib" ]] || {
+		echo "build-torchshim: TORCH_DIR=$TORCH_DIR has no include/torch/script.h and lib/ (point it at a PyTorch install's torch folder)" >&2
+		exit 1
+	}
+	# A pip wheel's libtorch is built with the pre-C++11 string ABI.
+	abi="$(grep -ho '_GLIBCXX_USE_CXX11_ABI=[01]' "$TORCH_DIR"/share/cmake/Torch/TorchConfig.cmake 2>/dev/null | head -1 || true)"
+	cflags+=(-I"$TORCH_DIR/include" -I"$TORCH_DIR/include/torch/csrc/api/include")
+	[[ -n "$abi" ]] && cflags+=(-D"$abi")
+	ldflags=(-L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" "${ldflags[@]}")
+	[[ -f "$TORCH_DIR/lib/libtorch_cuda.so" ]] && ldflags+=(-ltorch_cuda -lc10_cuda)
+else
+	cflags+=(-I/usr/include/torch/csrc/api/include)
+fi
+ldflags+=(-Wl,--as-needed)
 
-if [[ ! -f /usr/include/torch/script.h ]] || ! command -v "$CXX" >/dev/null; then
+if [[ -z "${TORCH_DIR:-}" && ! -f /usr/include/torch/script.h ]] || ! command -v "$CXX" >/dev/null; then
 	sudo=""
 	[[ "$(id -u)" == 0 ]] || sudo="sudo"
 	echo "build-torchshim: installing libtorch-dev and g++ from Debian" >&2

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -66,4 +67,35 @@ func IsTorchScript(path string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// FileFormatVersion reads the TorchScript format version a file records in
+// its <root>/version (or <root>/.data/version) entry: what torch.jit.save
+// wrote, compared with the newest the runtime reads to explain a failed load.
+// ok is false when the file has no readable version entry.
+func FileFormatVersion(path string) (v int, ok bool) {
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		return 0, false
+	}
+	defer zr.Close()
+	for _, e := range zr.File {
+		_, rest, found := strings.Cut(e.Name, "/")
+		if !found || (rest != "version" && rest != ".data/version") || e.UncompressedSize64 > 32 {
+			continue
+		}
+		rc, err := e.Open()
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, 32))
+		rc.Close()
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= 0 {
+			return n, true
+		}
+	}
+	return 0, false
 }

@@ -41,8 +41,10 @@ var ErrLibrary = errors.New("TorchScript needs libtorch: run scripts/build-torch
 type shim struct {
 	path                                               string
 	torchVersion                                       string
+	maxFileVersion, cudaDevices                        int
 	setNumThreads, load, numArgs, argName, argType     unsafe.Pointer
 	forward, freeOutputs, freeString, free, abiVersion unsafe.Pointer
+	returnType                                         unsafe.Pointer
 }
 
 var (
@@ -90,6 +92,9 @@ func openShim() (*shim, error) {
 	}{
 		{"eas_ts_abi_version", &s.abiVersion},
 		{"eas_ts_torch_version", nil},
+		{"eas_ts_max_file_version", nil},
+		{"eas_ts_cuda_device_count", nil},
+		{"eas_ts_return_type", &s.returnType},
 		{"eas_ts_set_num_threads", &s.setNumThreads},
 		{"eas_ts_load", &s.load},
 		{"eas_ts_num_args", &s.numArgs},
@@ -106,18 +111,46 @@ func openShim() (*shim, error) {
 		if p == nil {
 			return nil, fmt.Errorf("%w (%s has no symbol %s: rebuild it with scripts/build-torchshim.sh)", ErrLibrary, path, sym.name)
 		}
-		if sym.dst != nil {
+		switch {
+		case sym.dst != nil:
 			*sym.dst = p
-		} else {
+		case sym.name == "eas_ts_torch_version":
 			s.torchVersion = C.GoString(C.call_torch_version(p))
+		case sym.name == "eas_ts_max_file_version":
+			s.maxFileVersion = int(C.call_int(p))
+		case sym.name == "eas_ts_cuda_device_count":
+			s.cudaDevices = int(C.call_int(p))
 		}
-	}
-	if v := int(C.call_abi_version(s.abiVersion)); v != C.EAS_TS_ABI_VERSION {
-		return nil, fmt.Errorf("%w (%s has ABI version %d, this binary needs %d: rebuild it with scripts/build-torchshim.sh)",
-			ErrLibrary, path, v, C.EAS_TS_ABI_VERSION)
+		if sym.name == "eas_ts_abi_version" {
+			// Checked first: an older shim lacks the newer symbols.
+			if v := int(C.call_abi_version(p)); v != C.EAS_TS_ABI_VERSION {
+				return nil, fmt.Errorf("%w (%s has ABI version %d, this binary needs %d: rebuild it with scripts/build-torchshim.sh)",
+					ErrLibrary, path, v, C.EAS_TS_ABI_VERSION)
+			}
+		}
 	}
 	libLoaded = s
 	return s, nil
+}
+
+// Runtime describes the libtorch behind the shim.
+type Runtime struct {
+	Library        string // the shim's path
+	TorchVersion   string // the libtorch it was built against, e.g. "1.13.1"
+	MaxFileVersion int    // the newest TorchScript file format version it reads
+	// CUDADevices is the number of GPUs libtorch sees: -1 when it was
+	// built without CUDA (Debian's libtorch), 0 when it sees none.
+	CUDADevices int
+}
+
+// OpenRuntime opens the shim (once per process) and describes it. A missing
+// shim is an error wrapping ErrLibrary.
+func OpenRuntime() (Runtime, error) {
+	s, err := openShim()
+	if err != nil {
+		return Runtime{}, err
+	}
+	return Runtime{Library: s.path, TorchVersion: s.torchVersion, MaxFileVersion: s.maxFileVersion, CUDADevices: s.cudaDevices}, nil
 }
 
 // LoadedLibrary returns the path of the shim in use and the libtorch version

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -34,32 +35,58 @@ var ErrClosed = errors.New("torchscript: module is closed")
 // Module is a loaded TorchScript module. Forward may be called from many
 // goroutines at once; Close waits for running calls to finish.
 type Module struct {
-	lib    *shim
-	mu     sync.RWMutex // Forward holds it shared, Close exclusively
-	ptr    *C.eas_ts_module
-	inputs []Arg
+	lib     *shim
+	mu      sync.RWMutex // Forward holds it shared, Close exclusively
+	ptr     *C.eas_ts_module
+	inputs  []Arg
+	returns string
+	device  string
 }
 
-// Load reads the TorchScript file at path onto the CPU in eval mode. threads
-// > 0 sets libtorch's intra-op thread count, which is process-wide: it
-// applies to every module (the last setting wins); 0 leaves it alone. A
-// missing shim fails with an error wrapping ErrLibrary.
-func Load(path string, threads int) (*Module, error) {
+// Options are Load's settings.
+type Options struct {
+	// Threads > 0 sets libtorch's intra-op thread count, which is
+	// process-wide: it applies to every module (the last setting wins); 0
+	// leaves it alone.
+	Threads int
+	// Device is "cpu" (or "") or "cuda:N". A CUDA device needs a shim built
+	// against a CUDA-enabled libtorch (TORCH_DIR=... build-torchshim.sh).
+	Device string
+}
+
+// Load reads the TorchScript file at path onto opts.Device in eval mode. A
+// missing shim fails with an error wrapping ErrLibrary. A file libtorch
+// cannot load fails naming the file's format version and the runtime's.
+func Load(path string, opts Options) (*Module, error) {
 	lib, err := openShim()
 	if err != nil {
 		return nil, err
 	}
-	if threads > 0 {
-		C.call_set_num_threads(lib.setNumThreads, C.int(threads))
+	if opts.Threads > 0 {
+		C.call_set_num_threads(lib.setNumThreads, C.int(opts.Threads))
+	}
+	device := opts.Device
+	if device == "" {
+		device = "cpu"
 	}
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
+	cdev := C.CString(device)
+	defer C.free(unsafe.Pointer(cdev))
 	var cerr *C.char
-	ptr := C.call_load(lib.load, cpath, &cerr)
+	ptr := C.call_load(lib.load, cpath, cdev, &cerr)
 	if ptr == nil {
-		return nil, errors.New("torchscript: " + lib.takeError(cerr))
+		msg := lib.takeError(cerr)
+		if v, ok := FileFormatVersion(path); ok {
+			msg += fmt.Sprintf("; the file has TorchScript format version %d, this libtorch %s reads up to %d", v, lib.torchVersion, lib.maxFileVersion)
+			if v > lib.maxFileVersion {
+				msg += ": re-save it with PyTorch " + lib.torchVersion + " or build the shim against a newer libtorch (TORCH_DIR=... scripts/build-torchshim.sh)"
+			}
+		}
+		return nil, errors.New("torchscript: " + msg)
 	}
-	m := &Module{lib: lib, ptr: ptr}
+	m := &Module{lib: lib, ptr: ptr, device: device}
+	m.returns = C.GoString(C.call_mod_str(lib.returnType, ptr))
 	n := int(C.call_num_args(lib.numArgs, ptr))
 	for i := range n {
 		m.inputs = append(m.inputs, Arg{
@@ -73,6 +100,44 @@ func Load(path string, threads int) (*Module, error) {
 // Inputs describes forward's arguments, self excluded, in order.
 func (m *Module) Inputs() []Arg {
 	return append([]Arg(nil), m.inputs...)
+}
+
+// Device is the device the module runs on ("cpu", "cuda:0", ...).
+func (m *Module) Device() string { return m.device }
+
+// Returns is forward's declared return type in TorchScript spelling, e.g.
+// "Tensor", "Tuple[Tensor, Tensor]" or "Dict[str, Tensor]".
+func (m *Module) Returns() string { return m.returns }
+
+// OutputNames are the names Forward will give its outputs, when the return
+// type fixes them: output__0 for a Tensor (or int, float, bool), output__0 ...
+// output__{n-1} for a tuple of n. A list or a Dict has names known only from
+// a run: ok is false.
+func (m *Module) OutputNames() (names []string, ok bool) {
+	r := m.returns
+	if scalarReturn(r) {
+		return []string{"output__0"}, true
+	}
+	inner, isTuple := strings.CutPrefix(r, "Tuple[")
+	if !isTuple || !strings.HasSuffix(inner, "]") {
+		return nil, false
+	}
+	elems := strings.Split(strings.TrimSuffix(inner, "]"), ", ")
+	for i, e := range elems {
+		if !scalarReturn(e) {
+			return nil, false // a nested container: refused at run time
+		}
+		names = append(names, fmt.Sprintf("output__%d", i))
+	}
+	return names, true
+}
+
+func scalarReturn(t string) bool {
+	switch t {
+	case "Tensor", "int", "float", "bool":
+		return true
+	}
+	return false
 }
 
 var dtypeCodes = map[tensor.DType]C.int{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -146,7 +147,7 @@ func check(t *testing.T, got tensor.Tensor, want refTensor) {
 
 func load(t *testing.T, name string) *Module {
 	t.Helper()
-	m, err := Load(filepath.Join(models(t), name+".pt"), 0)
+	m, err := Load(filepath.Join(models(t), name+".pt"), Options{})
 	if err != nil {
 		t.Fatalf("%v\n(build the shim with scripts/build-torchshim.sh)", err)
 	}
@@ -255,7 +256,7 @@ func TestForwardErrors(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	models(t)
 	for _, p := range []string{"../processors/onnx/testdata/mlp.onnx", filepath.Join(genDir, "state_dict.pt"), "/nonexistent.pt"} {
-		_, err := Load(p, 0)
+		_, err := Load(p, Options{})
 		if err == nil {
 			t.Fatalf("%s: loaded", p)
 		}
@@ -276,7 +277,7 @@ func TestLoadErrors(t *testing.T) {
 // with ErrClosed, and closing twice is harmless.
 func TestConcurrentForward(t *testing.T) {
 	ref := refs(t)["mlp"]
-	m, err := Load(filepath.Join(models(t), "mlp.pt"), 2)
+	m, err := Load(filepath.Join(models(t), "mlp.pt"), Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestIsTorchScript(t *testing.T) {
 // the shim is opened once per process, so the failure needs a fresh one.
 func TestMissingLibrary(t *testing.T) {
 	if os.Getenv("EAS_TORCHSHIM_MISSING_LIB_CHILD") == "1" {
-		_, err := Load("testdata/gen_models.py", 0)
+		_, err := Load("testdata/gen_models.py", Options{})
 		fmt.Println(err)
 		if errors.Is(err, ErrLibrary) {
 			os.Exit(0)
@@ -406,6 +407,124 @@ func TestMissingLibrary(t *testing.T) {
 			if !strings.Contains(string(out), w) {
 				t.Errorf("message for %s does not mention %q:\n%s", lib, w, out)
 			}
+		}
+	}
+}
+
+// TestOutputNames reads the names from forward's declared return type, and
+// they match what a run returns.
+func TestOutputNames(t *testing.T) {
+	for name, want := range map[string][]string{
+		"mlp":   {"output__0"},
+		"two":   {"output__0", "output__1"},
+		"named": nil, // a Dict: known from a run only
+		"ident": nil, // a List: known from a run only
+	} {
+		m := load(t, name)
+		got, ok := m.OutputNames()
+		if ok != (want != nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s (returns %s): OutputNames = %v, %v; want %v", name, m.Returns(), got, ok, want)
+		}
+	}
+}
+
+// rewriteZip copies the zip at src to dst, replacing the content of the
+// entries edit names.
+func rewriteZip(t *testing.T, src, dst string, edit func(name string, b []byte) []byte) {
+	t.Helper()
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, e := range zr.File {
+		rc, err := e.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf strings.Builder
+		if _, err := io.Copy(&buf, rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name, Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(edit(e.Name, []byte(buf.String()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewerFileFormat: a file from a newer PyTorch (a format version past
+// this libtorch's) fails naming both versions and what to do.
+func TestNewerFileFormat(t *testing.T) {
+	src := filepath.Join(models(t), "mlp.pt")
+	v, ok := FileFormatVersion(src)
+	if !ok || v <= 0 {
+		t.Fatalf("FileFormatVersion(mlp.pt) = %d, %v", v, ok)
+	}
+	dst := filepath.Join(t.TempDir(), "newer.pt")
+	rewriteZip(t, src, dst, func(name string, b []byte) []byte {
+		if strings.HasSuffix(name, "/version") {
+			return []byte("99\n")
+		}
+		return b
+	})
+	if v, ok := FileFormatVersion(dst); !ok || v != 99 {
+		t.Fatalf("FileFormatVersion(newer.pt) = %d, %v", v, ok)
+	}
+	_, err := Load(dst, Options{})
+	if err == nil {
+		t.Fatal("a format-99 file loaded")
+	}
+	rt, rerr := OpenRuntime()
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, w := range []string{"format version 99", fmt.Sprintf("reads up to %d", rt.MaxFileVersion), "libtorch " + rt.TorchVersion, "re-save"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q: %v", w, err)
+		}
+	}
+}
+
+// TestDevices: an unknown device is refused, and a CUDA device on a
+// libtorch without CUDA fails the load saying so.
+func TestDevices(t *testing.T) {
+	p := filepath.Join(models(t), "mlp.pt")
+	if _, err := Load(p, Options{Device: "tpu:0"}); err == nil {
+		t.Error("device tpu:0 loaded")
+	}
+	rt, err := OpenRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(p, Options{Device: "cuda:0"})
+	switch {
+	case rt.CUDADevices < 0:
+		if err == nil || !strings.Contains(err.Error(), "built without CUDA") {
+			t.Errorf("cuda:0 on a CPU-only libtorch: %v", err)
+		}
+	case rt.CUDADevices == 0:
+		if err == nil || !strings.Contains(err.Error(), "0 CUDA device") {
+			t.Errorf("cuda:0 with no GPU visible: %v", err)
+		}
+	default:
+		if err != nil {
+			t.Errorf("cuda:0 with %d GPUs: %v", rt.CUDADevices, err)
 		}
 	}
 }

@@ -586,7 +586,7 @@ var (
 // forward's parameters, with any dtype and shape; outputs are learnt from
 // the runs.
 func (m *Model) loadTorchScript(file string) error {
-	mod, err := torchscript.Load(file, m.threads)
+	mod, err := torchscript.Load(file, torchscript.Options{Threads: m.threads})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
 	}

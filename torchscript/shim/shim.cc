@@ -2,9 +2,12 @@
 // Built by scripts/build-torchshim.sh into third_party/torchshim/.
 #include "shim.h"
 
+#include <torch/cuda.h>
 #include <torch/script.h>
 #include <torch/version.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <caffe2/serialize/versions.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +19,8 @@ struct eas_ts_module {
 	torch::jit::Module mod;
 	std::vector<std::string> names;
 	std::vector<std::string> types;
+	std::string returns;
+	c10::Device device{c10::kCPU};
 };
 
 namespace {
@@ -151,6 +156,26 @@ void free_outputs(eas_ts_output *out, int n) {
 	std::free(out);
 }
 
+// device_for parses a device string and checks that this libtorch can use it.
+c10::Device device_for(const char *spec) {
+	c10::Device dev(spec == nullptr || *spec == '\0' ? "cpu" : spec);
+	if (dev.is_cpu()) return dev;
+	if (!dev.is_cuda()) {
+		throw std::runtime_error(std::string("device ") + spec + ": only cpu and cuda devices are served");
+	}
+	if (!at::hasCUDA()) {
+		throw std::runtime_error(std::string("device ") + spec + ": this libtorch (" TORCH_VERSION
+					 ") was built without CUDA; build the shim against a CUDA-enabled libtorch");
+	}
+	int64_t n = static_cast<int64_t>(torch::cuda::device_count());
+	int64_t idx = dev.has_index() ? dev.index() : 0;
+	if (idx >= n) {
+		throw std::runtime_error(std::string("device ") + spec + ": libtorch sees " + std::to_string(n) +
+					 " CUDA device(s)");
+	}
+	return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(idx));
+}
+
 }  // namespace
 
 extern "C" {
@@ -167,13 +192,27 @@ void eas_ts_set_num_threads(int n) {
 	}
 }
 
-eas_ts_module *eas_ts_load(const char *path, char **err) {
+int eas_ts_max_file_version(void) {
+	return static_cast<int>(caffe2::serialize::kMaxSupportedFileFormatVersion);
+}
+
+int eas_ts_cuda_device_count(void) {
+	try {
+		if (!at::hasCUDA()) return -1;
+		return static_cast<int>(torch::cuda::device_count());
+	} catch (...) {
+		return -1;
+	}
+}
+
+eas_ts_module *eas_ts_load(const char *path, const char *device, char **err) {
 	const std::string where = std::string("load ") + (path ? path : "(null)") + ": ";
 	const std::string runtime = " (this runtime is libtorch " TORCH_VERSION
 				    "; a file saved by a newer PyTorch may need a newer libtorch)";
 	try {
 		std::unique_ptr<eas_ts_module> m(new eas_ts_module);
-		m->mod = torch::jit::load(path, torch::kCPU);
+		m->device = device_for(device);
+		m->mod = torch::jit::load(path, m->device);
 		m->mod.eval();
 		auto method = m->mod.find_method("forward");
 		if (!method) {
@@ -185,6 +224,17 @@ eas_ts_module *eas_ts_load(const char *path, char **err) {
 			if (i == 0 && args[i].name() == "self") continue;
 			m->names.push_back(args[i].name());
 			m->types.push_back(args[i].type()->annotation_str());
+		}
+		const auto &rets = method->function().getSchema().returns();
+		if (rets.size() == 1) {
+			m->returns = rets[0].type()->annotation_str();
+		} else {
+			m->returns = "Tuple[";
+			for (size_t i = 0; i < rets.size(); i++) {
+				if (i > 0) m->returns += ", ";
+				m->returns += rets[i].type()->annotation_str();
+			}
+			m->returns += "]";
 		}
 		return m.release();
 	} catch (const c10::Error &e) {
@@ -207,6 +257,8 @@ const char *eas_ts_arg_name(const eas_ts_module *m, int i) {
 const char *eas_ts_arg_type(const eas_ts_module *m, int i) {
 	return i >= 0 && static_cast<size_t>(i) < m->types.size() ? m->types[i].c_str() : "";
 }
+
+const char *eas_ts_return_type(const eas_ts_module *m) { return m->returns.c_str(); }
 
 int eas_ts_forward(eas_ts_module *m, const eas_ts_input *in, int n, eas_ts_output **out, int *nout,
 		   char **err) {
@@ -233,6 +285,7 @@ int eas_ts_forward(eas_ts_module *m, const eas_ts_input *in, int n, eas_ts_outpu
 							 std::to_string(want));
 			}
 			if (want > 0) std::memcpy(t.data_ptr(), in[i].data, want);
+			if (!m->device.is_cpu()) t = t.to(m->device);
 			args.emplace_back(std::move(t));
 		}
 		c10::IValue result = m->mod.forward(std::move(args));

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or struct below changes. */
-#define EAS_TS_ABI_VERSION 1
+#define EAS_TS_ABI_VERSION 2
 
 /* Element types; 0 is invalid. */
 enum {
@@ -71,8 +71,21 @@ const char *eas_ts_torch_version(void);
 /* Sets libtorch's intra-op thread count. Process-wide. n <= 0 is ignored. */
 void eas_ts_set_num_threads(int n);
 
-/* Loads a TorchScript file on the CPU in eval mode. NULL and *err on failure. */
-eas_ts_module *eas_ts_load(const char *path, char **err);
+/* The newest TorchScript file format version this libtorch reads. */
+int eas_ts_max_file_version(void);
+
+/* The number of CUDA devices libtorch sees; -1 when this libtorch was built
+ * without CUDA (Debian's is), 0 when it has CUDA but sees no GPU. */
+int eas_ts_cuda_device_count(void);
+
+/* Loads a TorchScript file in eval mode onto device ("cpu", "cuda",
+ * "cuda:N"; NULL is "cpu"). NULL and *err on failure. */
+eas_ts_module *eas_ts_load(const char *path, const char *device, char **err);
+
+/* forward's declared return type in TorchScript spelling ("Tensor",
+ * "Tuple[Tensor, Tensor]", "Dict[str, Tensor]", ...). Lives as long as the
+ * module. */
+const char *eas_ts_return_type(const eas_ts_module *m);
 
 /* forward's arguments, self excluded: their count, and the name and type
  * (TorchScript spelling, "Tensor", "Optional[Tensor]", "int") of argument i.
@@ -81,7 +94,8 @@ int eas_ts_num_args(const eas_ts_module *m);
 const char *eas_ts_arg_name(const eas_ts_module *m, int i);
 const char *eas_ts_arg_type(const eas_ts_module *m, int i);
 
-/* Runs forward on n tensors (positional). On success returns 0 and sets *out
+/* Runs forward on n tensors (positional), copied onto the module's device.
+ * Outputs are copied back to host memory. On success returns 0 and sets *out
  * to an array of *nout outputs (free with eas_ts_free_outputs). On failure
  * returns -1 and sets *err. Safe to call concurrently on one module. */
 int eas_ts_forward(eas_ts_module *m, const eas_ts_input *in, int n,
