@@ -3,10 +3,11 @@
 # (scripts/gen-test-models.py) needs: Debian's python3-onnx and numpy, used
 # through /usr/bin/python3 (another python3 on PATH may not see them).
 # scripts/gen-tree-models.py needs python3-xgboost (1.7.4) and python3-sklearn.
-# torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch).
+# torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch)
+# and python3-torchvision (0.14: ResNet-18, MobileNetV3; pulls python3-pil).
 # Skips apt when all of them import already.
 set -euo pipefail
-if /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch' 2>/dev/null; then
+if /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch, torchvision, PIL' 2>/dev/null; then
 	exit 0
 fi
 sudo=""
@@ -14,4 +15,4 @@ sudo=""
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-xgboost python3-sklearn
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-torch
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-torch python3-torchvision python3-pil
