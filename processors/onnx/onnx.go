@@ -31,6 +31,7 @@ package onnx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -130,7 +131,7 @@ type Model struct {
 
 	threads   int
 	file      string                   // the model file in use
-	provider  string                   // "CPUExecutionProvider", "CUDAExecutionProvider" or "libtorch"
+	provider  string                   // "CPUExecutionProvider", "CUDAExecutionProvider" or "libtorch:<device>"
 	engine    engine                   // nil until Load and after Close
 	torch     bool                     // the file is TorchScript, run by libtorch
 	lastOut   atomic.Pointer[[]ioInfo] // TorchScript: the outputs of the last run
@@ -159,14 +160,11 @@ func (m *Model) Platform() string {
 // onnxRecipe is how to get an ONNX file from a PyTorch model.
 const onnxRecipe = `torch.onnx.export(model, example_inputs, "model.onnx", input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})`
 
-// torchScriptHelp says what this code can do with a TorchScript file.
+// torchScriptHelp says why this code cannot serve a TorchScript file, or ""
+// when it can (pytorch_cpu_* on the CPU, pytorch_gpu_* on CUDA).
 func (m *Model) torchScriptHelp() string {
-	switch {
-	case m.info.proto == protoHIE:
-		return fmt.Sprintf("processor %q serves ONNX only; deploy TorchScript with a pytorch_cpu_* processor, or export to ONNX: %s", m.code, onnxRecipe)
-	case m.info.gpu:
-		return fmt.Sprintf("processor %q cannot run TorchScript: the libtorch here is CPU-only (Debian's build, and the shim is CPU-only); deploy it with processor %q, or export to ONNX for the CUDA execution provider: %s",
-			m.code, m.info.cpu, onnxRecipe)
+	if m.info.proto == protoHIE {
+		return fmt.Sprintf("processor %q serves ONNX only; deploy TorchScript with a pytorch_cpu_* or pytorch_gpu_* processor, or export to ONNX: %s", m.code, onnxRecipe)
 	}
 	return ""
 }
@@ -460,7 +458,7 @@ func convertInfo(kind string, infos []ort.InputOutputInfo) ([]ioInfo, error) {
 }
 
 // finder finds the model file under model_path: an .onnx file, or for
-// pytorch_cpu_* codes also a TorchScript one (.pt, .pth, .torchscript,
+// pytorch_* codes also a TorchScript one (.pt, .pth, .torchscript,
 // .ptl); a directory holding only TorchScript for another code gets the
 // reason.
 func (m *Model) finder() processors.ModelFile {
@@ -586,8 +584,16 @@ var (
 // forward's parameters, with any dtype and shape; outputs are learnt from
 // the runs.
 func (m *Model) loadTorchScript(file string) error {
-	mod, err := torchscript.Load(file, torchscript.Options{Threads: m.threads})
+	opts := torchscript.Options{Threads: m.threads, Device: "cpu"}
+	if m.info.gpu {
+		opts.Device = "cuda:" + strconv.Itoa(m.cfg.DeviceID)
+	}
+	mod, err := torchscript.Load(file, opts)
 	if err != nil {
+		if m.info.gpu && !errors.Is(err, torchscript.ErrLibrary) {
+			return fmt.Errorf("load %s: processor %q runs TorchScript on CUDA: %w; on a host with an NVIDIA GPU, build the shim against a CUDA-enabled libtorch (TORCH_DIR=<python site-packages>/torch scripts/build-torchshim.sh, e.g. a pip-installed PyTorch with CUDA), or deploy with processor %q",
+				filepath.Base(file), m.code, err, m.info.cpu)
+		}
 		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
 	}
 	var ins []ioInfo
@@ -603,8 +609,17 @@ func (m *Model) loadTorchScript(file string) error {
 		mod.Close()
 		return fmt.Errorf("load %s: forward takes no tensor arguments; there is nothing to send it", filepath.Base(file))
 	}
-	m.torch, m.file, m.provider = true, file, "libtorch"
+	m.torch, m.file, m.provider = true, file, "libtorch:"+mod.Device()
 	m.inputs, m.outputs = ins, nil
+	if names, ok := mod.OutputNames(); ok {
+		// Declared by forward's return type: known before any run, with
+		// dtype and rank learnt from the first.
+		info := make([]ioInfo, len(names))
+		for i, n := range names {
+			info[i] = ioInfo{Name: n}
+		}
+		m.lastOut.Store(&info)
+	}
 	m.inIndex, m.outIndex = indexOf(ins), map[string]int{}
 	m.batchable = true // along dim 0; runMerged stops merging if outputs do not follow
 	m.engine = &tsEngine{mod: mod}

@@ -429,7 +429,7 @@ func TestTorchScriptRefused(t *testing.T) {
 		{"zip named onnx", "pytorch_cpu_1.10", zipped, "", false, "neither an ONNX model nor a TorchScript archive"},
 		{"dir with only a non-TorchScript pth", "pytorch_cpu_1.10", onlyPT, "", false, "not a TorchScript archive"},
 		{"pt file under onnx_cpu", "onnx_cpu", pt, "", true, "serves ONNX only"},
-		{"pt entry under pytorch_gpu", "pytorch_gpu_1.10", dir, "model.pt", true, "CPU-only"},
+		{"pt entry under pytorch_gpu", "pytorch_gpu_1.10", dir, "model.pt", false, "not a TorchScript archive"},
 		{"dir with only pth under onnx_cpu", "onnx_cpu", onlyPT, "", false, "serves ONNX only"},
 	}
 	for _, tt := range tests {

@@ -210,7 +210,8 @@ func TestTorchScriptBatchEqualsSingleRuns(t *testing.T) {
 }
 
 // TestTorchScriptOutputsAndMetadata: inputs are forward's parameters with
-// any dtype and shape; outputs are known after the first run; the Torch
+// any dtype and shape; output names come from forward's declared return type
+// (a tuple here), dtypes and ranks from the first run; the Torch
 // protobuf output_filter indexes forward's results.
 func TestTorchScriptOutputsAndMetadata(t *testing.T) {
 	refs := tsRefs(t)
@@ -218,8 +219,13 @@ func TestTorchScriptOutputsAndMetadata(t *testing.T) {
 	m := load(t, "pytorch_cpu_1.9", filepath.Join(tsModels(t), "two.pt"), func(s *processors.Spec) { s.CPU = 2 })
 	md := m.Metadata()
 	got, _ := json.Marshal([]any{md.Inputs, md.Outputs})
-	if want := `[[{"name":"a","datatype":"","shape":[-1]},{"name":"b","datatype":"","shape":[-1]}],[]]`; string(got) != want {
+	if want := `[[{"name":"a","datatype":"","shape":[-1]},{"name":"b","datatype":"","shape":[-1]}],[{"name":"output__0","datatype":"","shape":[-1]},{"name":"output__1","datatype":"","shape":[-1]}]]`; string(got) != want {
 		t.Errorf("metadata before a run\n got %s\nwant %s", got, want)
+	}
+	// A Dict's keys are known only from a run.
+	named := load(t, "pytorch_cpu_1.9", filepath.Join(tsModels(t), "named.pt"))
+	if md := named.Metadata(); len(md.Outputs) != 0 || md.Extra["outputs_known"] != false {
+		t.Errorf("a Dict output before a run: outputs %v, outputs_known %v", md.Outputs, md.Extra["outputs_known"])
 	}
 	if md.Extra["batchable"] != true || md.Extra["intra_op_threads"] != 2 || md.Extra["platform"] != "pytorch_libtorch" {
 		t.Errorf("extra = %v", md.Extra)
@@ -289,9 +295,8 @@ func TestTorchScriptInputErrors(t *testing.T) {
 	}
 }
 
-// TestTorchScriptRefusedByCode: onnx_* serves ONNX and pytorch_gpu_* cannot
-// run TorchScript (the libtorch here is CPU-only); both say so, judged by
-// content whatever the file's name.
+// TestTorchScriptRefusedByCode: onnx_* serves ONNX only and says so, judged
+// by content whatever the file's name.
 func TestTorchScriptRefusedByCode(t *testing.T) {
 	src := filepath.Join(tsModels(t), "mlp.pt")
 	b, err := os.ReadFile(src)
@@ -303,7 +308,6 @@ func TestTorchScriptRefusedByCode(t *testing.T) {
 	for _, tc := range []struct{ code, want string }{
 		{"onnx_cpu", "serves ONNX only"},
 		{"onnx_cu100", "serves ONNX only"},
-		{"pytorch_gpu_1.10", "CPU-only"},
 	} {
 		for _, path := range []string{src, renamed} {
 			m := New(tc.code)
@@ -396,4 +400,39 @@ func TorchScriptCaseForTest(t testing.TB, model string, c int) (path string, arg
 		outs = append(outs, o.tensor(t))
 	}
 	return filepath.Join(tsModels(t), model+".pt"), args, tsInputs(t, ref, c, true), outs
+}
+
+// TestTorchScriptOnGPUCode: pytorch_gpu_* loads TorchScript onto CUDA
+// (model_config.device_id); with a libtorch built without CUDA, or no GPU,
+// the deploy fails with libtorch's reason and the two ways out.
+func TestTorchScriptOnGPUCode(t *testing.T) {
+	src := filepath.Join(tsModels(t), "mlp.pt")
+	rt, err := torchscript.OpenRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New("pytorch_gpu_1.10")
+	if err := m.Configure(processors.Spec{Code: "pytorch_gpu_1.10", ModelSource: src}); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Load(t.Context(), processors.Files{ModelPath: src})
+	defer m.Close()
+	if rt.CUDADevices > 0 {
+		if err != nil {
+			t.Fatalf("libtorch sees %d GPUs: %v", rt.CUDADevices, err)
+		}
+		if got := m.Metadata().Extra["execution_provider"]; got != "libtorch:cuda:0" {
+			t.Errorf("execution_provider = %v, want libtorch:cuda:0", got)
+		}
+		return
+	}
+	want := "0 CUDA device"
+	if rt.CUDADevices < 0 {
+		want = "built without CUDA"
+	}
+	for _, w := range []string{want, "runs TorchScript on CUDA", "TORCH_DIR=", `processor "pytorch_cpu_1.10"`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("pytorch_gpu_1.10 on libtorch %s (CUDA devices %d): %v, want it to say %q", rt.TorchVersion, rt.CUDADevices, err, w)
+		}
+	}
 }
