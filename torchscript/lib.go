@@ -44,7 +44,7 @@ type shim struct {
 	maxFileVersion, cudaDevices                        int
 	setNumThreads, load, numArgs, argName, argType     unsafe.Pointer
 	forward, freeOutputs, freeString, free, abiVersion unsafe.Pointer
-	returnType                                         unsafe.Pointer
+	returnType, getNumThreads                          unsafe.Pointer
 }
 
 var (
@@ -95,6 +95,7 @@ func openShim() (*shim, error) {
 		{"eas_ts_max_file_version", nil},
 		{"eas_ts_cuda_device_count", nil},
 		{"eas_ts_return_type", &s.returnType},
+		{"eas_ts_get_num_threads", &s.getNumThreads},
 		{"eas_ts_set_num_threads", &s.setNumThreads},
 		{"eas_ts_load", &s.load},
 		{"eas_ts_num_args", &s.numArgs},
@@ -151,6 +152,18 @@ func OpenRuntime() (Runtime, error) {
 		return Runtime{}, err
 	}
 	return Runtime{Library: s.path, TorchVersion: s.torchVersion, MaxFileVersion: s.maxFileVersion, CUDADevices: s.cudaDevices}, nil
+}
+
+// Threads is libtorch's intra-op thread count now: process-wide, the last
+// Options.Threads set by any Load. 0 before the shim is opened.
+func Threads() int {
+	libMu.Lock()
+	s := libLoaded
+	libMu.Unlock()
+	if s == nil {
+		return 0
+	}
+	return int(C.call_int(s.getNumThreads))
 }
 
 // LoadedLibrary returns the path of the shim in use and the libtorch version

@@ -539,10 +539,12 @@ func (m *Model) Metadata() processors.Metadata {
 			Extra: map[string]any{
 				"platform":           m.Platform(),
 				"execution_provider": m.provider,
-				"intra_op_threads":   m.threads,
-				"model_file":         filepath.Base(m.file),
-				"batchable":          m.batchable && !m.noBatch.Load(),
-				"outputs_known":      m.lastOut.Load() != nil,
+				// libtorch's pool is process-wide: report what runs now,
+				// which the last TorchScript deploy set.
+				"intra_op_threads": torchscript.Threads(),
+				"model_file":       filepath.Base(m.file),
+				"batchable":        m.batchable && !m.noBatch.Load(),
+				"outputs_known":    m.lastOut.Load() != nil,
 			},
 		}
 	}

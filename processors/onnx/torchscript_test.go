@@ -436,3 +436,26 @@ func TestTorchScriptOnGPUCode(t *testing.T) {
 		}
 	}
 }
+
+// TestTorchScriptThreadsProcessWide: libtorch has one intra-op pool per
+// process, so two TorchScript services with different metadata.cpu both run
+// with the one deployed last, and both report it; each still answers right.
+func TestTorchScriptThreadsProcessWide(t *testing.T) {
+	ref := tsRefs(t)["mlp"]
+	a := load(t, "pytorch_cpu_1.10", filepath.Join(tsModels(t), "mlp.pt"), func(s *processors.Spec) { s.CPU = 2 })
+	if got := a.Metadata().Extra["intra_op_threads"]; got != 2 {
+		t.Fatalf("first service: intra_op_threads %v, want 2", got)
+	}
+	b := load(t, "pytorch_cpu_1.10", filepath.Join(tsModels(t), "mlp.pt"), func(s *processors.Spec) { s.CPU = 3 })
+	for name, m := range map[string]*Model{"first": a, "second": b} {
+		if got := m.Metadata().Extra["intra_op_threads"]; got != 3 {
+			t.Errorf("%s service: intra_op_threads %v, want 3 (the last deploy's)", name, got)
+		}
+		p := checked(t, m, &processors.TensorPayload{Inputs: tsInputs(t, ref, 0, false)})
+		res, err := m.Run(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTS(t, name, res[0].Outputs, ref.Cases[0].Outputs)
+	}
+}

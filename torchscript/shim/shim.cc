@@ -205,6 +205,14 @@ int eas_ts_cuda_device_count(void) {
 	}
 }
 
+int eas_ts_get_num_threads(void) {
+	try {
+		return at::get_num_threads();
+	} catch (...) {
+		return 0;
+	}
+}
+
 eas_ts_module *eas_ts_load(const char *path, const char *device, char **err) {
 	const std::string where = std::string("load ") + (path ? path : "(null)") + ": ";
 	const std::string runtime = " (this runtime is libtorch " TORCH_VERSION

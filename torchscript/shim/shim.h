@@ -71,6 +71,9 @@ const char *eas_ts_torch_version(void);
 /* Sets libtorch's intra-op thread count. Process-wide. n <= 0 is ignored. */
 void eas_ts_set_num_threads(int n);
 
+/* libtorch's intra-op thread count now (process-wide). */
+int eas_ts_get_num_threads(void);
+
 /* The newest TorchScript file format version this libtorch reads. */
 int eas_ts_max_file_version(void);
 

@@ -188,6 +188,77 @@ class Embed(nn.Module):
 record("embed", torch.jit.script(Embed().eval()), [[torch.tensor([[1, 2, 3], [9, 0, 4]])]])
 
 
+
+# Real architectures: torchvision's ResNet-18 and MobileNetV3-Small (random
+# seeded weights, eval mode, traced), and a 2-layer transformer encoder with
+# a padding mask. Images are pixel-like values k/64 - 2: exact in float32
+# and short in refs.json.
+import torchvision  # noqa: E402  (only these models need it)
+
+
+def image(*shape):
+    return torch.randint(0, 256, shape).float() / 64 - 2
+
+
+# ResNet-18. Cases 0-1 (224x224) go through every wire format; cases 2-4
+# (112x112, batch sizes 1, 2, 3) are the dynamic-batching requests.
+resnet = torchvision.models.resnet18().eval()
+with torch.no_grad():
+    record("resnet18", torch.jit.trace(resnet, image(1, 3, 64, 64)),
+           [[image(2, 3, 224, 224)], [image(1, 3, 224, 224)],
+            [image(1, 3, 112, 112)], [image(2, 3, 112, 112)], [image(3, 3, 112, 112)]])
+del resnet
+
+mobilenet = torchvision.models.mobilenet_v3_small().eval()
+with torch.no_grad():
+    record("mobilenet_v3_small", torch.jit.trace(mobilenet, image(1, 3, 64, 64)),
+           [[image(1, 3, 224, 224)], [image(2, 3, 96, 96)]])
+del mobilenet
+
+
+# A transformer encoder over token ids with a padding mask. mask is int64 (or
+# bool): 1 marks a real token, 0 padding, so the server's pad batcher, which
+# pads every input with one pad_value (0), marks its padding as padding. The
+# outputs at real positions do not depend on padded ones (keys are masked,
+# every layer is per-token otherwise). enable_nested_tensor=False keeps the
+# output as long as the input (a nested tensor comes back cut to the longest
+# real sequence).
+class Encoder(nn.Module):
+    def __init__(self, vocab: int = 50, d: int = 32, max_len: int = 64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        layer = nn.TransformerEncoderLayer(d, 4, 64, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, ids: Tensor, mask: Tensor) -> Tensor:
+        pos = torch.arange(ids.size(1), device=ids.device).unsqueeze(0)
+        return self.enc(self.tok(ids) + self.pos(pos), src_key_padding_mask=mask == 0)
+
+
+def tokens(n, length):
+    return [torch.randint(1, 50, (n, length)), torch.ones(n, length, dtype=torch.int64)]
+
+
+# Case 0 pads its second row itself (mask 0 past 4 tokens): every wire
+# format. Cases 1-6 are unpadded requests of lengths 3, 7, 12, 5, 20 and 32
+# (32 = d_model: the padded length of a bucket equals the hidden size).
+padded = tokens(2, 6)
+padded[0][1, 4:] = 0
+padded[1][1, 4:] = 0
+enc = torch.jit.script(Encoder().eval())
+record("encoder", enc, [padded, tokens(1, 3), tokens(2, 7), tokens(1, 12), tokens(3, 5),
+                        tokens(1, 20), tokens(2, 32)])
+with torch.no_grad():
+    # The premise of the pad batcher: real positions ignore padding.
+    ids, mask = tokens(1, 5)
+    alone = enc(ids, mask)
+    ids9 = torch.cat([ids, torch.zeros(1, 4, dtype=torch.int64)], 1)
+    mask9 = torch.cat([mask, torch.zeros(1, 4, dtype=torch.int64)], 1)
+    with_pad = enc(ids9, mask9)[:, :5]
+    assert torch.allclose(alone, with_pad, rtol=1e-5, atol=1e-6), (alone - with_pad).abs().max()
+    assert torch.equal(enc(ids, mask.bool()), alone)
+
 # The identity (a copy), to round-trip every dtype; and a list output.
 class Ident(nn.Module):
     def forward(self, x: Tensor) -> List[Tensor]:
