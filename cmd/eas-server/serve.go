@@ -38,6 +38,8 @@ type serveFlags struct {
 	logLevel    string
 	logFormat   string
 	grace       time.Duration
+	delay       time.Duration // --shutdown-delay: not-ready but serving
+	strictReady bool
 	onnxRuntime string
 	cacheBytes  int64
 	maxModel    int64
@@ -73,7 +75,9 @@ func serveCmd() *cobra.Command {
 	fl.Int64Var(&f.maxBody, "max-body-size", server.DefaultMaxBodyBytes, "request body limit in bytes; larger bodies get 413")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "how long a shutdown may drain requests")
+	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "after --shutdown-delay, how long in-flight and queued requests may take to finish")
+	fl.DurationVar(&f.delay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving while /readyz answers 503 (so load balancers stop sending) before new connections are refused")
+	fl.BoolVar(&f.strictReady, "readyz-strict", false, "a Failed service makes /readyz answer 503 too (by default only services still loading do)")
 	fl.IntVar(&f.gcPercent, "gc-percent", 400, "Go GC target percentage when $GOGC is unset; models live outside the Go heap (ONNX Runtime) or are small, so trading heap for less GC CPU pays (100 = Go's default)")
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "address for Go's pprof profiling endpoints (keep it on loopback), e.g. 127.0.0.1:6060; empty = off")
 	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
@@ -147,6 +151,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones},
 		BodyReadTimeout:     f.bodyReadTimeout,
 		MetricsRequireAdmin: f.metricsAdmin,
+		StrictReadiness:     f.strictReady,
 	})
 
 	// Restore registers every stored service before the first request; their
@@ -194,8 +199,19 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	// A second signal now kills the process at once (default behaviour).
 	signalStop(ctx)
-	log.Info("shutting down", "grace", f.grace.String())
+	// Drain in the order a load balancer needs: report not-ready while
+	// still serving (answers carry Connection: close), then stop accepting
+	// and let in-flight and queued work finish.
+	log.Info("draining: reporting not-ready, still serving", "delay", f.delay.String(), "grace", f.grace.String())
 	srv.SetDraining()
+	if f.delay > 0 {
+		select {
+		case <-time.After(f.delay):
+		case err := <-serveErr:
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	log.Info("shutting down: refusing new connections, finishing requests", "grace", f.grace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

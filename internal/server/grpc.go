@@ -112,8 +112,8 @@ func (g *grpcService) ServerLive(context.Context, *kservegrpc.ServerLiveRequest)
 }
 
 func (g *grpcService) ServerReady(ctx context.Context, _ *kservegrpc.ServerReadyRequest) (*kservegrpc.ServerReadyResponse, error) {
-	ok, _ := g.s.opt.Manager.Ready()
-	return &kservegrpc.ServerReadyResponse{Ready: ok && !g.s.draining.Load() && g.s.processorsHealthy(ctx)}, nil
+	ok, _ := g.s.ready()
+	return &kservegrpc.ServerReadyResponse{Ready: ok && g.s.processorsHealthy(ctx)}, nil
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *kservegrpc.ServerMetadataRequest) (*kservegrpc.ServerMetadataResponse, error) {

@@ -26,7 +26,7 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 	})
 	r.GET("/v2/health/live", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/v2/health/ready", func(c *gin.Context) {
-		if ok, _ := s.opt.Manager.Ready(); !ok || s.draining.Load() || !s.processorsHealthy(c.Request.Context()) {
+		if ok, _ := s.ready(); !ok || !s.processorsHealthy(c.Request.Context()) {
 			c.Status(http.StatusServiceUnavailable)
 			return
 		}

@@ -63,6 +63,9 @@ type Options struct {
 	// MetricsRequireAdmin puts /metrics behind the admin token: its labels
 	// name every service.
 	MetricsRequireAdmin bool
+	// StrictReadiness makes a Failed service fail /readyz too; by default
+	// only services still loading do (see service.Manager.Readiness).
+	StrictReadiness bool
 }
 
 // Server holds the router's state. It is safe for concurrent use.
@@ -89,15 +92,33 @@ func New(opt Options) *Server {
 	return &Server{opt: opt, log: opt.Logger}
 }
 
-// SetDraining makes /readyz answer 503 so load balancers stop sending
-// traffic before shutdown.
+// SetDraining starts a drain: /readyz and the KServe readiness answer 503
+// so load balancers take the process out of rotation, while requests are
+// still served, each answer with Connection: close so that clients
+// reconnect (to another instance) rather than reuse this one.
 func (s *Server) SetDraining() { s.draining.Store(true) }
+
+// closeWhileDraining marks every answer of a draining server Connection:
+// close, so keep-alive clients move to another instance instead of sending
+// their next request to a listener about to close.
+func (s *Server) closeWhileDraining(c *gin.Context) {
+	if s.draining.Load() {
+		c.Header("Connection", "close")
+	}
+}
+
+// ready is the process readiness every door reports: not draining, every
+// service meant to serve serving (see Options.StrictReadiness).
+func (s *Server) ready() (bool, []service.ServiceReadiness) {
+	ok, svcs := s.opt.Manager.Readiness(s.opt.StrictReadiness)
+	return ok && !s.draining.Load(), svcs
+}
 
 // Handler returns the router.
 func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(s.recoverer(), s.bodyGuard)
+	r.Use(s.recoverer(), s.closeWhileDraining, s.bodyGuard)
 	r.HandleMethodNotAllowed = true
 
 	r.Any("/api/predict/*rest", s.predict)
@@ -209,17 +230,39 @@ func (s *Server) recoverer() gin.HandlerFunc {
 	})
 }
 
+// readyz answers 200 "ready" or 503 "not ready", then one line per
+// service: name, state, whether it serves, and why it holds readiness back.
 func (s *Server) readyz(c *gin.Context) {
-	if s.draining.Load() {
-		c.String(http.StatusServiceUnavailable, "shutting down\n")
-		return
+	ok, svcs := s.ready()
+	var b strings.Builder
+	code := http.StatusOK
+	switch {
+	case s.draining.Load():
+		code = http.StatusServiceUnavailable
+		b.WriteString("not ready: shutting down\n")
+	case !ok:
+		code = http.StatusServiceUnavailable
+		b.WriteString("not ready\n")
+	default:
+		b.WriteString("ready\n")
 	}
-	ok, notReady := s.opt.Manager.Ready()
-	if !ok {
-		c.String(http.StatusServiceUnavailable, "not ready:\n%s\n", strings.Join(notReady, "\n"))
-		return
+	for _, r := range svcs {
+		fmt.Fprintf(&b, "%s: %s", r.Name, r.Status)
+		if r.Serving {
+			b.WriteString(", serving")
+		} else {
+			b.WriteString(", not serving")
+		}
+		if r.Blocks {
+			b.WriteString(", holds readiness")
+		}
+		if r.Message != "" {
+			fmt.Fprintf(&b, ": %s", r.Message)
+		}
+		b.WriteByte('\n')
 	}
-	c.String(http.StatusOK, "ready\n")
+	c.Header("Cache-Control", "no-store")
+	c.String(code, "%s", b.String())
 }
 
 // splitPredictPath splits "/<name>[/<extra>]" into the name and the extra

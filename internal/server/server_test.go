@@ -242,11 +242,42 @@ func TestBrokenServiceDoesNotDisturbOthers(t *testing.T) {
 	if r.code != 503 || !strings.Contains(r.body, "sleep_ms") {
 		t.Fatalf("failed service: %d %q, want 503 with the reason", r.code, r.body)
 	}
-	if r := do(t, "GET", s.URL+"/readyz", nil, nil); r.code != 503 || !strings.Contains(r.body, "broken") {
-		t.Fatalf("/readyz with a failed service: %d %q", r.code, r.body)
+	// One bad deploy does not take the healthy service out of rotation:
+	// the process stays ready and the report names the failed one.
+	r = do(t, "GET", s.URL+"/readyz", nil, nil)
+	if r.code != 200 || !strings.HasPrefix(r.body, "ready\n") || !strings.Contains(r.body, "broken: Failed, not serving: ") ||
+		!strings.Contains(r.body, "echo: Running, serving\n") || strings.Contains(r.body, "holds readiness") {
+		t.Fatalf("/readyz with a failed service: %d %q, want 200 naming it", r.code, r.body)
+	}
+	if r := do(t, "GET", s.URL+"/v2/health/ready", nil, nil); r.code != 200 {
+		t.Fatalf("/v2/health/ready with a failed service: %d", r.code)
+	}
+	if r := do(t, "GET", s.URL+"/v2/models/broken/ready", nil, map[string]string{"Authorization": "T"}); r.code == 200 {
+		t.Fatalf("the failed service's own readiness: %d", r.code)
 	}
 	if r := do(t, "GET", s.URL+"/healthz", nil, nil); r.code != 200 {
 		t.Fatalf("/healthz: %d", r.code)
+	}
+}
+
+// TestStrictReadiness: with StrictReadiness (serve --readyz-strict) a
+// Failed service fails the process's readiness, and the report says which.
+func TestStrictReadiness(t *testing.T) {
+	s := newStack(t, server.Options{StrictReadiness: true}, echoT,
+		`{"name":"broken","processor":"echo","token":"T","model_config":{"sleep_ms":-5},"metadata":{"instance":1}}`)
+	r := do(t, "GET", s.URL+"/readyz", nil, nil)
+	if r.code != 503 || !strings.HasPrefix(r.body, "not ready\n") || !strings.Contains(r.body, "broken: Failed, not serving, holds readiness: ") {
+		t.Fatalf("strict /readyz with a failed service: %d %q", r.code, r.body)
+	}
+	if r := do(t, "GET", s.URL+"/v2/health/ready", nil, nil); r.code != 503 {
+		t.Fatalf("strict /v2/health/ready with a failed service: %d", r.code)
+	}
+	// Stopping the failed service on purpose makes the process ready.
+	if _, err := s.mgr.Stop(t.Context(), "broken"); err != nil {
+		t.Fatal(err)
+	}
+	if r := do(t, "GET", s.URL+"/readyz", nil, nil); r.code != 200 || !strings.Contains(r.body, "broken: Stopped") {
+		t.Fatalf("strict /readyz after stopping the failed service: %d %q", r.code, r.body)
 	}
 }
 

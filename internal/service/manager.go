@@ -126,17 +126,35 @@ func (m *Manager) List() []*Service {
 	return out
 }
 
-// Ready reports whether every service that should serve does; the slice
-// names those that do not. Services stopped on purpose do not count.
-func (m *Manager) Ready() (bool, []string) {
-	var notReady []string
+// ServiceReadiness is one service's line of the readiness report.
+type ServiceReadiness struct {
+	Name    string
+	Status  Status
+	Message string
+	Serving bool // a version answers requests now
+	Blocks  bool // this service holds the process's readiness back
+}
+
+// Readiness reports whether the process should get traffic, with every
+// service's line. A service that is meant to serve but has nothing serving
+// yet (Creating, or Updating from nothing) holds the process back; one
+// stopped on purpose never does; a Failed one with nothing serving does only
+// when strict: by default one bad deploy must not take every healthy service
+// out of a load balancer's rotation. Its state stays in the report, and its
+// own readiness (/v2/models/<name>/ready) is false.
+func (m *Manager) Readiness(strict bool) (bool, []ServiceReadiness) {
+	ready := true
+	var out []ServiceReadiness
 	for _, s := range m.List() {
 		st, msg, _ := s.State()
-		if !s.Ready() && st != Stopped {
-			notReady = append(notReady, fmt.Sprintf("%s: %s %s", s.Name, st, msg))
+		r := ServiceReadiness{Name: s.Name, Status: st, Message: msg, Serving: s.Ready()}
+		r.Blocks = !r.Serving && st != Stopped && (st != Failed || strict)
+		if r.Blocks {
+			ready = false
 		}
+		out = append(out, r)
 	}
-	return len(notReady) == 0, notReady
+	return ready, out
 }
 
 // Deploy makes spec serve and waits for the outcome; serve --deploy uses

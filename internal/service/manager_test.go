@@ -170,7 +170,7 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	if _, err := l.Scheduler.Do(t.Context(), []byte("x")); !errors.Is(err, scheduler.ErrStopped) {
 		t.Fatalf("the stopped version's scheduler answered %v, want ErrStopped", err)
 	}
-	if ok, _ := m.Ready(); !ok {
+	if ok, _ := m.Readiness(true); !ok {
 		t.Fatal("a service stopped on purpose makes the server unready")
 	}
 	if _, err = m.Start("svc"); err != nil {
