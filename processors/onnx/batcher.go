@@ -70,18 +70,29 @@ func (m *Model) mergeColumn(col []tensor.Tensor) (tensor.Tensor, error) {
 // unpad cuts one request's output back to its own sequence length along the
 // axes that came back at the padded length and that the model declares
 // dynamic.
+//
+// An output the model does not declare (every TorchScript output) is cut
+// along axis 1 only, the axis seqLen reads on the inputs: without a declared
+// shape a sequence axis cannot be told from a feature axis that happens to
+// come back at the padded length (a transformer's hidden size of 32 in a
+// batch padded to 32 tokens was cut to each request's length too). Such
+// models return per-token outputs as [batch, sequence, ...].
 func (m *Model) unpad(out tensor.Tensor, own, padded int64) (tensor.Tensor, error) {
 	if own >= padded {
 		return out, nil
 	}
 	var decl []int64
+	declared := false
 	for _, o := range m.outputs {
 		if o.Name == out.Name {
-			decl = o.Shape
+			decl, declared = o.Shape, true
 		}
 	}
 	for axis := 1; axis < len(out.Shape); axis++ {
 		dynamic := axis >= len(decl) || decl[axis] < 0
+		if !declared {
+			dynamic = axis == 1
+		}
 		if dynamic && out.Shape[axis] == padded {
 			var err error
 			if out, err = tensor.Slice(out, axis, own); err != nil {
