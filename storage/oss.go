@@ -58,12 +58,31 @@ func validBucket(b string) bool {
 // OSSEndpoint resolves an endpoint: the given one, else $OSS_ENDPOINT. A
 // bare host means https; an http:// URL reaches a local OSS-compatible server.
 func OSSEndpoint(given string) (string, error) {
+	return ossEndpoint(given, sideServer)
+}
+
+// side says whose settings an OSS error is about: the server fetches models
+// with its own environment, the CLI uploads with the shell's. A user who
+// exported credentials in the CLI's shell must be told the server does not
+// see them.
+type side int
+
+const (
+	sideServer side = iota
+	sideUpload
+)
+
+func ossEndpoint(given string, who side) (string, error) {
 	ep := strings.TrimSpace(given)
 	if ep == "" {
 		ep = strings.TrimSpace(os.Getenv(OSSEndpointEnv))
 	}
 	if ep == "" {
-		return "", fmt.Errorf("no OSS endpoint: set oss_endpoint in service.json or the %s environment variable, e.g. oss-cn-hangzhou.aliyuncs.com (oss-cn-hangzhou-internal.aliyuncs.com inside Alibaba Cloud)", OSSEndpointEnv)
+		const example = "e.g. oss-cn-hangzhou.aliyuncs.com (oss-cn-hangzhou-internal.aliyuncs.com inside Alibaba Cloud)"
+		if who == sideUpload {
+			return "", fmt.Errorf("no OSS endpoint to upload to: pass --endpoint or set %s, %s", OSSEndpointEnv, example)
+		}
+		return "", fmt.Errorf("no OSS endpoint for the server to fetch from: set oss_endpoint in service.json, or %s in the environment of the eas-server serve process (the CLI's shell does not pass it on), %s", OSSEndpointEnv, example)
 	}
 	if !strings.Contains(ep, "://") {
 		ep = "https://" + ep
@@ -83,23 +102,33 @@ type ossTarget struct {
 	endpoint string
 	red      string
 	creds    Credentials
+	op       string // "fetch" or "upload", for messages
 }
 
-func newOSSTarget(rawURL, endpoint string, creds *Credentials, client *http.Client) (*ossTarget, error) {
+func newOSSTarget(rawURL, endpoint string, creds *Credentials, client *http.Client, who side) (*ossTarget, error) {
 	red := Redact(rawURL)
+	op := "fetch"
+	if who == sideUpload {
+		op = "upload"
+	}
 	name, key, err := ParseOSSURL(rawURL)
 	if err != nil {
-		return nil, &FetchError{URL: red, Err: err}
+		return nil, &FetchError{URL: red, Err: err, Op: op}
 	}
-	ep, err := OSSEndpoint(endpoint)
+	ep, err := ossEndpoint(endpoint, who)
 	if err != nil {
-		return nil, &FetchError{URL: red, Err: err}
+		return nil, &FetchError{URL: red, Err: err, Op: op}
 	}
 	var c Credentials
 	if creds != nil {
 		c = *creds
 	} else if c, err = LoadCredentials(); err != nil {
-		return nil, &FetchError{URL: red, Err: err}
+		if who == sideServer {
+			err = fmt.Errorf("the server: %w; they must be in the environment (or credentials file) of the eas-server serve process, which then needs a restart: credentials exported in the CLI's shell do not reach it", err)
+		} else {
+			err = fmt.Errorf("this shell: %w", err)
+		}
+		return nil, &FetchError{URL: red, Err: err, Op: op}
 	}
 	opts := []oss.ClientOption{oss.HTTPClient(client)}
 	if c.SecurityToken != "" {
@@ -113,11 +142,20 @@ func newOSSTarget(rawURL, endpoint string, creds *Credentials, client *http.Clie
 	if err != nil {
 		return nil, &FetchError{URL: red, Err: err}
 	}
-	return &ossTarget{bucket: b, name: name, key: key, endpoint: ep, red: red, creds: c}, nil
+	return &ossTarget{bucket: b, name: name, key: key, endpoint: ep, red: red, creds: c, op: op}, nil
 }
 
 // ossError turns an SDK error into one a user can act on.
 func (t *ossTarget) ossError(err error) error {
+	e := t.classify(err)
+	var fe *FetchError
+	if errors.As(e, &fe) && fe.Op == "" {
+		fe.Op = t.op
+	}
+	return e
+}
+
+func (t *ossTarget) classify(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -154,6 +192,8 @@ func (t *ossTarget) ossError(err error) error {
 		return &FetchError{URL: t.red, Err: fmt.Errorf("%w: OSS rejected the signature; the access key secret from %s is wrong", ErrAccessDenied, t.creds.Source)}
 	case se.Code == "SecurityTokenExpired" || se.Code == "InvalidSecurityToken":
 		return &FetchError{URL: t.red, Err: fmt.Errorf("%w: the security token from %s is expired or invalid; get a fresh STS token", ErrAccessDenied, t.creds.Source)}
+	case se.StatusCode == http.StatusForbidden && t.op == "upload":
+		return &FetchError{URL: t.red, Err: fmt.Errorf("%w: OSS answered 403 %s for the key from %s; grant it oss:PutObject on bucket %q (RAM policy), or use the bucket owner's key", ErrAccessDenied, se.Code, t.creds.Source, t.name)}
 	case se.StatusCode == http.StatusForbidden:
 		return &FetchError{URL: t.red, Err: fmt.Errorf("%w: OSS answered 403 %s for the key from %s; grant it oss:GetObject and oss:ListObjects on bucket %q (RAM policy), or use the bucket owner's key", ErrAccessDenied, se.Code, t.creds.Source, t.name)}
 	case se.StatusCode >= 500 || se.StatusCode == http.StatusTooManyRequests:
@@ -228,7 +268,7 @@ func (f *Fetcher) downloadObject(ctx context.Context, log *slog.Logger, t *ossTa
 }
 
 func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions, c *cacheRef) (string, error) {
-	t, err := newOSSTarget(rawURL, opts.OSSEndpoint, f.Credentials, f.client)
+	t, err := newOSSTarget(rawURL, opts.OSSEndpoint, f.Credentials, f.client, sideServer)
 	if err != nil {
 		return "", err
 	}
@@ -545,7 +585,7 @@ func Upload(ctx context.Context, src, dstURL string, opts UploadOptions) (string
 	if strings.HasSuffix(dstURL, "/") || strings.Count(dstURL, "/") == 2 {
 		dstURL = strings.TrimSuffix(dstURL, "/") + "/" + filepath.Base(src)
 	}
-	t, err := newOSSTarget(dstURL, opts.Endpoint, opts.Credentials, opts.HTTPClient)
+	t, err := newOSSTarget(dstURL, opts.Endpoint, opts.Credentials, opts.HTTPClient, sideUpload)
 	if err != nil {
 		return "", err
 	}

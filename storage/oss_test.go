@@ -293,7 +293,7 @@ func TestOSSErrors(t *testing.T) {
 		{"unreachable", "oss://models/m.onnx", dead.URL, testCreds, ErrUnreachable, true, "cannot reach OSS endpoint " + dead.URL},
 		{"bad bucket", "oss://Bad_Bucket/m.onnx", fo.endpoint, testCreds, nil, false, "want 3 to 63 lowercase letters"},
 		{"query", "oss://models/m.onnx?AccessKeySecret=s3cr3t", fo.endpoint, testCreds, nil, false, "take no query"},
-		{"no endpoint", "oss://models/m.onnx", "", testCreds, nil, false, "no OSS endpoint: set oss_endpoint"},
+		{"no endpoint", "oss://models/m.onnx", "", testCreds, nil, false, "no OSS endpoint for the server to fetch from: set oss_endpoint in service.json, or OSS_ENDPOINT in the environment of the eas-server serve process"},
 	}
 	t.Setenv(OSSEndpointEnv, "")
 	for _, tc := range tests {
@@ -426,5 +426,39 @@ func TestOSSEndpoint(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("OSSEndpoint(%q) = %q, %v; want %q, %q", tc.given, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestOSSSettingsSayWhose: the server fetches with its own environment and
+// the CLI uploads with the shell's; a missing endpoint or key says which,
+// so a user who exported keys in the CLI's shell learns the server does not
+// see them.
+func TestOSSSettingsSayWhose(t *testing.T) {
+	home := t.TempDir()
+	for _, k := range []string{"OSS_ACCESS_KEY_ID", "OSS_ACCESS_KEY_SECRET", "ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET", CredentialsFileEnv} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("HOME", home)
+	t.Setenv(OSSEndpointEnv, "")
+
+	f := testFetcher(t.TempDir())
+	_, err := f.Fetch(t.Context(), "oss://models/m.onnx", FetchOptions{OSSEndpoint: "oss-cn-hangzhou.aliyuncs.com"})
+	for _, w := range []string{"fetch oss://models/m.onnx: the server: no OSS credentials", "eas-server serve process", "restart", "CLI's shell do not reach it"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("server fetch without keys: %v, want %q", err, w)
+		}
+	}
+
+	src := filepath.Join(t.TempDir(), "m.onnx")
+	if err := os.WriteFile(src, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Upload(t.Context(), src, "oss://models/m.onnx", UploadOptions{Endpoint: "oss-cn-hangzhou.aliyuncs.com"})
+	if err == nil || !strings.Contains(err.Error(), "upload oss://models/m.onnx: this shell: no OSS credentials") || strings.Contains(err.Error(), "server") {
+		t.Errorf("upload without keys: %v", err)
+	}
+	_, err = Upload(t.Context(), src, "oss://models/m.onnx", UploadOptions{Credentials: testCreds})
+	if err == nil || !strings.Contains(err.Error(), "upload oss://models/m.onnx: no OSS endpoint to upload to: pass --endpoint or set OSS_ENDPOINT") || strings.Contains(err.Error(), "service.json") {
+		t.Errorf("upload without an endpoint: %v", err)
 	}
 }

@@ -50,10 +50,17 @@ type FetchError struct {
 	URL       string
 	Retryable bool
 	Err       error
+	Op        string // "fetch" when empty; "upload" for Upload
 }
 
 // Error says what failed and how to fix it, naming the redacted URL.
-func (e *FetchError) Error() string { return fmt.Sprintf("fetch %s: %v", e.URL, e.Err) }
+func (e *FetchError) Error() string {
+	op := e.Op
+	if op == "" {
+		op = "fetch"
+	}
+	return fmt.Sprintf("%s %s: %v", op, e.URL, e.Err)
+}
 
 // Unwrap returns the cause, for errors.Is with the sentinels below.
 func (e *FetchError) Unwrap() error { return e.Err }
