@@ -2,6 +2,7 @@
 package all
 
 import (
+	_ "github.com/eas-server/eas-server/processors/easycv"       // easycv
 	_ "github.com/eas-server/eas-server/processors/echo"         // echo
 	_ "github.com/eas-server/eas-server/processors/onnx"         // pytorch_*, onnx_*
 	_ "github.com/eas-server/eas-server/processors/pmml"         // pmml
