@@ -188,7 +188,6 @@ class Embed(nn.Module):
 record("embed", torch.jit.script(Embed().eval()), [[torch.tensor([[1, 2, 3], [9, 0, 4]])]])
 
 
-
 # Real architectures: torchvision's ResNet-18 and MobileNetV3-Small (random
 # seeded weights, eval mode, traced), and a 2-layer transformer encoder with
 # a padding mask. Images are pixel-like values k/64 - 2: exact in float32
