@@ -184,6 +184,27 @@ func (p pipeline) outShape(h, w int) (int, int) {
 	return h, w
 }
 
+// largest is the pixel count of the largest image the transforms make
+// from an h x w input: a resize of a very thin image's shorter side
+// multiplies its longer one.
+func (p pipeline) largest(h, w int) int64 {
+	n := int64(h) * int64(w)
+	for _, o := range p.ops {
+		switch {
+		case o.kind == "CenterCrop":
+			h, w = max(h, o.size[0]), max(w, o.size[1]) // padded first
+			n = max(n, int64(h)*int64(w))
+			h, w = o.size[0], o.size[1]
+		case len(o.size) == 2:
+			h, w = o.size[0], o.size[1]
+		default:
+			h, w = resizedShort(h, w, o.size[0])
+		}
+		n = max(n, int64(h)*int64(w))
+	}
+	return n
+}
+
 // resizedShort is torchvision's output size for Resize(int): the shorter
 // side becomes size, the longer int(size * long / short).
 func resizedShort(h, w, size int) (int, int) {

@@ -111,6 +111,10 @@ func (c *Classifier) preprocess(field string, raw *json.RawMessage) ([]float32, 
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	if n := c.pipe.largest(img.h, img.w); n > c.cfg.MaxImagePixels {
+		return nil, 0, 0, badinput.Errorf("%s: the %dx%d image would be resized to %d pixels, over the %d-pixel limit (model_config.max_image_pixels); its aspect ratio is too extreme",
+			field, img.w, img.h, n, c.cfg.MaxImagePixels)
+	}
 	img = c.pipe.apply(img)
 	row := make([]float32, 3*img.w*img.h)
 	c.pipe.toCHW(img, row)
