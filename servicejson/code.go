@@ -87,14 +87,17 @@ func KnownCodes() []string {
 }
 
 // ParseCode looks code up in the table of known codes. An unknown code is
-// an error that suggests the closest known code and lists them all.
+// an error that lists them all and suggests, first by family (lightgbm,
+// torch, tensorflow_cpu_2.12: familyHint), else the closest known code.
 func ParseCode(code string) (Code, error) {
 	if info, ok := knownCodes[code]; ok {
 		return info.Code, nil
 	}
 	known := KnownCodes()
 	hint := ""
-	if s, ok := closest(code, known); ok {
+	if h := familyHint(code); h != "" {
+		hint = h + "; "
+	} else if s, ok := closest(code, known); ok {
 		hint = fmt.Sprintf("did you mean %s? ", s)
 	}
 	if code == "" {
