@@ -142,6 +142,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, MaxModelBytes: f.maxModel,
 		IdleTimeout: f.downloadIdle, FetchTimeout: f.downloadTimeout, Logger: log}
 	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher, MaxModelBytes: f.maxModel})
+	registerCacheMetrics(reg, fetcher)
 	zones, err := parseZones(f.sigZones)
 	if err != nil {
 		return err
@@ -271,4 +272,36 @@ func deployAll(ctx context.Context, mgr *service.Manager, files []string, log *s
 		}()
 	}
 	wg.Wait()
+}
+
+// registerCacheMetrics exposes the model cache's size, read once per scrape
+// (a walk of the entries' metadata and of the partial downloads).
+func registerCacheMetrics(reg prometheus.Registerer, f *storage.Fetcher) {
+	reg.MustRegister(cacheCollector{f})
+}
+
+var (
+	cacheBytesDesc   = prometheus.NewDesc("eas_model_cache_bytes", "Bytes of complete models in the model cache.", nil, nil)
+	cacheEntriesDesc = prometheus.NewDesc("eas_model_cache_entries", "Complete models in the model cache.", nil, nil)
+	cacheInUseDesc   = prometheus.NewDesc("eas_model_cache_in_use_bytes", "Bytes of cached models a service holds (prune and eviction keep them).", nil, nil)
+	cachePartialDesc = prometheus.NewDesc("eas_model_cache_partial_bytes", "Bytes of partial (resumable) downloads in the model cache.", nil, nil)
+	cacheMaxDesc     = prometheus.NewDesc("eas_model_cache_max_bytes", "The model cache's bound (--cache-size); 0 = unbounded.", nil, nil)
+)
+
+type cacheCollector struct{ f *storage.Fetcher }
+
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cacheBytesDesc, cacheEntriesDesc, cacheInUseDesc, cachePartialDesc, cacheMaxDesc} {
+		ch <- d
+	}
+}
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	_, u := c.f.CacheList()
+	for d, v := range map[*prometheus.Desc]int64{
+		cacheBytesDesc: u.Bytes, cacheEntriesDesc: int64(u.Entries), cacheInUseDesc: u.InUseBytes,
+		cachePartialDesc: u.PartialBytes, cacheMaxDesc: u.MaxBytes,
+	} {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
 }

@@ -36,6 +36,7 @@ func (s *Server) controlRoutes(r *gin.Engine) {
 	g.GET("/:region/:name/instances", s.serviceInstances)
 	g.GET("/:region/:name/versions", s.serviceVersions)
 	g.PUT("/:region/:name/version", s.switchVersion)
+	s.cacheRoutes(r)
 }
 
 // adminAuth admits requests that carry the admin token, raw or as a Bearer

@@ -126,6 +126,9 @@ func (m *Manager) List() []*Service {
 	return out
 }
 
+// Fetcher is the model fetcher and cache the manager's services load from.
+func (m *Manager) Fetcher() *storage.Fetcher { return m.opt.Fetcher }
+
 // ServiceReadiness is one service's line of the readiness report.
 type ServiceReadiness struct {
 	Name    string

@@ -474,14 +474,6 @@ func TestFetchProgressShowsInTheService(t *testing.T) {
 		t.Fatalf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	m.fetchProgress("unknown", "model_path")(1, 2) // a deleted service is ignored
-	for _, tc := range []struct {
-		n    int64
-		want string
-	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {5 << 20, "5.0 MiB"}, {1 << 40, "1.0 TiB"}} {
-		if got := humanSize(tc.n); got != tc.want {
-			t.Errorf("humanSize(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
 }
 
 func TestProcessorSpecUnwrapsModelConfig(t *testing.T) {

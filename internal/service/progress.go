@@ -2,7 +2,8 @@ package service
 
 import (
 	"fmt"
-	"strconv"
+
+	"github.com/eas-server/eas-server/internal/humanize"
 )
 
 // fetchProgress returns a progress callback (storage.FetchOptions.Progress)
@@ -23,9 +24,9 @@ func (m *Manager) fetchProgress(name, key string) func(done, total int64) {
 		if s.pending == 0 {
 			return
 		}
-		what := key + ": " + humanSize(done)
+		what := key + ": " + humanize.Bytes(done)
 		if total >= 0 {
-			what += " of " + humanSize(total)
+			what += " of " + humanize.Bytes(total)
 			if total > 0 {
 				what += fmt.Sprintf(" (%d%%)", done*100/total)
 			}
@@ -38,22 +39,8 @@ func (m *Manager) fetchProgress(name, key string) func(done, total int64) {
 			s.eventLocked(EventNormal, "Downloading", fmt.Sprintf("version %d: downloading %s", s.pending, what))
 			_ = m.saveLocked(s)
 		case total >= 0 && done >= total:
-			s.eventLocked(EventNormal, "Downloaded", fmt.Sprintf("version %d: downloaded %s (%s)", s.pending, key, humanSize(total)))
+			s.eventLocked(EventNormal, "Downloaded", fmt.Sprintf("version %d: downloaded %s (%s)", s.pending, key, humanize.Bytes(total)))
 			_ = m.saveLocked(s)
 		}
 	}
-}
-
-// humanSize writes a byte count with a binary unit, e.g. 1.5 GiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for x := n / unit; x >= unit && exp < 4; x /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
