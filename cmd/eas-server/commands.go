@@ -7,9 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/servicejson"
 )
 
 func rootCmd() *cobra.Command {
