@@ -83,3 +83,83 @@ func TestProcessorsListsEcho(t *testing.T) {
 		t.Fatalf("processors: exit %d, out %q", code, out)
 	}
 }
+
+// TestValidateTellsTheTruth: validate fails what deploy refuses (a custom
+// processor, a GPU service on a machine without one), passes files whose
+// only findings are no-effect keys, and says which keys those are.
+func TestValidateTellsTheTruth(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noGPU := detectGPUs
+	t.Cleanup(func() { detectGPUs = noGPU })
+	detectGPUs = func() gpus { return gpus{seen: "no /proc/driver/nvidia/gpus and no /dev/nvidia0"} }
+
+	custom := write("custom.json", `{"name":"c","processor_path":"oss://b/p.tar.gz","processor_type":"python","metadata":{"instance":1}}`)
+	_, stderr, code := runCLI(t, "validate", custom)
+	if code != 1 || !strings.Contains(stderr, "processor_path: custom python processors are not supported by this server") {
+		t.Errorf("custom processor: exit %d, stderr %q", code, stderr)
+	}
+
+	gpu := write("gpu.json", `{"name":"g","processor":"onnx_cu100","model_path":"oss://b/m.onnx","metadata":{"instance":1,"gpu":1}}`)
+	_, stderr, code = runCLI(t, "validate", gpu)
+	for _, w := range []string{"metadata.gpu is 1", "0 NVIDIA GPUs", "/dev/nvidia0", "use onnx_cpu", "--target any"} {
+		if code != 1 || !strings.Contains(stderr, w) {
+			t.Errorf("gpu service on a machine without one: exit %d, stderr %q lacks %q", code, stderr, w)
+		}
+	}
+	if _, stderr, code := runCLI(t, "validate", "--target", "any", gpu); code != 0 {
+		t.Errorf("--target any: exit %d, stderr %q", code, stderr)
+	}
+	detectGPUs = func() gpus { return gpus{count: 1, seen: "/proc/driver/nvidia/gpus"} }
+	if _, stderr, code := runCLI(t, "validate", gpu); code != 0 {
+		t.Errorf("gpu service on a machine with one: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "validate", "--target", "cloud", gpu); code != 1 || !strings.Contains(stderr, "--target") {
+		t.Errorf("--target cloud: exit %d, stderr %q", code, stderr)
+	}
+
+	noop := write("noop.json", `{"name":"n","processor":"echo","autoscaler":{"min":1,"max":4},
+		"cloud":{"computing":{"instance_type":"ecs.c6.xlarge"}},"metadata":{"instance":1,"memory":4000}}`)
+	stdout, stderr, code := runCLI(t, "validate", noop)
+	if code != 0 || !strings.Contains(stdout, "ok") {
+		t.Fatalf("warnings only: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, w := range []string{"warning: autoscaler: accepted for EAS compatibility; this server does not autoscale", "warning: cloud:", "warning: metadata.memory:"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("stderr %q lacks %q", stderr, w)
+		}
+	}
+}
+
+// TestNvidiaGPUs reads the driver's /proc entries, else the device nodes.
+func TestNvidiaGPUs(t *testing.T) {
+	root := t.TempDir()
+	if g := nvidiaGPUs(root); g.count != 0 || !strings.Contains(g.seen, "no ") {
+		t.Errorf("empty root: %+v", g)
+	}
+	for _, d := range []string{"dev/nvidia0", "dev/nvidia1", "dev/nvidiactl"} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(d)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, d), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := nvidiaGPUs(root); g.count != 2 {
+		t.Errorf("two device nodes: %+v", g)
+	}
+	for _, bus := range []string{"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"} {
+		if err := os.MkdirAll(filepath.Join(root, "proc/driver/nvidia/gpus", bus), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := nvidiaGPUs(root); g.count != 3 {
+		t.Errorf("three /proc entries: %+v", g)
+	}
+}
