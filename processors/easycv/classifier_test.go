@@ -189,6 +189,7 @@ func TestBadRequests(t *testing.T) {
 		{`[` + png + `, {"image": null}]`, "[1].image: missing"},
 		{`{"image": [1]}`, "must be a base64 string, got a list"},
 		{`{"image": "x"`, "request body"},
+		{`[{"image": "x"}, "y"]`, "[1]: must be an object"},
 	} {
 		_, err := c.Decode(&processors.Request{Body: []byte(tc.body)})
 		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {

@@ -280,7 +280,7 @@ type exportConfig struct {
 }
 
 var modelFile = processors.ModelFile{
-	Kind: "TorchScript", Exts: []string{".pt", ".pth", ".jit", ".torchscript", ".ptl", ".blade"}, MaxDepth: 4,
+	Kind: "TorchScript", Exts: []string{".pt", ".pth", ".jit", ".torchscript", ".ptl"}, MaxDepth: 4,
 }
 
 // jitRecipe is how to make a file this processor serves from an EasyCV
@@ -306,7 +306,7 @@ func (c *Classifier) Load(ctx context.Context, files processors.Files) error {
 		return fmt.Errorf("model_path: %w", err)
 	}
 	if !ts {
-		return fmt.Errorf("model_path: %s is not a TorchScript archive (an EasyCV raw export is a torch.save checkpoint, which needs EasyCV's Python model code); %s",
+		return fmt.Errorf("model_path: %s is not a TorchScript archive; this processor serves TorchScript only (EasyCV's raw export is a torch.save checkpoint, which needs EasyCV's Python model code; an ONNX export is served by onnx_cpu); %s",
 			filepath.Base(file), jitRecipe)
 	}
 	base := defaultPipeline()
@@ -345,7 +345,12 @@ func (c *Classifier) Load(ctx context.Context, files processors.Files) error {
 		if err != nil {
 			return fmt.Errorf("model_config.label_map_path: %w", err)
 		}
-		classes = strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		// Python's readlines: a final newline ends the last line, it
+		// does not start an empty one.
+		classes = strings.SplitAfter(string(b), "\n")
+		if classes[len(classes)-1] == "" {
+			classes = classes[:len(classes)-1]
+		}
 	}
 	for i := range classes {
 		classes[i] = strings.TrimSpace(classes[i]) // EasyCV strips each name

@@ -56,8 +56,15 @@ func (c *Classifier) Decode(req *processors.Request) (*Payload, error) {
 	switch {
 	case len(body) > 0 && body[0] == '[':
 		p.list = true
-		if err := json.Unmarshal(body, &reqs); err != nil {
+		var items []json.RawMessage
+		if err := json.Unmarshal(body, &items); err != nil {
 			return nil, badinput.Errorf("request body: %v; send {\"image\": \"<base64 JPEG or PNG>\"} or a list of such objects", err)
+		}
+		reqs = make([]imageRequest, len(items))
+		for i, it := range items {
+			if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &reqs[i]) != nil {
+				return nil, badinput.Errorf("[%d]: must be an object {\"image\": \"<base64 JPEG or PNG>\"}, got %s", i, jsonKind(it))
+			}
 		}
 		if len(reqs) == 0 {
 			return nil, badinput.Errorf("request body: an empty list; send at least one {\"image\": \"<base64>\"}")
@@ -122,7 +129,14 @@ func (c *Classifier) preprocess(field string, raw *json.RawMessage) ([]float32, 
 }
 
 func jsonKind(raw []byte) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
 	switch raw[0] {
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
 	case '{':
 		return "an object"
 	case '[':
