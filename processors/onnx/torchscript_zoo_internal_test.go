@@ -2,19 +2,31 @@ package onnx
 
 import (
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// TorchScriptCasesForTest gives the external zoo tests (package onnx_test)
-// every case of a generated model from one read of refs.json, which holds
-// images and is several MB: the model's path, and per case its inputs
+// zooRefs is tsRefs read once: refs.json holds the zoo's images and is
+// several MB, seconds to parse under -race.
+var (
+	zooRefsMu sync.Mutex
+	zooRefs   map[string]tsRefModel
+)
+
+// TorchScriptCasesForTest gives the zoo tests (package onnx_test too) every
+// case of a generated model: the model's path, and per case its inputs
 // (named as forward's parameters) and reference outputs.
 func TorchScriptCasesForTest(t testing.TB, model string) (path string, ins, outs [][]tensor.Tensor) {
 	t.Helper()
-	ref, ok := tsRefs(t)[model]
+	zooRefsMu.Lock()
+	defer zooRefsMu.Unlock()
+	if zooRefs == nil {
+		zooRefs = tsRefs(t)
+	}
+	ref, ok := zooRefs[model]
 	if !ok {
 		t.Fatalf("refs.json has no model %q", model)
 	}
