@@ -288,6 +288,9 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	ins, outs, err := ort.GetInputOutputInfoWithOptions(file, infoOpts)
 	infoOpts.Destroy()
 	if err != nil {
+		if werr := processors.WrongFormat(file, "onnx", "an ONNX model"); werr != nil {
+			return werr // a PMML or XGBoost file, say: name it and its code
+		}
 		return fmt.Errorf("load %s: %w; is it a valid ONNX model (opset <= 23)?", filepath.Base(file), err)
 	}
 	if m.inputs, err = convertInfo("input", ins); err != nil {

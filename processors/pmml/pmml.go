@@ -92,6 +92,9 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	}
 	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
+		if werr := processors.WrongFormat(files.ModelPath, "pmml", "PMML"); werr != nil {
+			return werr // a SavedModel directory, say
+		}
 		return err
 	}
 	defaults := p.cfg.MissingValueDefaults == nil || *p.cfg.MissingValueDefaults
@@ -109,6 +112,11 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		// Another format's parse error ("malformed XML") says nothing
+		// useful; what the file is and which code serves it does.
+		if werr := processors.WrongFormat(file, "pmml", "PMML"); werr != nil {
+			return werr
 		}
 		return fmt.Errorf("%s: %w", file, err)
 	}

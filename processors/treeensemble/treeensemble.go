@@ -124,6 +124,9 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	}
 	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
+		if werr := processors.WrongFormat(files.ModelPath, "trees", "an XGBoost or LightGBM model"); werr != nil {
+			return werr // a SavedModel directory, say
+		}
 		return err
 	}
 	// The service's model size limit, and the trees package's own.
@@ -138,6 +141,11 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		// Another format's parse error says nothing useful; what the
+		// file is and which code serves it does.
+		if werr := processors.WrongFormat(file, "trees", "an XGBoost or LightGBM model"); werr != nil {
+			return werr
 		}
 		return fmt.Errorf("load model %s: %w", file, err)
 	}
