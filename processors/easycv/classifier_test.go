@@ -19,11 +19,11 @@ import (
 
 // Tolerances against PyTorch's probabilities: a PNG reaches the model as the
 // same floats, so only libtorch's own rounding differs; a JPEG is decoded by
-// Go, not libjpeg, so pixels differ by a few levels and the probabilities
-// by more (the argmax must still agree).
+// Go's IDCT, not libjpeg's, so a few pixels differ by a level and the
+// probabilities slightly more (the argmax must still agree; seen: 4e-4).
 const (
 	pngTol  = 1e-5
-	jpegTol = 0.01
+	jpegTol = 2e-3
 )
 
 type answer struct {

@@ -147,7 +147,17 @@ func toRGB(img image.Image) rgb {
 				put(y*w+x, c[0], c[1], c[2])
 			}
 		}
-	default: // JPEG's YCbCr and CMYK: Go's colour conversion
+	case *image.YCbCr:
+		if o, ok := jpegRGB(m); ok {
+			return o
+		}
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				c := color.NRGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA)
+				put(y*w+x, c.R, c.G, c.B)
+			}
+		}
+	default: // JPEG's CMYK: Go's colour conversion
 		for y := 0; y < h; y++ {
 			for x := 0; x < w; x++ {
 				c := color.NRGBAModel.Convert(img.At(r.Min.X+x, r.Min.Y+y)).(color.NRGBA)

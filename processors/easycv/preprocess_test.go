@@ -41,7 +41,8 @@ func diffCount(a, b []byte) int {
 // TestPreprocessMatchesEasyCV decodes each test image, runs each pipeline
 // variant and compares with PIL + torchvision: PNGs bit for bit (the uint8
 // image and the float32 tensor); the JPEG within a small mean difference
-// (Go's decoder is not libjpeg's).
+// (Go's IDCT is not libjpeg's; chroma upsampling and colour conversion
+// are libjpeg's).
 func TestPreprocessMatchesEasyCV(t *testing.T) {
 	r := loadRefs(t)
 	dir := generated(t)
@@ -72,8 +73,10 @@ func TestPreprocessMatchesEasyCV(t *testing.T) {
 				for i := range want {
 					total += abs(int(pre.pix[i]) - int(want[i]))
 				}
-				if mean := float64(total) / float64(len(want)); mean > 3 {
-					t.Errorf("%s/%s: mean absolute difference %.3f from PIL, want <= 3", vname, name, mean)
+				mean := float64(total) / float64(len(want))
+				t.Logf("%s/%s: mean absolute difference %.3f from PIL", vname, name, mean)
+				if mean > 0.25 {
+					t.Errorf("%s/%s: mean absolute difference %.3f from PIL, want <= 0.25", vname, name, mean)
 				}
 				continue
 			}

@@ -131,12 +131,15 @@ images["rgba_256x256.png"] = Image.fromarray(rgba, "RGBA")
 images["palette_97x131.png"] = Image.fromarray(picture(97, 131, 6), "RGB").quantize(64)
 g16 = (picture(120, 80, 8)[..., 0].astype(np.uint16) * 3)  # values past 255: PIL clips them
 images["gray16_120x80.png"] = Image.fromarray(g16.astype(np.uint16), "I;16")
-images["photo_500x375.jpg"] = Image.fromarray(picture(500, 375, 7), "RGB")
+images["photo_500x375.jpg"] = Image.fromarray(picture(500, 375, 7), "RGB")  # 4:2:0, PIL's default
+images["photo444_333x251.jpg"] = Image.fromarray(picture(333, 251, 10), "RGB")
+images["photo422_201x150.jpg"] = Image.fromarray(picture(201, 150, 11), "RGB")
 
 for name, im in images.items():
     path = os.path.join(out, name)
     if name.endswith(".jpg"):
-        im.save(path, quality=90)
+        sub = 0 if "444" in name else 1 if "422" in name else 2
+        im.save(path, quality=90, subsampling=sub)
     else:
         im.save(path)
 
