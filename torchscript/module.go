@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -234,7 +235,7 @@ func (m *Module) Forward(inputs []tensor.Tensor) (Outputs, error) {
 	var nout C.int
 	var cerr *C.char
 	if C.call_forward(m.lib.forward, m.ptr, cin, C.int(n), &out, &nout, &cerr) != 0 {
-		return nil, errors.New("torchscript: " + m.lib.takeError(cerr))
+		return nil, newForwardError(m.lib.takeError(cerr))
 	}
 	defer C.call_free_outputs(m.lib.freeOutputs, out, nout)
 	res := make(Outputs, int(nout))
@@ -271,4 +272,41 @@ func (m *Module) Close() error {
 		m.ptr = nil
 	}
 	return nil
+}
+
+// ForwardError is forward raising. Its Error is the exception's own message
+// only: libtorch's full text also carries the TorchScript tracebacks (the
+// model's saved code and the exporter's source paths), which belong in a
+// server log, not in an answer to a client. Detail has the full text.
+type ForwardError struct {
+	brief, detail string
+}
+
+func (e *ForwardError) Error() string { return "torchscript: " + e.brief }
+
+// Detail is libtorch's whole message, tracebacks included.
+func (e *ForwardError) Detail() string { return e.detail }
+
+// exceptionLine matches the line that names the exception after a
+// TorchScript traceback, e.g. "RuntimeError: mat1 and mat2 shapes ...".
+var exceptionLine = regexp.MustCompile(`^(?:builtins\.)?[A-Za-z_][\w.]*(?:Error|Exception)(?::|$)`)
+
+func newForwardError(msg string) *ForwardError {
+	e := &ForwardError{brief: msg, detail: msg}
+	if !strings.Contains(msg, "Traceback of TorchScript") {
+		return e
+	}
+	lines := strings.Split(strings.TrimRight(msg, "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if exceptionLine.MatchString(lines[i]) {
+			e.brief = "forward: " + strings.TrimSpace(strings.Join(lines[i:], "\n"))
+			return e
+		}
+	}
+	// No exception line: keep the message up to the traceback.
+	head, _, _ := strings.Cut(msg, "Traceback of TorchScript")
+	if head = strings.TrimSpace(head); head != "" {
+		e.brief = head
+	}
+	return e
 }

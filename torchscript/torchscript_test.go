@@ -238,6 +238,21 @@ func TestForwardErrors(t *testing.T) {
 			t.Errorf("%s: the message carries a C++ backtrace: %v", name, err)
 		}
 	}
+	// A model raising inside forward: the answer has the exception, not
+	// the TorchScript tracebacks (the model's code, the exporter's paths),
+	// which stay in Detail for the log.
+	_, err := m.Forward([]tensor.Tensor{x, y})
+	var fe *ForwardError
+	if !errors.As(err, &fe) {
+		t.Fatalf("shape mismatch: %T %v, want a *ForwardError", err, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "RuntimeError: ") || !strings.Contains(msg, "size of tensor a (4) must match the size of tensor b (5)") ||
+		strings.Contains(msg, "Traceback") || strings.Contains(msg, "code/__torch__") || strings.Contains(msg, "gen_models.py") {
+		t.Errorf("the brief message: %q", msg)
+	}
+	if !strings.Contains(fe.Detail(), "Traceback of TorchScript") {
+		t.Errorf("Detail lost the traceback: %q", fe.Detail())
+	}
 	bad := x
 	bad.Data = bad.Data[:5]
 	if _, err := m.Forward([]tensor.Tensor{bad, x}); err == nil || !strings.Contains(err.Error(), "bytes") {

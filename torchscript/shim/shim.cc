@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 #include <caffe2/serialize/versions.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -24,6 +25,17 @@ struct eas_ts_module {
 };
 
 namespace {
+
+// The intra-op thread count last set through the shim (0 = never). libtorch
+// (OpenMP backend) keeps the count per OS thread, initialised from the last
+// global setting on a thread's first parallel region only; Go runs forward
+// on whatever OS thread it likes, so forward brings its thread up to date.
+std::atomic<int> g_threads{0};
+
+void sync_threads() {
+	int want = g_threads.load(std::memory_order_relaxed);
+	if (want > 0 && at::get_num_threads() != want) at::set_num_threads(want);
+}
 
 char *dup_string(const std::string &s) {
 	char *p = static_cast<char *>(std::malloc(s.size() + 1));
@@ -275,6 +287,7 @@ int eas_ts_forward(eas_ts_module *m, const eas_ts_input *in, int n, eas_ts_outpu
 	eas_ts_output *res = nullptr;
 	int nres = 0;
 	try {
+		sync_threads();
 		c10::InferenceMode guard;
 		std::vector<c10::IValue> args;
 		args.reserve(n);

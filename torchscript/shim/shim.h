@@ -68,10 +68,11 @@ int eas_ts_abi_version(void);
 /* The libtorch version the shim was built against, e.g. "1.13.1". */
 const char *eas_ts_torch_version(void);
 
-/* Sets libtorch's intra-op thread count. Process-wide. n <= 0 is ignored. */
+/* Sets libtorch's intra-op thread count. Process-wide: every later forward,
+ * on whatever thread, runs with it. n <= 0 is ignored. */
 void eas_ts_set_num_threads(int n);
 
-/* libtorch's intra-op thread count now (process-wide). */
+/* The intra-op thread count forward runs with (process-wide). */
 int eas_ts_get_num_threads(void);
 
 /* The newest TorchScript file format version this libtorch reads. */
