@@ -95,9 +95,9 @@ func jpegRGB(m *image.YCbCr) (rgb, bool) {
 		return rgb{}, false
 	}
 	cw, ch := (w+hs-1)/hs, (h+vs-1)/vs
-	if hs == 2 && cw <= 2 {
-		return rgb{}, false // libjpeg uses plain replication for such narrow images
-	}
+	// libjpeg replicates chroma instead of filtering when the chroma
+	// plane is at most 2 samples wide.
+	replicate := hs == 2 && cw <= 2
 	out := rgb{w: w, h: h, pix: make([]uint8, 3*w*h)}
 	cbRow, crRow := make([]uint8, cw*hs), make([]uint8, cw*hs)
 	chromaRow := func(plane []uint8, y int) []uint8 { return plane[y*m.CStride : y*m.CStride+cw] }
@@ -109,6 +109,10 @@ func jpegRGB(m *image.YCbCr) (rgb, bool) {
 			}
 			cy := y / vs
 			switch {
+			case replicate:
+				for x, v := range chromaRow(pl, cy) {
+					dst[2*x], dst[2*x+1] = v, v
+				}
 			case hs == 1:
 				copy(dst, chromaRow(pl, cy))
 			case vs == 1:
