@@ -114,6 +114,9 @@ type Request struct {
 type Response struct {
 	Body        []byte
 	ContentType string // "" means application/octet-stream
+	// Header holds extra response headers for the EAS HTTP door (such as
+	// UnknownFieldsHeader); nil for none.
+	Header http.Header
 }
 
 // Processor is the lifecycle every model family implements; Typed adds its

@@ -47,3 +47,8 @@ func closest(s string, candidates []string) (string, bool) {
 	}
 	return best, true
 }
+
+// Closest returns the candidate nearest to s by edit distance when it is
+// near enough to be a typo of it (as for keys and codes): processors use it
+// to suggest a feature name for a misspelled record key.
+func Closest(s string, candidates []string) (string, bool) { return closest(s, candidates) }

@@ -19,6 +19,9 @@ type Metrics struct {
 	queueWait  *prometheus.HistogramVec
 	compute    *prometheus.HistogramVec
 	queueDepth *depthCollector
+	// unknownFields counts answers whose records carried keys the model
+	// does not read (model_config unknown_fields "warn").
+	unknownFields *prometheus.CounterVec
 	// series caches each service's children of the vectors above, so
 	// that the hot path does not hash label values for every request.
 	series sync.Map // service name -> *serviceSeries
@@ -88,8 +91,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "eas_compute_seconds", Help: "Duration of one model run (a whole batch), by service.", Buckets: latency,
 		}, []string{"service"}),
 		queueDepth: &depthCollector{desc: prometheus.NewDesc("eas_queue_depth", "Requests waiting for a worker, by service.", []string{"service"}, nil)},
+		unknownFields: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eas_unknown_fields_total", Help: "Answered requests whose records carried keys that are not model features, by service.",
+		}, []string{"service"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth)
+	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields)
 	return m
 }
 
@@ -125,6 +131,16 @@ func (m *Metrics) QueueWait(service string, d time.Duration) {
 	m.of(service).queueWait.Observe(d.Seconds())
 }
 
+// UnknownFields records one answer whose records carried keys the model
+// does not read: a client sending misspelled features shows up here before
+// anyone reads its headers.
+func (m *Metrics) UnknownFields(service string) {
+	if m == nil {
+		return
+	}
+	m.unknownFields.WithLabelValues(service).Inc()
+}
+
 // SetQueueDepthFunc sets the function that reports each service's queue
 // depth at scrape time.
 func (m *Metrics) SetQueueDepthFunc(fn func() map[string]int) {
@@ -148,4 +164,5 @@ func (m *Metrics) Forget(service string) {
 	m.batchSize.DeletePartialMatch(l)
 	m.queueWait.DeletePartialMatch(l)
 	m.compute.DeletePartialMatch(l)
+	m.unknownFields.DeletePartialMatch(l)
 }

@@ -344,6 +344,12 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
+	for k, v := range resp.Header {
+		c.Writer.Header()[k] = v
+	}
+	if resp.Header.Get(processors.UnknownFieldsHeader) != "" {
+		s.opt.Metrics.UnknownFields(name)
+	}
 	c.Data(http.StatusOK, ct, resp.Body)
 	return http.StatusOK
 }

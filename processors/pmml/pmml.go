@@ -22,7 +22,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,6 +47,10 @@ type Config struct {
 	MissingValueDefaults *bool `json:"missing_value_defaults"`
 	// OnBadRecord is "fail" (400 for the request) or "error_entry".
 	OnBadRecord string `json:"on_bad_record"`
+	// UnknownFields is what records with keys that are not model inputs
+	// get: "ignore", "warn" (default: a response header and a metric) or
+	// "reject" (400); see processors.UnknownFields.
+	UnknownFields string `json:"unknown_fields"`
 }
 
 // Processor serves one PMML model. It is safe for concurrent use.
@@ -55,18 +61,25 @@ type Processor struct {
 	model     *pmml.Model
 	inputIdx  map[string]int // input name -> record position
 	errorMode bool           // on_bad_record = error_entry
+	unknown   processors.UnknownFields
+	inputs    []string // input names, for the suggestions of unknown_fields "reject"
 }
 
 // payload is one request's records.
 type payload struct {
 	records []pmml.Record
-	bad     []error // per record: a decode problem, or nil
+	bad     []error                 // per record: a decode problem, or nil
+	unknown *processors.UnknownKeys // keys that are not inputs; nil under "ignore"
 }
 
 // Configure reads model_config and checks model_entry, without I/O.
 func (p *Processor) Configure(spec processors.Spec) error {
 	p.spec = spec
-	if err := spec.DecodeConfig(&p.cfg, `{"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry"}`); err != nil {
+	if err := spec.DecodeConfig(&p.cfg, `{"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry", "unknown_fields": "ignore"|"warn"|"reject"}`); err != nil {
+		return err
+	}
+	var err error
+	if p.unknown, err = processors.ParseUnknownFields(p.cfg.UnknownFields); err != nil {
 		return err
 	}
 	switch p.cfg.OnBadRecord {
@@ -122,8 +135,10 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	}
 	p.file, p.model = file, m
 	p.inputIdx = make(map[string]int, len(m.Inputs()))
+	p.inputs = make([]string, len(m.Inputs()))
 	for i, f := range m.Inputs() {
 		p.inputIdx[f.Name] = i
+		p.inputs[i] = f.Name
 	}
 	if p.spec.Logger != nil {
 		p.spec.Logger.Info("pmml model loaded", "file", file, "model", m.ModelType(), "function", m.FunctionName(),
@@ -175,17 +190,18 @@ func (p *Processor) Decode(req *processors.Request) (*payload, error) {
 	default:
 		return nil, badinput.Errorf("body must be a JSON array of records or one record object, e.g. [{\"%s\": 1}]", p.exampleField())
 	}
-	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs))}
+	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs)), unknown: processors.NewUnknownKeys(p.unknown)}
 	inputs := p.model.Inputs()
 	for i, obj := range objs {
 		if obj == nil {
 			return nil, badinput.Errorf("record %d is null; each record must be a JSON object", i)
 		}
+		p.noteUnknown(pl.unknown, obj)
 		rec := p.model.NewRecord()
 		for name, raw := range obj {
 			j, ok := p.inputIdx[name]
 			if !ok {
-				continue // EAS ignores keys the model does not read
+				continue // noted above; EAS ignores keys the model does not read
 			}
 			v, err := toValue(raw, inputs[j].DataType)
 			if err != nil {
@@ -199,7 +215,41 @@ func (p *Processor) Decode(req *processors.Request) (*payload, error) {
 		}
 		pl.records[i] = rec
 	}
+	if p.unknown == processors.UnknownReject {
+		if err := pl.unknown.Reject(p.inputs); err != nil {
+			return nil, err
+		}
+	}
 	return pl, nil
+}
+
+// noteUnknown adds the record's keys that are not inputs to u, sorted so
+// that the header names them in the same order every time.
+func (p *Processor) noteUnknown(u *processors.UnknownKeys, obj map[string]json.RawMessage) {
+	if u == nil || p.allKnown(obj) {
+		return
+	}
+	var names []string
+	for name := range obj {
+		if _, ok := p.inputIdx[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		u.Add(n)
+	}
+}
+
+// allKnown reports whether every key of obj is an input: the common case,
+// checked without allocating.
+func (p *Processor) allKnown(obj map[string]json.RawMessage) bool {
+	for name := range obj {
+		if _, ok := p.inputIdx[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Processor) exampleField() string {
@@ -297,7 +347,7 @@ func (p *Processor) Run(ctx context.Context, batch []*payload) ([]*result, error
 }
 
 // Encode writes the JSON array of result objects.
-func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error) {
+func (p *Processor) Encode(pl *payload, res *result) (*processors.Response, error) {
 	outputs := p.model.Outputs()
 	b := make([]byte, 0, 64*len(res.results))
 	b = append(b, '[')
@@ -333,7 +383,11 @@ func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	return &processors.Response{Body: b, ContentType: "application/json"}, nil
+	resp := &processors.Response{Body: b, ContentType: "application/json"}
+	if h := pl.unknown.Header(); h != "" {
+		resp.Header = http.Header{processors.UnknownFieldsHeader: {h}}
+	}
+	return resp, nil
 }
 
 func appendValue(b []byte, v pmml.Value) []byte {

@@ -205,7 +205,8 @@ func TestConfigure(t *testing.T) {
 		{"oss://bucket/models/", ``, ""},
 		{"m.pmml", `null`, ""},
 		{"m.pmml", `{"on_bad_record":"skip"}`, `model_config.on_bad_record: must be "fail" or "error_entry", got "skip"`},
-		{"m.pmml", `{"on_bad_records":"fail"}`, `model_config: json: unknown field "on_bad_records"; pmml accepts {"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry"}`},
+		{"m.pmml", `{"on_bad_records":"fail"}`, `model_config: json: unknown field "on_bad_records"; pmml accepts {"missing_value_defaults": true|false, "on_bad_record": "fail"|"error_entry", "unknown_fields": "ignore"|"warn"|"reject"}`},
+		{"m.pmml", `{"unknown_fields":"strict"}`, `model_config.unknown_fields: must be "ignore", "warn" or "reject", got "strict"`},
 		{"m.pmml", `{"missing_value_defaults":"yes"}`, "cannot unmarshal"},
 		{"", ``, "model_path: the pmml processor needs a model"},
 	} {

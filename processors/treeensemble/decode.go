@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/eas-server/eas-server/processors"
 )
 
 // maxValues bounds the feature values of one request (records times the
@@ -28,8 +30,14 @@ func recordLimit(nf int) int { return maxValues / max(nf, 1) }
 // remembers which feature each key position held and checks that name
 // before it hashes the key.
 func decodeRecords(body []byte, names []string, index map[string]int) ([]float64, int, error) {
+	return decodeRecordsNoting(body, names, index, nil)
+}
+
+// decodeRecordsNoting is decodeRecords that also notes, in unknown (nil:
+// not at all), the record keys and dense columns that are not features.
+func decodeRecordsNoting(body []byte, names []string, index map[string]int, unknown *processors.UnknownKeys) ([]float64, int, error) {
 	nf := len(names)
-	d := &dec{b: body, names: names, order: make([]int, 0, nf)}
+	d := &dec{b: body, names: names, order: make([]int, 0, nf), unknown: unknown}
 	d.ws()
 	if d.pos >= len(d.b) {
 		return nil, 0, errors.New("empty body")
@@ -103,6 +111,8 @@ type dec struct {
 	pos   int
 	names []string
 	order []int // per key position of the last record: its feature, or -1
+	// unknown collects the keys that are not features; nil: ignore them.
+	unknown *processors.UnknownKeys
 }
 
 func (d *dec) ws() {
@@ -173,6 +183,8 @@ func (d *dec) record(row []float64, index map[string]int) error {
 		}
 		if known {
 			row[j] = v
+		} else {
+			d.unknown.AddBytes(key)
 		}
 		d.ws()
 		c := d.peek()
@@ -409,6 +421,7 @@ func (d *dec) columns(index map[string]int) ([]int, error) {
 		j, ok := index[string(s)]
 		if !ok {
 			j = -1
+			d.unknown.AddBytes(s)
 		}
 		cols = append(cols, j)
 		d.ws()

@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"path/filepath"
 	"strconv"
 
@@ -59,6 +60,10 @@ type Config struct {
 	// key, as XGBoost's DMatrix(missing=...) (e.g. 0 for sparse data
 	// trained that way, or -999).
 	Missing *float64 `json:"missing"`
+	// UnknownFields is what records with keys that are not features get:
+	// "ignore", "warn" (default: a response header and a metric) or
+	// "reject" (400); see processors.UnknownFields.
+	UnknownFields string `json:"unknown_fields"`
 }
 
 // Processor serves one tree-ensemble model. It is safe for concurrent use.
@@ -71,6 +76,7 @@ type Processor struct {
 	features []string
 	index    map[string]int
 	classes  []string
+	unknown  processors.UnknownFields
 }
 
 // payload is one request: n records as rows of NumFeatures values (NaN =
@@ -81,16 +87,21 @@ type payload struct {
 	rows   []float64
 	rows32 []float32
 	n      int
-	fp32   bool // the rows are rows32
+	fp32   bool                    // the rows are rows32
+	keys   *processors.UnknownKeys // record keys that are not features; nil when not collected
 }
 
 // accepts is what model_config may hold, for its error messages.
-const accepts = `{"output": "prediction"|"margin", "features": [names...], "classes": [names...], "missing": number}`
+const accepts = `{"output": "prediction"|"margin", "features": [names...], "classes": [names...], "missing": number, "unknown_fields": "ignore"|"warn"|"reject"}`
 
 // Configure reads model_config, without I/O.
 func (p *Processor) Configure(spec processors.Spec) error {
 	p.spec = spec
 	if err := spec.DecodeConfig(&p.cfg, accepts); err != nil {
+		return err
+	}
+	var err error
+	if p.unknown, err = processors.ParseUnknownFields(p.cfg.UnknownFields); err != nil {
 		return err
 	}
 	switch p.cfg.Output {
@@ -237,12 +248,18 @@ func (p *Processor) Metadata() processors.Metadata {
 
 // Decode parses the EAS JSON records or the dense form.
 func (p *Processor) Decode(req *processors.Request) (*payload, error) {
-	rows, n, err := decodeRecords(req.Body, p.features, p.index)
+	keys := processors.NewUnknownKeys(p.unknown)
+	rows, n, err := decodeRecordsNoting(req.Body, p.features, p.index, keys)
 	if err != nil {
 		return nil, badinput.Errorf("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
+	if p.unknown == processors.UnknownReject {
+		if err := keys.Reject(p.features); err != nil {
+			return nil, err
+		}
+	}
 	p.markMissing64(rows)
-	return &payload{rows: rows, n: n}, nil
+	return &payload{rows: rows, n: n, keys: keys}, nil
 }
 
 // FromTensors takes a KServe [N, F] FP32 or FP64 tensor, checked here so a
@@ -405,7 +422,7 @@ func (p *Processor) ToTensors(_ *payload, r *result) (*processors.TensorResult, 
 }
 
 // Encode writes the JSON array of per-record objects.
-func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error) {
+func (p *Processor) Encode(pl *payload, res *result) (*processors.Response, error) {
 	bits := 64
 	if p.model.Float32() {
 		bits = 32
@@ -420,7 +437,11 @@ func (p *Processor) Encode(_ *payload, res *result) (*processors.Response, error
 		b = p.appendRecord(b, v, bits)
 	}
 	b = append(b, ']')
-	return &processors.Response{Body: b, ContentType: "application/json"}, nil
+	resp := &processors.Response{Body: b, ContentType: "application/json"}
+	if h := pl.keys.Header(); h != "" {
+		resp.Header = http.Header{processors.UnknownFieldsHeader: {h}}
+	}
+	return resp, nil
 }
 
 // appendRecord writes one record's answer.

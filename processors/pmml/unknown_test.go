@@ -1,0 +1,99 @@
+package pmml_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+// serveWithMetrics runs the real router, with /metrics, over the services.
+func serveWithMetrics(t *testing.T, services ...string) string {
+	t.Helper()
+	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
+	for _, js := range services {
+		spec, err := servicejson.Parse([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, Metrics: metrics.New(reg), Gatherer: reg}).Handler())
+	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
+	return ts.URL
+}
+
+// postHeader posts body and returns the status, the body and the unknown
+// fields header.
+func postHeader(t *testing.T, url, body string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "T")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("X-Eas-Unknown-Fields")
+}
+
+func lrWith(name, config string) string {
+	return `{"name":"` + name + `","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}` + config + `}`
+}
+
+// TestUnknownFields: misspelled record keys are flagged (warn, the
+// default), refused with suggestions (reject) or dropped (ignore), through
+// the real HTTP router.
+func TestUnknownFields(t *testing.T) {
+	url := serveWithMetrics(t,
+		lrWith("lrwarn", ""),
+		lrWith("lrreject", `,"model_config":{"unknown_fields":"reject"}`),
+		lrWith("lrignore", `,"model_config":{"unknown_fields":"ignore"}`))
+	good := `[{"sex":1,"cp":3,"fbs":0,"age":63,"trestbps":145,"thal":"fix"}]`
+	typo := `[{"sex":1,"cp":3,"fbs":0,"agee":63,"trestbp":145,"thal":"fix"},{"sex":0,"agee":41,"zzz_extra":1}]`
+
+	code, body, hdr := postHeader(t, url+"/api/predict/lrwarn", good)
+	if code != 200 || hdr != "" {
+		t.Fatalf("good records: %d %s, header %q", code, body, hdr)
+	}
+	code, body, hdr = postHeader(t, url+"/api/predict/lrwarn", typo)
+	if code != 200 || hdr != "agee,trestbp,zzz_extra" {
+		t.Errorf("warn: %d %s, header %q, want 200 and agee,trestbp,zzz_extra", code, body, hdr)
+	}
+	code, body, _ = postHeader(t, url+"/api/predict/lrreject", typo)
+	for _, w := range []string{`"agee" (did you mean "age"?)`, `"trestbp" (did you mean "trestbps"?)`, `zzz_extra`} {
+		if code != 400 || !strings.Contains(body, w) {
+			t.Errorf("reject: %d %s, want 400 with %s", code, body, w)
+		}
+	}
+	if code, body, _ := postHeader(t, url+"/api/predict/lrreject", good); code != 200 {
+		t.Errorf("reject, good records: %d %s", code, body)
+	}
+	code, body, hdr = postHeader(t, url+"/api/predict/lrignore", typo)
+	if code != 200 || hdr != "" {
+		t.Errorf("ignore: %d %s, header %q", code, body, hdr)
+	}
+
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	m, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(m), `eas_unknown_fields_total{service="lrwarn"} 1`) {
+		t.Errorf("metrics lack eas_unknown_fields_total for lrwarn:\n%s", m)
+	}
+}
