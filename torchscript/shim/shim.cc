@@ -198,6 +198,7 @@ const char *eas_ts_torch_version(void) { return TORCH_VERSION; }
 
 void eas_ts_set_num_threads(int n) {
 	if (n <= 0) return;
+	g_threads.store(n, std::memory_order_relaxed);
 	try {
 		at::set_num_threads(n);
 	} catch (...) {
@@ -218,6 +219,8 @@ int eas_ts_cuda_device_count(void) {
 }
 
 int eas_ts_get_num_threads(void) {
+	int n = g_threads.load(std::memory_order_relaxed);
+	if (n > 0) return n;
 	try {
 		return at::get_num_threads();
 	} catch (...) {
