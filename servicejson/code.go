@@ -70,6 +70,7 @@ var knownCodes = func() map[string]codeInfo {
 	add("onnx_cu100", "onnx", "gpu", "", "onnx_cpu")
 	add("triton", "triton", "", "", "")
 	add("echo", "echo", "", "", "")
+	add("easycv", "easycv", "", "", "")
 	return m
 }()
 

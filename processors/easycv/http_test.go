@@ -118,20 +118,7 @@ func TestHTTPBatching(t *testing.T) {
 	}
 }
 
-// parseService parses a service.json for the easycv processor. While
-// servicejson's table of EAS codes (servicejson/code.go, owned elsewhere)
-// lacks "easycv", Parse refuses the code: the JSON is then parsed as an echo
-// service and the code put back, so that the loader and router still run
-// for real. Once the table has the row, Parse alone is used.
+// parseService parses a service.json for the easycv processor.
 func parseService(js string) (*servicejson.Service, error) {
-	if spec, err := servicejson.Parse([]byte(js)); err == nil || !strings.Contains(err.Error(), `unknown processor code "easycv"`) {
-		return spec, err
-	}
-	spec, err := servicejson.Parse([]byte(strings.Replace(js, `"processor":"easycv"`, `"processor":"echo"`, 1)))
-	if err != nil {
-		return nil, err
-	}
-	spec.Processor = Code
-	spec.Code = servicejson.Code{Raw: Code, Family: Code}
-	return spec, nil
+	return servicejson.Parse([]byte(js))
 }
