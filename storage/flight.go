@@ -26,6 +26,7 @@ type flight struct {
 
 	mu       sync.Mutex
 	subs     map[int]func(done, total int64)
+	retries  map[int]func(n, max int, err error)
 	next     int
 	waiters  int
 	lastSent time.Time
@@ -36,8 +37,10 @@ type flight struct {
 
 // do runs fn once for key among concurrent callers. progress, when not nil,
 // receives this caller's share of the reports; fn's report may be called as
-// often as bytes arrive: do throttles it.
-func (g *flightGroup) do(ctx context.Context, key string, progress func(done, total int64), fn func(ctx context.Context, report func(done, total int64)) (string, error)) (string, error) {
+// often as bytes arrive: do throttles it. retry, when not nil, receives
+// every retry fn reports through retried, unthrottled.
+func (g *flightGroup) do(ctx context.Context, key string, progress func(done, total int64), retry func(n, max int, err error),
+	fn func(ctx context.Context, report func(done, total int64), retried func(n, max int, err error)) (string, error)) (string, error) {
 	g.mu.Lock()
 	if g.flights == nil {
 		g.flights = map[string]*flight{}
@@ -46,12 +49,12 @@ func (g *flightGroup) do(ctx context.Context, key string, progress func(done, to
 	var start func()
 	if !running {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		fl = &flight{done: make(chan struct{}), cancel: cancel, subs: map[int]func(int64, int64){}}
+		fl = &flight{done: make(chan struct{}), cancel: cancel, subs: map[int]func(int64, int64){}, retries: map[int]func(int, int, error){}}
 		g.flights[key] = fl
 		start = func() {
 			go func() {
 				defer cancel()
-				path, err := fn(fctx, func(done, total int64) { fl.report(g.interval, done, total, false) })
+				path, err := fn(fctx, func(done, total int64) { fl.report(g.interval, done, total, false) }, fl.retried)
 				if err == nil {
 					fl.mu.Lock()
 					cur := fl.cur
@@ -72,6 +75,9 @@ func (g *flightGroup) do(ctx context.Context, key string, progress func(done, to
 	if progress != nil {
 		fl.subs[id] = progress
 	}
+	if retry != nil {
+		fl.retries[id] = retry
+	}
 	fl.waiters++
 	fl.mu.Unlock()
 	g.mu.Unlock()
@@ -88,6 +94,7 @@ func (fl *flight) wait(ctx context.Context, id int) (string, error) {
 	case <-ctx.Done():
 		fl.mu.Lock()
 		delete(fl.subs, id)
+		delete(fl.retries, id)
 		fl.waiters--
 		last := fl.waiters == 0
 		fl.mu.Unlock()
@@ -120,6 +127,19 @@ func (fl *flight) report(interval time.Duration, done, total int64, final bool) 
 	fl.mu.Unlock()
 	for _, s := range subs {
 		s(done, total)
+	}
+}
+
+// retried passes a retry on to every caller that asked for them.
+func (fl *flight) retried(n, max int, err error) {
+	fl.mu.Lock()
+	subs := make([]func(int, int, error), 0, len(fl.retries))
+	for _, s := range fl.retries {
+		subs = append(subs, s)
+	}
+	fl.mu.Unlock()
+	for _, s := range subs {
+		s(n, max, err)
 	}
 }
 

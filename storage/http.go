@@ -232,6 +232,9 @@ func (d *httpDownload) run(ctx context.Context) (useCached bool, err error) {
 		default:
 			d.opts.Logger.Warn("download failed, retrying", "url", d.red, "err", err, "retry", failures+1)
 		}
+		if d.opts.Retry != nil {
+			d.opts.Retry(failures+1, d.f.Retries, err)
+		}
 		if err := d.f.backoff(ctx, failures); err != nil {
 			return false, err
 		}

@@ -218,7 +218,8 @@ func (t *ossTarget) notFound(ctx context.Context, headErr error) error {
 
 // retry runs op until it succeeds, fails for good or runs out of retries
 // without progress; progressed reports whether the last attempt moved on.
-func (f *Fetcher) retry(ctx context.Context, log *slog.Logger, red string, op func() (progressed bool, err error)) error {
+// onRetry, when not nil, hears of each retry (FetchOptions.Retry).
+func (f *Fetcher) retry(ctx context.Context, log *slog.Logger, onRetry func(n, max int, err error), red string, op func() (progressed bool, err error)) error {
 	failures := 0
 	for {
 		progressed, err := op()
@@ -235,6 +236,9 @@ func (f *Fetcher) retry(ctx context.Context, log *slog.Logger, red string, op fu
 			return err
 		}
 		log.Warn("download failed, retrying", "url", red, "err", err, "retry", failures+1)
+		if onRetry != nil {
+			onRetry(failures+1, f.Retries, err)
+		}
 		if err := f.backoff(ctx, failures); err != nil {
 			return err
 		}
@@ -249,7 +253,7 @@ func (l ossListener) ProgressChanged(e *oss.ProgressEvent) { l.fn(e.ConsumedByte
 // downloadObject fetches one object into dst with parallel ranges and a
 // checkpoint file beside it, so an interrupted download resumes where it
 // stopped, in this process or the next.
-func (f *Fetcher) downloadObject(ctx context.Context, log *slog.Logger, t *ossTarget, key, dst string, size int64, progress func(done int64)) error {
+func (f *Fetcher) downloadObject(ctx context.Context, opts FetchOptions, t *ossTarget, key, dst string, size int64, progress func(done int64)) error {
 	routines := 1
 	if size > f.PartSize {
 		routines = f.Parallel
@@ -264,7 +268,7 @@ func (f *Fetcher) downloadObject(ctx context.Context, log *slog.Logger, t *ossTa
 			oss.WithContext(ctx))
 		return last.Load() > before, t.ossError(err)
 	}
-	return f.retry(ctx, log, t.red, op)
+	return f.retry(ctx, opts.Logger, opts.Retry, t.red, op)
 }
 
 func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions, c *cacheRef) (string, error) {
@@ -276,7 +280,7 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 		return f.fetchOSSPrefix(ctx, t, opts, c)
 	}
 	var meta http.Header
-	err = f.retry(ctx, opts.Logger, t.red, func() (bool, error) {
+	err = f.retry(ctx, opts.Logger, opts.Retry, t.red, func() (bool, error) {
 		var err error
 		meta, err = t.bucket.GetObjectDetailedMeta(t.key, oss.WithContext(ctx))
 		return false, t.ossError(err)
@@ -317,7 +321,7 @@ func (f *Fetcher) fetchOSS(ctx context.Context, rawURL string, opts FetchOptions
 	opts.Logger.Info("model download started", "url", t.red, "bytes", size)
 	start := time.Now()
 	opts.Progress(0, size)
-	if err := f.downloadObject(ctx, opts.Logger, t, t.key, part, size, func(done int64) { opts.Progress(done, size) }); err != nil {
+	if err := f.downloadObject(ctx, opts, t, t.key, part, size, func(done int64) { opts.Progress(done, size) }); err != nil {
 		if ctx.Err() == nil && !retryable(err) {
 			// Failed for good: the checkpoint would resume nothing useful.
 			removeWithPrefix(filepath.Dir(part), filepath.Base(part))
@@ -360,7 +364,7 @@ func (f *Fetcher) listPrefix(ctx context.Context, t *ossTarget, log *slog.Logger
 	token := ""
 	for {
 		var res oss.ListObjectsResultV2
-		err := f.retry(ctx, log, t.red, func() (bool, error) {
+		err := f.retry(ctx, log, nil, t.red, func() (bool, error) {
 			var err error
 			o := []oss.Option{oss.Prefix(t.key), oss.MaxKeys(1000), oss.WithContext(ctx)}
 			if token != "" {
@@ -460,7 +464,7 @@ func (f *Fetcher) fetchOSSPrefix(ctx context.Context, t *ossTarget, opts FetchOp
 					errs <- err
 					continue
 				}
-				err := f.downloadObject(ctx, opts.Logger, t, o.Key, local, o.Size, func(d int64) {
+				err := f.downloadObject(ctx, opts, t, o.Key, local, o.Size, func(d int64) {
 					mu.Lock()
 					inflight[o.Key] = d
 					report()
@@ -607,7 +611,7 @@ func Upload(ctx context.Context, src, dstURL string, opts UploadOptions) (string
 	// parts not yet acknowledged go up again.
 	f := &Fetcher{Retries: 3, RetryBackoff: opts.RetryBackoff}
 	f.init()
-	err = f.retry(ctx, slog.New(slog.DiscardHandler), t.red, func() (bool, error) {
+	err = f.retry(ctx, slog.New(slog.DiscardHandler), nil, t.red, func() (bool, error) {
 		if size <= opts.PartSize {
 			return false, t.ossError(t.bucket.PutObjectFromFile(t.key, src, listener, oss.WithContext(ctx)))
 		}

@@ -194,6 +194,12 @@ type FetchOptions struct {
 	// when unknown) at the start, at most once per ProgressInterval, and
 	// at the end. It must not block.
 	Progress func(done, total int64)
+	// Retry, when set, is called before each retry of a failed http(s)
+	// download, as the retry is logged: n counts the retries in a row (1 is
+	// the first; it starts again from 1 once an attempt takes a resumable
+	// download further), max is Fetcher.Retries and err the failure. It
+	// must not block.
+	Retry func(n, max int, err error)
 	// Logger overrides Fetcher.Logger for this call, e.g. one carrying the
 	// service name.
 	Logger *slog.Logger
@@ -383,9 +389,9 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 		}
 		log.Info("model download progress", "url", red, "done_bytes", done, "total_bytes", total)
 	}
-	path, err := f.group.do(ctx, key, sub, func(ctx context.Context, progress func(done, total int64)) (string, error) {
+	path, err := f.group.do(ctx, key, sub, opts.Retry, func(ctx context.Context, progress func(done, total int64), retry func(n, max int, err error)) (string, error) {
 		o := opts
-		o.Progress = progress
+		o.Progress, o.Retry = progress, retry
 		if f.FetchTimeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeoutCause(ctx, f.FetchTimeout, errFetchDeadline)
