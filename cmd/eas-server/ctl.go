@@ -44,11 +44,13 @@ func createCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read service.json: %w", err)
 			}
-			var obj server.ServiceObject
-			if err := c.call(cmd.Context(), http.MethodPost, "/api/v2/services", body, &obj); err != nil {
+			var ans server.ChangeAnswer
+			if err := c.call(cmd.Context(), http.MethodPost, "/api/v2/services", body, &ans); err != nil {
 				return err
 			}
+			obj := ans.ServiceObject
 			fmt.Fprintf(cmd.ErrOrStderr(), "[OK] Service %s is now %s\n", obj.ServiceName, obj.Status)
+			printWarnings(cmd.ErrOrStderr(), ans.Warnings)
 			return waitAndReport(cmd, c, &f, obj, 1, nil)
 		},
 	}
@@ -79,11 +81,12 @@ func modifyCmd() *cobra.Command {
 				return fmt.Errorf("read service.json: %w", err)
 			}
 			seen := seenEvents(cmd.Context(), c, args[0])
-			var obj server.ServiceObject
-			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], ""), body, &obj); err != nil {
+			var ans server.ChangeAnswer
+			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], ""), body, &ans); err != nil {
 				return err
 			}
-			return waitAndReport(cmd, c, &f, obj, targetOf(obj), seen)
+			printWarnings(cmd.ErrOrStderr(), ans.Warnings)
+			return waitAndReport(cmd, c, &f, ans.ServiceObject, targetOf(ans.ServiceObject), seen)
 		},
 	}
 	f.add(cmd, true)
@@ -384,6 +387,14 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.
 	})
 	fmt.Fprintf(out, "[OK] Service %s is running at version %d\n", name, obj.CurrentVersion)
 	return nil
+}
+
+// printWarnings prints the server's warnings about the service.json sent:
+// keys it accepted that have no effect there.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, msg := range warnings {
+		fmt.Fprintf(w, "[WARNING] %s\n", msg)
+	}
 }
 
 // box prints rows as eascmd does: a bordered two-column table with the keys

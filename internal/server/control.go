@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -70,7 +71,24 @@ func (s *Server) createService(c *gin.Context) {
 		s.controlErr(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, s.object(c, info))
+	c.JSON(http.StatusCreated, s.changeAnswer(c, info, spec))
+}
+
+// ChangeAnswer answers create and modify: the service, and the keys of the
+// service.json sent that are accepted for EAS compatibility but have no
+// effect on this server, each as "key: why" (servicejson's Warnings).
+type ChangeAnswer struct {
+	ServiceObject
+	Warnings []string `json:",omitempty"`
+}
+
+// changeAnswer renders the service with spec's no-effect warnings.
+func (s *Server) changeAnswer(c *gin.Context, info service.Info, spec *servicejson.Service) ChangeAnswer {
+	out := ChangeAnswer{ServiceObject: s.object(c, info)}
+	for _, w := range spec.Warnings() {
+		out.Warnings = append(out.Warnings, w.String())
+	}
+	return out
 }
 
 func (s *Server) listServices(c *gin.Context) {
@@ -93,7 +111,11 @@ func (s *Server) updateService(c *gin.Context) {
 		return
 	}
 	info, err := s.opt.Manager.Update(c.Param("name"), spec)
-	s.answer(c, info, err)
+	if err != nil {
+		s.controlErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.changeAnswer(c, info, spec))
 }
 
 func (s *Server) deleteService(c *gin.Context) {
@@ -271,6 +293,34 @@ func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
 		PendingVersion:   in.PendingVersion,
 		RunningInstance:  in.RunningInstance,
 		TotalInstance:    in.TotalInstance,
+		Progress:         progressObject(in.Progress),
+	}
+}
+
+// ProgressObject is how far the download of the version being loaded has
+// come (ServiceObject.Progress), for desc and the CLI's progress.
+type ProgressObject struct {
+	Key            string  // what is fetched: model_path, warm_up_data_path
+	DoneBytes      int64   // bytes on disk so far
+	TotalBytes     int64   // the download's size; -1 when unknown
+	BytesPerSecond float64 // the recent rate; 0 until measured and right after a retry
+	ETASeconds     float64 // seconds left at that rate; -1 when unknown
+	Retries        int     // retries of this download so far
+	Retry          int     // the latest retry's number in a row, of MaxRetries
+	MaxRetries     int
+	LastError      string `json:",omitempty"` // what the latest retry was after
+	UpdateTime     time.Time
+}
+
+func progressObject(p *service.Progress) *ProgressObject {
+	if p == nil {
+		return nil
+	}
+	return &ProgressObject{
+		Key: p.Key, DoneBytes: p.DoneBytes, TotalBytes: p.TotalBytes,
+		BytesPerSecond: p.BytesPerSecond, ETASeconds: p.ETASeconds,
+		Retries: p.Retries, Retry: p.Retry, MaxRetries: p.MaxRetries, LastError: p.LastError,
+		UpdateTime: p.UpdateTime,
 	}
 }
 

@@ -98,7 +98,7 @@ func (m *Manager) register(spec *servicejson.Service) (svc *Service, created boo
 		return old, false, nil
 	}
 	now := time.Now().UTC()
-	svc = &Service{Name: spec.Name, configs: map[int][]byte{1: spec.Raw}, spec: spec, pending: 1, since: now, busy: true}
+	svc = &Service{mgr: m, Name: spec.Name, configs: map[int][]byte{1: spec.Raw}, spec: spec, pending: 1, since: now, busy: true}
 	svc.rec = record{
 		Name: spec.Name, CreateTime: now, UpdateTime: now,
 		CurrentVersion: 1, LatestVersion: 1, Status: Creating,
@@ -133,6 +133,9 @@ func (m *Manager) register(spec *servicejson.Service) (svc *Service, created boo
 	svc.mu.Lock()
 	svc.publishLocked()
 	svc.eventLocked(EventNormal, "Created", "service created with version 1")
+	if msg := svc.noEffectEventLocked(1, spec); msg != "" {
+		log.Warn(msg)
+	}
 	err = m.saveLocked(svc)
 	svc.mu.Unlock()
 	if err != nil {
@@ -158,6 +161,9 @@ func (m *Manager) addVersion(s *Service, spec *servicejson.Service) (int, error)
 	s.rec.LatestVersion = v
 	s.rec.Versions = append(s.rec.Versions, versionRecord{Version: v, CreateTime: time.Now().UTC()})
 	s.eventLocked(EventNormal, "VersionCreated", fmt.Sprintf("version %d stored", v))
+	if msg := s.noEffectEventLocked(v, spec); msg != "" {
+		m.log.Warn(msg, "service", s.Name)
+	}
 	if err := m.saveLocked(s); err != nil {
 		return 0, err
 	}
@@ -247,7 +253,7 @@ func (m *Manager) restoreOne(name string) (*Service, error) {
 	case rec.CurrentVersion < 1 || rec.CurrentVersion > rec.LatestVersion:
 		return nil, fmt.Errorf("restore %s: %s: current version %d is not between 1 and the latest version %d", name, path, rec.CurrentVersion, rec.LatestVersion)
 	}
-	svc := &Service{Name: name, rec: rec, configs: map[int][]byte{}, since: time.Now(), busy: true}
+	svc := &Service{mgr: m, Name: name, rec: rec, configs: map[int][]byte{}, since: time.Now(), busy: true}
 	log := m.log.With("service", name)
 	for _, v := range rec.Versions {
 		raw, err := os.ReadFile(m.versionPath(name, v.Version))

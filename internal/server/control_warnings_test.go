@@ -1,0 +1,37 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/eas-server/eas-server/internal/server"
+)
+
+// TestChangeAnswerWarnings: create and modify answer, besides the service,
+// the keys of the file sent that have no effect here; a plain file gets
+// none (and no Warnings key at all).
+func TestChangeAnswerWarnings(t *testing.T) {
+	st := newStack(t, server.Options{AdminToken: admin})
+	h := adminHdr(admin)
+	r := do(t, "POST", st.URL+"/api/v2/services", []byte(`{"name":"warned","processor":"echo","autoscaler":{"min":1,"max":2},"metadata":{"instance":1}}`), h)
+	if r.code != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.code, r.body)
+	}
+	var ans server.ChangeAnswer
+	must(t, json.Unmarshal([]byte(r.body), &ans))
+	if ans.ServiceName != "warned" || len(ans.Warnings) != 1 || !strings.HasPrefix(ans.Warnings[0], "autoscaler: accepted for EAS compatibility") {
+		t.Fatalf("create answered %s", r.body)
+	}
+	r = do(t, "PUT", st.URL+"/api/v2/services/local/warned", []byte(`{"name":"warned","processor":"echo","metadata":{"instance":1,"memory":2000}}`), h)
+	ans = server.ChangeAnswer{}
+	must(t, json.Unmarshal([]byte(r.body), &ans))
+	if r.code != http.StatusOK || len(ans.Warnings) != 1 || !strings.HasPrefix(ans.Warnings[0], "metadata.memory:") {
+		t.Fatalf("modify answered %d %s", r.code, r.body)
+	}
+	r = do(t, "POST", st.URL+"/api/v2/services", []byte(`{"name":"plain","processor":"echo","metadata":{"instance":1}}`), h)
+	if r.code != http.StatusCreated || strings.Contains(r.body, "Warnings") {
+		t.Fatalf("plain create answered %d %s", r.code, r.body)
+	}
+}
