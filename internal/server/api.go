@@ -27,6 +27,9 @@ type ServiceObject struct {
 	PendingVersion  int
 	RunningInstance int
 	TotalInstance   int
+	// Progress is the download of PendingVersion's model while it runs;
+	// absent otherwise.
+	Progress *ProgressObject `json:",omitempty"`
 }
 
 // ServiceList answers GET /api/v2/services.

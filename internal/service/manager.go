@@ -290,14 +290,14 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	if spec.ModelPath != "" {
 		mo := fo
 		mo.SHA256 = sum
-		mo.Progress = m.fetchProgress(spec.Name, "model_path")
+		mo.Progress, mo.Retry = m.fetchReport(spec.Name, "model_path")
 		if files.ModelPath, err = fetched.fetch(ctx, spec.ModelPath, mo); err != nil {
 			return nil, nil, fmt.Errorf("model_path: %w", err)
 		}
 	}
 	if spec.WarmUpDataPath != "" {
 		wo := fo
-		wo.Progress = m.fetchProgress(spec.Name, "warm_up_data_path")
+		wo.Progress, wo.Retry = m.fetchReport(spec.Name, "warm_up_data_path")
 		if files.WarmupPath, err = fetched.fetch(ctx, spec.WarmUpDataPath, wo); err != nil {
 			return nil, nil, fmt.Errorf("warm_up_data_path: %w", err)
 		}

@@ -454,7 +454,7 @@ func TestFetchProgressShowsInTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.leave(svc)
-	p := m.fetchProgress("svc", "model_path")
+	p, _ := m.fetchReport("svc", "model_path")
 	p(0, 3<<30)
 	p(3<<29, 3<<30)
 	if _, msg, _ := svc.State(); msg != "loading version 1: downloading model_path: 1.5 GiB of 3.0 GiB (50%)" {
@@ -473,7 +473,8 @@ func TestFetchProgressShowsInTheService(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	m.fetchProgress("unknown", "model_path")(1, 2) // a deleted service is ignored
+	p, _ = m.fetchReport("unknown", "model_path")
+	p(1, 2) // a deleted service is ignored
 }
 
 func TestProcessorSpecUnwrapsModelConfig(t *testing.T) {
