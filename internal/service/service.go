@@ -45,9 +45,6 @@ type Info struct {
 	RunningInstance int // replicas serving now
 	TotalInstance   int // metadata.instance of the current version
 	Config          []byte
-	// Progress is the download of the version being loaded; nil when
-	// none runs.
-	Progress *Progress
 }
 
 // VersionInfo describes one stored version of a service.
@@ -108,7 +105,6 @@ type Service struct {
 	configs  map[int][]byte       // every version's service.json as given
 	token    string               // the effective token ("" = open)
 	pending  int                  // version being loaded; 0 = none
-	progress *Progress            // the download of a load (of version progress.Version); nil = none yet
 	since    time.Time            // when rec.Status began
 	cancelOp func()               // cancels the asynchronous operation in progress
 	// busy is true from the start of an operation until its outcome is
@@ -118,9 +114,6 @@ type Service struct {
 	// outcome can go on at once.
 	busy    bool
 	deleted bool
-
-	mgr   *Manager // logs the events and keeps the metrics (observe.go); nil in bare tests
-	shown shown    // what the metrics show of the service
 }
 
 // gate is an immutable snapshot of a service's token and state.
@@ -135,7 +128,6 @@ type gate struct {
 // plane. Every change of either calls it with mu held.
 func (s *Service) publishLocked() {
 	s.gate.Store(&gate{token: s.token, status: s.rec.Status, message: s.rec.Message, since: s.since})
-	s.observeLocked()
 }
 
 // loadGate returns the published snapshot. A service being registered has
@@ -191,10 +183,6 @@ func (s *Service) infoLocked() Info {
 	if l := s.live.Load(); l != nil {
 		in.RunningInstance = l.Instances()
 	}
-	if p := s.progress; p != nil && s.pending != 0 && p.Version == s.pending {
-		cp := *p
-		in.Progress = &cp
-	}
 	if s.spec != nil {
 		in.TotalInstance = s.spec.Metadata.Instance
 	}
@@ -233,14 +221,6 @@ func (s *Service) setStatusLocked(st Status, msg, reason string) {
 }
 
 func (s *Service) eventLocked(typ, reason, msg string) {
-	s.versionEventLocked(0, typ, reason, msg)
-}
-
-// versionEventLocked records an event about version v (0 = the version
-// being loaded, else the current one) and logs it: the one place where
-// lifecycle transitions are recorded.
-func (s *Service) versionEventLocked(v int, typ, reason, msg string) {
-	s.logEventLocked(v, typ, reason, msg)
 	s.rec.Events = append(s.rec.Events, Event{Time: time.Now().UTC(), Type: typ, Reason: reason, Message: msg})
 	if n := len(s.rec.Events); n > MaxEvents {
 		s.rec.Events = append([]Event(nil), s.rec.Events[n-MaxEvents:]...)
