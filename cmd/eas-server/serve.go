@@ -56,6 +56,7 @@ type serveFlags struct {
 	sigWindow       time.Duration
 	sigZones        string
 	metricsAdmin    bool
+	accessLog       bool
 }
 
 func serveCmd() *cobra.Command {
@@ -91,6 +92,7 @@ func serveCmd() *cobra.Command {
 	fl.Uint32Var(&f.grpcMaxStreams, "grpc-max-streams", 1000, "most concurrent gRPC calls on one connection")
 	fl.DurationVar(&f.sigWindow, "signature-window", auth.DefaultSignatureWindow, "how far the Date of an EAS-signed request may lie from the server's clock, either way (negative = not checked)")
 	fl.StringVar(&f.sigZones, "signature-client-zones", "", "UTC offsets of clients whose SDK stamps local time labelled GMT (the Go and Python SDKs), e.g. +08:00,-05:00; the server's own zone is always accepted")
+	fl.BoolVar(&f.accessLog, "access-log", false, "log one line per data-plane request (method, path, service, version, status, latency, request id, remote address, body bytes; never tokens or bodies)")
 	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics only with the admin token (its labels name every service)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	return cmd
@@ -147,12 +149,17 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var accessLog *slog.Logger
+	if f.accessLog {
+		accessLog = log
+	}
 	srv := server.New(server.Options{
 		Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
 		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones},
 		BodyReadTimeout:     f.bodyReadTimeout,
 		MetricsRequireAdmin: f.metricsAdmin,
 		StrictReadiness:     f.strictReady,
+		AccessLog:           accessLog,
 	})
 
 	// Restore registers every stored service before the first request; their

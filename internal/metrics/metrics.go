@@ -1,11 +1,18 @@
-// Package metrics holds the Prometheus collectors of the data plane. One
-// *Metrics is built in main with a registry passed in, and handed down; labels
-// are bounded (service name and status code only).
+// Package metrics holds the Prometheus collectors of the data plane and of
+// the service lifecycle. One *Metrics is built in main with a registry
+// passed in, and handed down. Labels are bounded: service name, status code,
+// the service version that answered (requests only: at most the current and
+// the previous version of a service keep series, see ForgetVersions), the
+// service state (five values) and a load failure's stage (a few words).
+// Histograms carry the service alone; eas_service_info tells which version
+// and processor a service runs, for joins.
 package metrics
 
 import (
+	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +29,12 @@ type Metrics struct {
 	// unknownFields counts answers whose records carried keys the model
 	// does not read (model_config unknown_fields "warn").
 	unknownFields *prometheus.CounterVec
+	inFlight      *prometheus.GaugeVec
+	serviceInfo   *prometheus.GaugeVec
+	serviceState  *prometheus.GaugeVec
+	loadSeconds   *prometheus.HistogramVec
+	loadFailures  *prometheus.CounterVec
+	buildInfo     *prometheus.GaugeVec
 	// series caches each service's children of the vectors above, so
 	// that the hot path does not hash label values for every request.
 	series sync.Map // service name -> *serviceSeries
@@ -29,8 +42,26 @@ type Metrics struct {
 
 // serviceSeries is one service's series.
 type serviceSeries struct {
-	ok                                  prometheus.Counter // eas_requests_total{code="200"}
+	ok                                  atomic.Pointer[okSeries] // eas_requests_total{code="200"} of the last version seen
 	duration, queueWait, batch, compute prometheus.Observer
+	inFlight                            prometheus.Gauge
+}
+
+// okSeries is the 200 counter of one version of a service.
+type okSeries struct {
+	version string
+	c       prometheus.Counter
+}
+
+// okOf returns the 200 counter of version; the version that serves is
+// cached, so the hot path hashes no label values.
+func (m *Metrics) okOf(s *serviceSeries, service, version string) prometheus.Counter {
+	if p := s.ok.Load(); p != nil && p.version == version {
+		return p.c
+	}
+	p := &okSeries{version: version, c: m.requests.WithLabelValues(service, version, "200")}
+	s.ok.Store(p)
+	return p.c
 }
 
 func (m *Metrics) of(service string) *serviceSeries {
@@ -38,11 +69,11 @@ func (m *Metrics) of(service string) *serviceSeries {
 		return s.(*serviceSeries)
 	}
 	s := &serviceSeries{
-		ok:        m.requests.WithLabelValues(service, "200"),
 		duration:  m.duration.WithLabelValues(service),
 		queueWait: m.queueWait.WithLabelValues(service),
 		batch:     m.batchSize.WithLabelValues(service),
 		compute:   m.compute.WithLabelValues(service),
+		inFlight:  m.inFlight.WithLabelValues(service),
 	}
 	got, _ := m.series.LoadOrStore(service, s)
 	return got.(*serviceSeries)
@@ -75,8 +106,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	latency := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "eas_requests_total", Help: "Data-plane requests by service and HTTP status code.",
-		}, []string{"service", "code"}),
+			Name: "eas_requests_total", Help: "Data-plane requests by service, the service version that answered (empty when none did: unknown token, nothing serving) and HTTP status code.",
+		}, []string{"service", "version", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "eas_request_duration_seconds", Help: "Time from arrival to response, by service.", Buckets: latency,
 		}, []string{"service"}),
@@ -94,23 +125,139 @@ func New(reg prometheus.Registerer) *Metrics {
 		unknownFields: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eas_unknown_fields_total", Help: "Answered requests whose records carried keys that are not model features, by service.",
 		}, []string{"service"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eas_requests_in_flight", Help: "Data-plane requests admitted and not yet answered, by service.",
+		}, []string{"service"}),
+		serviceInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eas_service_info", Help: "1 for each service's current version and processor (join on service to label other series with them).",
+		}, []string{"service", "version", "processor"}),
+		serviceState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eas_service_state", Help: "1 for the service's current state, 0 for the others (Creating, Running, Updating, Failed, Stopped).",
+		}, []string{"service", "state"}),
+		loadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "eas_model_load_seconds", Help: "Time to load a model version that went on to serve (configure, fetch, load, warm-up), by service.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+		}, []string{"service"}),
+		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eas_model_load_failures_total", Help: "Model loads that failed, by service and stage (config, fetch, load, warmup, canceled, state).",
+		}, []string{"service", "reason"}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "eas_build_info", Help: "1, labelled with the server's version, the Go version that built it and its VCS revision.",
+		}, []string{"version", "goversion", "revision"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields)
+	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields,
+		m.inFlight, m.serviceInfo, m.serviceState, m.loadSeconds, m.loadFailures, m.buildInfo)
 	return m
 }
 
-// Request records one answered request.
-func (m *Metrics) Request(service string, code int, d time.Duration) {
+// BuildInfo sets eas_build_info for the server's version; the Go version
+// and revision come from the binary's build information.
+func (m *Metrics) BuildInfo(version string) {
+	if m == nil {
+		return
+	}
+	goVersion, revision := "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version, goVersion, revision).Set(1)
+}
+
+// Request records one answered request. version is the service version
+// that answered it, "" when none did.
+func (m *Metrics) Request(service, version string, code int, d time.Duration) {
 	if m == nil {
 		return
 	}
 	s := m.of(service)
 	if code == 200 {
-		s.ok.Inc()
+		m.okOf(s, service, version).Inc()
 	} else {
-		m.requests.WithLabelValues(service, strconv.Itoa(code)).Inc()
+		m.requests.WithLabelValues(service, version, strconv.Itoa(code)).Inc()
 	}
 	s.duration.Observe(d.Seconds())
+}
+
+// Flight is one admitted request of a service, counted in
+// eas_requests_in_flight until Done. The zero Flight counts nothing.
+type Flight struct{ g prometheus.Gauge }
+
+// Start counts one request of service in flight; call Done on the result
+// when it is answered.
+func (m *Metrics) Start(service string) Flight {
+	if m == nil {
+		return Flight{}
+	}
+	g := m.of(service).inFlight
+	g.Inc()
+	return Flight{g}
+}
+
+// Done ends a request counted by Start.
+func (f Flight) Done() {
+	if f.g != nil {
+		f.g.Dec()
+	}
+}
+
+// ForgetVersions drops the request series of the given versions of
+// service: the lifecycle keeps those of the current and the previous
+// version only, so a service updated many times does not pile up series.
+func (m *Metrics) ForgetVersions(service string, versions ...string) {
+	if m == nil {
+		return
+	}
+	for _, v := range versions {
+		m.requests.DeletePartialMatch(prometheus.Labels{"service": service, "version": v})
+	}
+}
+
+// ServiceInfo sets eas_service_info for service's current version and
+// processor, replacing the previous one.
+func (m *Metrics) ServiceInfo(service, version, processor string) {
+	if m == nil {
+		return
+	}
+	m.serviceInfo.DeletePartialMatch(prometheus.Labels{"service": service})
+	m.serviceInfo.WithLabelValues(service, version, processor).Set(1)
+}
+
+// ServiceState sets eas_service_state: 1 for state, 0 for the other states
+// of all.
+func (m *Metrics) ServiceState(service, state string, all []string) {
+	if m == nil {
+		return
+	}
+	for _, st := range all {
+		v := 0.0
+		if st == state {
+			v = 1
+		}
+		m.serviceState.WithLabelValues(service, st).Set(v)
+	}
+}
+
+// ModelLoaded records the load of a model version that went on to serve.
+func (m *Metrics) ModelLoaded(service string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.loadSeconds.WithLabelValues(service).Observe(d.Seconds())
+}
+
+// ModelLoadFailed records a failed load; reason is a bounded word (the
+// stage that failed).
+func (m *Metrics) ModelLoadFailed(service, reason string) {
+	if m == nil {
+		return
+	}
+	m.loadFailures.WithLabelValues(service, reason).Inc()
 }
 
 // Batch records one model run of size requests.
@@ -165,4 +312,9 @@ func (m *Metrics) Forget(service string) {
 	m.queueWait.DeletePartialMatch(l)
 	m.compute.DeletePartialMatch(l)
 	m.unknownFields.DeletePartialMatch(l)
+	m.inFlight.DeletePartialMatch(l)
+	m.serviceInfo.DeletePartialMatch(l)
+	m.serviceState.DeletePartialMatch(l)
+	m.loadSeconds.DeletePartialMatch(l)
+	m.loadFailures.DeletePartialMatch(l)
 }

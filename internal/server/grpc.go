@@ -151,13 +151,19 @@ func (g *grpcService) ModelMetadata(ctx context.Context, r *kservegrpc.ModelMeta
 
 func (g *grpcService) ModelInfer(ctx context.Context, r *kservegrpc.ModelInferRequest) (*kservegrpc.ModelInferResponse, error) {
 	start := time.Now()
+	id := grpcRequestID(ctx)
 	t, err := g.resolve(ctx, r.GetModelName(), r.GetModelVersion())
 	if err != nil {
+		g.s.accessGRPC(ctx, id, r.GetModelName(), 0, err, start, r)
 		return nil, err
 	}
 	defer t.Release()
+	flight := g.s.opt.Metrics.Start(t.Service())
 	resp, code, err := g.infer(ctx, t, r)
-	g.s.opt.Metrics.Request(t.Service(), code, time.Since(start))
+	flight.Done()
+	v := t.ServiceVersion()
+	g.s.opt.Metrics.Request(t.Service(), versionLabel(v), code, time.Since(start))
+	g.s.accessGRPC(ctx, id, t.Service(), v, err, start, r)
 	return resp, err
 }
 

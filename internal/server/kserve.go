@@ -33,10 +33,10 @@ func (s *Server) kserveRoutes(r *gin.Engine) {
 		c.Status(http.StatusOK)
 	})
 	for _, prefix := range []string{"/v2/models/:model", "/v2/models/:model/versions/:version"} {
-		r.GET(prefix, s.kserveMetadata)
-		r.GET(prefix+"/ready", s.kserveReady)
-		r.POST(prefix+"/infer", s.kserveInfer)
-		r.GET(prefix+"/stats", s.kserveStats)
+		r.GET(prefix, s.tagRequest, s.kserveMetadata)
+		r.GET(prefix+"/ready", s.tagRequest, s.kserveReady)
+		r.POST(prefix+"/infer", s.tagRequest, s.kserveInfer)
+		r.GET(prefix+"/stats", s.tagRequest, s.kserveStats)
 	}
 }
 
@@ -118,13 +118,18 @@ func (s *Server) kserveInfer(c *gin.Context) {
 	t := s.kserveTarget(c)
 	if t == nil {
 		if _, ok := s.opt.Manager.Get(c.Param("model")); ok {
-			s.opt.Metrics.Request(c.Param("model"), c.Writer.Status(), time.Since(start))
+			s.opt.Metrics.Request(c.Param("model"), "", c.Writer.Status(), time.Since(start))
 		}
+		s.note(c, c.Param("model"), 0, c.Writer.Status())
 		return
 	}
 	defer t.Release()
+	flight := s.opt.Metrics.Start(t.Service())
 	code := s.serveInfer(c, t)
-	s.opt.Metrics.Request(t.Service(), code, time.Since(start))
+	flight.Done()
+	v := t.ServiceVersion()
+	s.opt.Metrics.Request(t.Service(), versionLabel(v), code, time.Since(start))
+	s.note(c, t.Service(), v, code)
 }
 
 // serveInfer runs one KServe infer request on t.

@@ -187,8 +187,9 @@ func (s *Server) lookupRouted(name, version string) (*service.Live, string, proc
 // serving version until Release, so an update never swaps it mid-request.
 type target interface {
 	// Service is the name of the service that owns the target, for
-	// metrics and logs.
+	// metrics and logs; ServiceVersion is its version that serves.
 	Service() string
+	ServiceVersion() int
 	// Decompressor is the owning service's metadata.rpc.decompressor.
 	Decompressor() string
 	// Keepalive is the owning service's metadata.rpc.keepalive.
@@ -215,6 +216,7 @@ type held struct {
 }
 
 func (h held) Service() string      { return h.live.Spec.Name }
+func (h held) ServiceVersion() int  { return h.live.Version }
 func (h held) Decompressor() string { return h.live.Spec.Metadata.RPC.Decompressor }
 func (h held) Release()             { h.live.Release() }
 

@@ -66,6 +66,10 @@ type Options struct {
 	// StrictReadiness makes a Failed service fail /readyz too; by default
 	// only services still loading do (see service.Manager.Readiness).
 	StrictReadiness bool
+	// AccessLog, when set, gets one line per data-plane request (serve
+	// --access-log): method, path, service, version, status, latency,
+	// request id, remote address and body sizes; never tokens or bodies.
+	AccessLog *slog.Logger
 }
 
 // Server holds the router's state. It is safe for concurrent use.
@@ -89,6 +93,7 @@ func New(opt Options) *Server {
 	if opt.BodyReadTimeout <= 0 {
 		opt.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	opt.Metrics.BuildInfo(Version)
 	return &Server{opt: opt, log: opt.Logger}
 }
 
@@ -121,7 +126,7 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.recoverer(), s.closeWhileDraining, s.bodyGuard)
 	r.HandleMethodNotAllowed = true
 
-	r.Any("/api/predict/*rest", s.predict)
+	r.Any("/api/predict/*rest", s.tagRequest, s.predict)
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET("/readyz", s.readyz)
 	if s.opt.Gatherer != nil {
@@ -152,10 +157,12 @@ type guardedBody struct {
 	rc    *http.ResponseController
 	start time.Time
 	eof   bool
+	n     int64 // bytes read, for the access log
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
 	if err == io.EOF && !b.eof {
 		b.eof = true
 		b.rc.SetReadDeadline(time.Time{})
@@ -283,14 +290,17 @@ func splitPredictPath(rest string) (name, extra string) {
 func (s *Server) predict(c *gin.Context) {
 	start := time.Now()
 	name, extra := splitPredictPath(c.Param("rest"))
-	code := s.servePredict(c, name, extra)
+	version := 0
+	code := s.servePredict(c, name, extra, &version)
 	if _, ok := s.opt.Manager.Get(name); ok {
-		s.opt.Metrics.Request(name, code, time.Since(start))
+		s.opt.Metrics.Request(name, versionLabel(version), code, time.Since(start))
 	}
+	s.note(c, name, version, code)
 }
 
-// servePredict answers one data-plane request and returns the status sent.
-func (s *Server) servePredict(c *gin.Context, name, extra string) int {
+// servePredict answers one data-plane request and returns the status sent;
+// *version is set to the service version that answered it.
+func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) int {
 	req := c.Request
 	if req.Method != http.MethodPost && req.Method != http.MethodGet {
 		c.Header("Allow", "GET, POST")
@@ -306,6 +316,9 @@ func (s *Server) servePredict(c *gin.Context, name, extra string) int {
 		return s.failErr(c, err)
 	}
 	defer live.Release()
+	*version = live.Version
+	flight := s.opt.Metrics.Start(name)
+	defer flight.Done()
 	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.

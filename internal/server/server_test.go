@@ -290,8 +290,8 @@ func TestReadyAndMetrics(t *testing.T) {
 	do(t, "POST", s.URL+"/api/predict/echo", []byte("x"), nil)
 	r := do(t, "GET", s.URL+"/metrics", nil, nil)
 	for _, want := range []string{
-		`eas_requests_total{code="200",service="echo"} 1`,
-		`eas_requests_total{code="401",service="echo"} 1`,
+		`eas_requests_total{code="200",service="echo",version="1"} 1`,
+		`eas_requests_total{code="401",service="echo",version=""} 1`,
 		`eas_batch_size_count{service="echo"} 1`,
 		`eas_queue_depth{service="echo"} 0`,
 		`eas_queue_wait_seconds_count{service="echo"} 1`,

@@ -27,7 +27,7 @@ func TestDeleteForgetsMetrics(t *testing.T) {
 	if _, err := m.Deploy(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
-	mt.Request("gone", 200, time.Millisecond)
+	mt.Request("gone", "1", 200, time.Millisecond)
 	mt.Batch("gone", 1, time.Millisecond)
 	if n := testutil.CollectAndCount(reg, "eas_requests_total"); n != 1 {
 		t.Fatalf("eas_requests_total has %d series before delete, want 1", n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,22 +133,26 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	}
 
 	var nl *Live
+	var loadTime time.Duration // 0 when no model loaded (a scale change)
 	scaled := old != nil && scaleOnly(old.Spec, spec)
 	if scaled {
 		nl = m.newLive(v, spec, token, old.model, log)
 	} else {
+		began := time.Now()
 		engine, fetched, err := m.load(ctx, spec, log)
 		if err != nil {
+			m.opt.Metrics.ModelLoadFailed(s.Name, loadFailureReason(err))
 			m.loadFailed(s, v, old, err)
-			log.Error("version failed to load", "err", err)
 			return err
 		}
+		loadTime = time.Since(began)
 		nl = m.newLive(v, spec, token, &model{engine: engine, fetched: fetched}, log)
 	}
 	if token != saved {
 		if err := m.saveToken(s.Name, token); err != nil {
 			log.Error("token not saved; the version will not be switched", "err", err)
 			m.retire(context.Background(), nl, log)
+			m.opt.Metrics.ModelLoadFailed(s.Name, "state")
 			m.loadFailed(s, v, old, err)
 			return err
 		}
@@ -171,11 +176,22 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	case old != nil:
 		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves; version %d drains", v, from))
 	default:
-		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves", v))
+		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves (processor %s, %d instances)", v, spec.Processor, spec.Metadata.Instance))
 	}
+	if loadTime > 0 {
+		m.opt.Metrics.ModelLoaded(s.Name, loadTime)
+	}
+	// Request series are kept for the version serving and the one
+	// draining; older ones go.
+	var gone []string
+	for _, vr := range s.rec.Versions {
+		if vr.Version != v && vr.Version != from {
+			gone = append(gone, strconv.Itoa(vr.Version))
+		}
+	}
+	m.opt.Metrics.ForgetVersions(s.Name, gone...)
 	_ = m.saveLocked(s)
 	s.mu.Unlock()
-	log.Info("service running", "processor", spec.Processor, "instances", spec.Metadata.Instance)
 
 	if old != nil {
 		m.drain(s, old)
@@ -203,11 +219,11 @@ func (m *Manager) loadFailed(s *Service, v int, old *Live, err error) {
 	if old != nil {
 		msg := fmt.Sprintf("version %d failed to load: %v; version %d keeps serving", v, err, old.Version)
 		s.setStatusLocked(Running, msg, "UpdateFailed")
-		s.eventLocked(EventWarning, "UpdateFailed", msg)
+		s.versionEventLocked(v, EventWarning, "UpdateFailed", msg)
 	} else {
 		s.rec.CurrentVersion = v
 		s.setStatusLocked(Failed, err.Error(), "LoadFailed")
-		s.eventLocked(EventWarning, "LoadFailed", fmt.Sprintf("version %d failed to load: %v", v, err))
+		s.versionEventLocked(v, EventWarning, "LoadFailed", fmt.Sprintf("version %d failed to load: %v", v, err))
 	}
 	_ = m.saveLocked(s)
 }
@@ -230,7 +246,7 @@ func (m *Manager) drain(s *Service, old *Live) {
 		defer m.wg.Done()
 		m.retire(context.Background(), old, log)
 		s.mu.Lock()
-		s.eventLocked(EventNormal, "Drained", fmt.Sprintf("version %d drained and closed", old.Version))
+		s.versionEventLocked(old.Version, EventNormal, "Drained", fmt.Sprintf("version %d drained and closed", old.Version))
 		_ = m.saveLocked(s)
 		s.mu.Unlock()
 	}()
@@ -455,6 +471,7 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("service %q: %w", name, ErrNotFound)
 	}
 	s.deleted = true
+	s.eventLocked(EventNormal, "Deleted", "deleted on request; its state, model cache entries and metrics go")
 	s.setStatusLocked(Stopped, "deleted", "")
 	s.mu.Unlock()
 	// The name stays taken until the files are gone: a create of the same
@@ -487,7 +504,6 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 			return fmt.Errorf("delete %s: the service is gone but its files remain: %w", name, err)
 		}
 	}
-	m.log.Info("service deleted", "service", name)
 	return nil
 }
 
