@@ -339,10 +339,13 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.
 		seen = map[string]bool{}
 	}
 	progress := cmd.ErrOrStderr()
+	view := newProgressView(progress)
+	defer view.clear()
 	name := obj.ServiceName
 	for obj.PendingVersion != 0 || obj.Status == "Creating" || obj.Status == "Updating" {
 		select {
 		case <-ctx.Done():
+			view.clear()
 			return fmt.Errorf("gave up waiting for service %s after %s (status %s: %s); check with 'eas-server desc %s' or wait longer with --timeout", name, f.timeout, obj.Status, obj.Message, name)
 		case <-time.After(f.poll):
 		}
@@ -351,14 +354,19 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.
 			for _, e := range list.Events {
 				if k := eventKey(e); !seen[k] {
 					seen[k] = true
+					view.clear()
 					fmt.Fprintf(progress, "[%s] %s: %s\n", e.Time.Local().Format("15:04:05"), e.Reason, oneLine(e.Message))
 				}
 			}
 		}
+		obj.Progress = nil // an answer without one must not keep the last
 		if err := c.call(ctx, http.MethodGet, c.servicePath(name, ""), nil, &obj); err != nil {
+			view.clear()
 			return err
 		}
+		view.show(obj.Progress)
 	}
+	view.clear()
 	ok := obj.CurrentVersion == target && (obj.Status == "Running" || obj.Status == "Stopped")
 	if f.output == "json" {
 		if err := printJSON(cmd.OutOrStdout(), obj); err != nil {
