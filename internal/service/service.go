@@ -114,6 +114,9 @@ type Service struct {
 	// outcome can go on at once.
 	busy    bool
 	deleted bool
+
+	mgr   *Manager // logs the events and keeps the metrics (observe.go); nil in bare tests
+	shown shown    // what the metrics show of the service
 }
 
 // gate is an immutable snapshot of a service's token and state.
@@ -128,6 +131,7 @@ type gate struct {
 // plane. Every change of either calls it with mu held.
 func (s *Service) publishLocked() {
 	s.gate.Store(&gate{token: s.token, status: s.rec.Status, message: s.rec.Message, since: s.since})
+	s.observeLocked()
 }
 
 // loadGate returns the published snapshot. A service being registered has
@@ -221,6 +225,14 @@ func (s *Service) setStatusLocked(st Status, msg, reason string) {
 }
 
 func (s *Service) eventLocked(typ, reason, msg string) {
+	s.versionEventLocked(0, typ, reason, msg)
+}
+
+// versionEventLocked records an event about version v (0 = the version
+// being loaded, else the current one) and logs it: the one place where
+// lifecycle transitions are recorded.
+func (s *Service) versionEventLocked(v int, typ, reason, msg string) {
+	s.logEventLocked(v, typ, reason, msg)
 	s.rec.Events = append(s.rec.Events, Event{Time: time.Now().UTC(), Type: typ, Reason: reason, Message: msg})
 	if n := len(s.rec.Events); n > MaxEvents {
 		s.rec.Events = append([]Event(nil), s.rec.Events[n-MaxEvents:]...)

@@ -98,7 +98,7 @@ func (m *Manager) register(spec *servicejson.Service) (svc *Service, created boo
 		return old, false, nil
 	}
 	now := time.Now().UTC()
-	svc = &Service{Name: spec.Name, configs: map[int][]byte{1: spec.Raw}, spec: spec, pending: 1, since: now, busy: true}
+	svc = &Service{mgr: m, Name: spec.Name, configs: map[int][]byte{1: spec.Raw}, spec: spec, pending: 1, since: now, busy: true}
 	svc.rec = record{
 		Name: spec.Name, CreateTime: now, UpdateTime: now,
 		CurrentVersion: 1, LatestVersion: 1, Status: Creating,
@@ -253,7 +253,7 @@ func (m *Manager) restoreOne(name string) (*Service, error) {
 	case rec.CurrentVersion < 1 || rec.CurrentVersion > rec.LatestVersion:
 		return nil, fmt.Errorf("restore %s: %s: current version %d is not between 1 and the latest version %d", name, path, rec.CurrentVersion, rec.LatestVersion)
 	}
-	svc := &Service{Name: name, rec: rec, configs: map[int][]byte{}, since: time.Now(), busy: true}
+	svc := &Service{mgr: m, Name: name, rec: rec, configs: map[int][]byte{}, since: time.Now(), busy: true}
 	log := m.log.With("service", name)
 	for _, v := range rec.Versions {
 		raw, err := os.ReadFile(m.versionPath(name, v.Version))
