@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -292,6 +293,34 @@ func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
 		PendingVersion:   in.PendingVersion,
 		RunningInstance:  in.RunningInstance,
 		TotalInstance:    in.TotalInstance,
+		Progress:         progressObject(in.Progress),
+	}
+}
+
+// ProgressObject is how far the download of the version being loaded has
+// come (ServiceObject.Progress), for desc and the CLI's progress.
+type ProgressObject struct {
+	Key            string  // what is fetched: model_path, warm_up_data_path
+	DoneBytes      int64   // bytes on disk so far
+	TotalBytes     int64   // the download's size; -1 when unknown
+	BytesPerSecond float64 // the recent rate; 0 until measured and right after a retry
+	ETASeconds     float64 // seconds left at that rate; -1 when unknown
+	Retries        int     // retries of this download so far
+	Retry          int     // the latest retry's number in a row, of MaxRetries
+	MaxRetries     int
+	LastError      string `json:",omitempty"` // what the latest retry was after
+	UpdateTime     time.Time
+}
+
+func progressObject(p *service.Progress) *ProgressObject {
+	if p == nil {
+		return nil
+	}
+	return &ProgressObject{
+		Key: p.Key, DoneBytes: p.DoneBytes, TotalBytes: p.TotalBytes,
+		BytesPerSecond: p.BytesPerSecond, ETASeconds: p.ETASeconds,
+		Retries: p.Retries, Retry: p.Retry, MaxRetries: p.MaxRetries, LastError: p.LastError,
+		UpdateTime: p.UpdateTime,
 	}
 }
 

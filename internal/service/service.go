@@ -45,6 +45,9 @@ type Info struct {
 	RunningInstance int // replicas serving now
 	TotalInstance   int // metadata.instance of the current version
 	Config          []byte
+	// Progress is the download of the version being loaded; nil when
+	// none runs.
+	Progress *Progress
 }
 
 // VersionInfo describes one stored version of a service.
@@ -105,6 +108,7 @@ type Service struct {
 	configs  map[int][]byte       // every version's service.json as given
 	token    string               // the effective token ("" = open)
 	pending  int                  // version being loaded; 0 = none
+	progress *Progress            // the download of a load (of version progress.Version); nil = none yet
 	since    time.Time            // when rec.Status began
 	cancelOp func()               // cancels the asynchronous operation in progress
 	// busy is true from the start of an operation until its outcome is
@@ -186,6 +190,10 @@ func (s *Service) infoLocked() Info {
 	}
 	if l := s.live.Load(); l != nil {
 		in.RunningInstance = l.Instances()
+	}
+	if p := s.progress; p != nil && s.pending != 0 && p.Version == s.pending {
+		cp := *p
+		in.Progress = &cp
 	}
 	if s.spec != nil {
 		in.TotalInstance = s.spec.Metadata.Instance
