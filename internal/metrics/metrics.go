@@ -216,6 +216,9 @@ func (m *Metrics) ForgetVersions(service string, versions ...string) {
 	for _, v := range versions {
 		m.requests.DeletePartialMatch(prometheus.Labels{"service": service, "version": v})
 	}
+	if ss, ok := m.series.Load(service); ok {
+		ss.(*serviceSeries).ok.Store(nil) // it may hold a deleted child
+	}
 }
 
 // ServiceInfo sets eas_service_info for service's current version and

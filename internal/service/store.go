@@ -160,7 +160,7 @@ func (m *Manager) addVersion(s *Service, spec *servicejson.Service) (int, error)
 	s.configs[v] = spec.Raw
 	s.rec.LatestVersion = v
 	s.rec.Versions = append(s.rec.Versions, versionRecord{Version: v, CreateTime: time.Now().UTC()})
-	s.eventLocked(EventNormal, "VersionCreated", fmt.Sprintf("version %d stored", v))
+	s.versionEventLocked(v, EventNormal, "VersionCreated", fmt.Sprintf("version %d stored", v))
 	if msg := s.noEffectEventLocked(v, spec); msg != "" {
 		m.log.Warn(msg, "service", s.Name)
 	}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package server
+
+// raceEnabled: the race detector adds allocations, so allocation tests skip.
+const raceEnabled = false
