@@ -36,12 +36,8 @@ type clientFlags struct {
 // add registers the flags on cmd; waits adds the ones of verbs that wait
 // for a deploy to finish.
 func (f *clientFlags) add(cmd *cobra.Command, waits bool) {
+	f.addConn(cmd)
 	fl := cmd.Flags()
-	// The defaults are read from the environment at run time, so that help
-	// never prints a token.
-	fl.StringVar(&f.endpoint, "endpoint", "", "server URL (default $"+endpointEnv+", then "+defaultEndpoint+")")
-	fl.StringVar(&f.token, "token", "", "admin token (default $"+auth.AdminTokenEnv+")")
-	fl.StringVar(&f.region, "region", "local", "region segment of the API paths")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	if waits {
 		fl.DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often to check progress")
@@ -49,11 +45,27 @@ func (f *clientFlags) add(cmd *cobra.Command, waits bool) {
 	}
 }
 
+// addConn registers the flags that say which server to reach and how.
+func (f *clientFlags) addConn(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	// The defaults are read from the environment at run time, so that help
+	// never prints a token.
+	fl.StringVar(&f.endpoint, "endpoint", "", "server URL (default $"+endpointEnv+", then "+defaultEndpoint+")")
+	fl.StringVar(&f.token, "token", "", "admin token (default $"+auth.AdminTokenEnv+")")
+	fl.StringVar(&f.region, "region", "local", "region segment of the API paths")
+}
+
 // client checks the flags and builds the API client.
 func (f *clientFlags) client() (*apiClient, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output: must be table or json, got %q", f.output)
 	}
+	return f.connect(true)
+}
+
+// connect builds the API client; needAdmin makes a missing admin token an
+// error, else the client may have none (token "").
+func (f *clientFlags) connect(needAdmin bool) (*apiClient, error) {
 	endpoint := f.endpoint
 	if endpoint == "" {
 		endpoint = os.Getenv(endpointEnv)
@@ -72,7 +84,7 @@ func (f *clientFlags) client() (*apiClient, error) {
 	if token == "" {
 		token = strings.TrimSpace(os.Getenv(auth.AdminTokenEnv))
 	}
-	if token == "" {
+	if token == "" && needAdmin {
 		return nil, fmt.Errorf("no admin token: set %s or --token (the server printed it at its first start and keeps it in <state-dir>/%s)", auth.AdminTokenEnv, auth.AdminTokenFile)
 	}
 	return &apiClient{

@@ -16,7 +16,9 @@ func rootCmd() *cobra.Command {
 		Short:         "A self-hosted model server that speaks the PAI-EAS interface",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd(), cacheCmd())
 	root.AddCommand(clientCmds()...)
 	return root

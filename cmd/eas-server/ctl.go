@@ -24,11 +24,13 @@ func clientCmds() []*cobra.Command {
 	return []*cobra.Command{
 		createCmd(), modifyCmd(), descCmd(), lsCmd(), deleteCmd(),
 		stopCmd(), startCmd(), eventsCmd(), versionsCmd(), versionCmd(),
+		instancesCmd(), predictCmd(),
 	}
 }
 
 func createCmd() *cobra.Command {
 	var f clientFlags
+	var defines []string
 	cmd := &cobra.Command{
 		Use:   "create FILE",
 		Short: "Create a service from a service.json and wait until it runs",
@@ -44,6 +46,9 @@ func createCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read service.json: %w", err)
 			}
+			if body, err = applyDefines(body, defines); err != nil {
+				return err
+			}
 			var ans server.ChangeAnswer
 			if err := c.call(cmd.Context(), http.MethodPost, "/api/v2/services", body, &ans); err != nil {
 				return err
@@ -55,12 +60,14 @@ func createCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd, true)
+	cmd.Flags().StringArrayVarP(&defines, "define", "D", nil, defineUsage)
 	return cmd
 }
 
 func modifyCmd() *cobra.Command {
 	var f clientFlags
 	var file string
+	var defines []string
 	cmd := &cobra.Command{
 		Use:   "modify NAME -s FILE",
 		Short: "Update a service to a new version without dropping requests",
@@ -80,6 +87,9 @@ func modifyCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read service.json: %w", err)
 			}
+			if body, err = applyDefines(body, defines); err != nil {
+				return err
+			}
 			seen := seenEvents(cmd.Context(), c, args[0])
 			var ans server.ChangeAnswer
 			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], ""), body, &ans); err != nil {
@@ -91,6 +101,7 @@ func modifyCmd() *cobra.Command {
 	}
 	f.add(cmd, true)
 	cmd.Flags().StringVarP(&file, "service", "s", "", "the new service.json")
+	cmd.Flags().StringArrayVarP(&defines, "define", "D", nil, defineUsage)
 	return cmd
 }
 
@@ -283,6 +294,18 @@ func eventsCmd() *cobra.Command {
 			fmt.Fprintln(w, "TIME\tTYPE\tREASON\tMESSAGE")
 			for _, e := range list.Events {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", formatTime(e.Time), e.Type, e.Reason, oneLine(e.Message))
+			}
+			return w.Flush()
+		})
+}
+
+func instancesCmd() *cobra.Command {
+	return readCmd("instances NAME", "List a service's instances", cobra.ExactArgs(1), servicePath("instances"),
+		func(out io.Writer, list *server.InstanceList) error {
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "INSTANCE\tSTATUS\tVERSION\tSTARTED\tQUEUE")
+			for _, in := range list.Instances {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\n", in.InstanceName, in.Status, in.Version, formatTime(in.StartTime), in.QueueDepth)
 			}
 			return w.Flush()
 		})
