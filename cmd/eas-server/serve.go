@@ -161,6 +161,9 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		StrictReadiness:     f.strictReady,
 		AccessLog:           accessLog,
 	})
+	if len(f.deploy) > 0 {
+		srv.SetStarting() // until deployAll has registered (and loaded) them
+	}
 
 	// Restore registers every stored service before the first request; their
 	// models load in the background.
@@ -199,6 +202,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 
 	deployAll(ctx, mgr, f.deploy, log)
+	srv.SetStarted()
 
 	select {
 	case err := <-serveErr:

@@ -77,6 +77,7 @@ type Server struct {
 	opt      Options
 	log      *slog.Logger
 	draining atomic.Bool
+	starting atomic.Bool // SetStarting until SetStarted: services still being registered
 }
 
 // New builds a Server.
@@ -103,6 +104,14 @@ func New(opt Options) *Server {
 // reconnect (to another instance) rather than reuse this one.
 func (s *Server) SetDraining() { s.draining.Store(true) }
 
+// SetStarting holds readiness back while the server registers the services
+// it was started with (serve --deploy): until then an empty or partial
+// service list would look ready. SetStarted ends it.
+func (s *Server) SetStarting() { s.starting.Store(true) }
+
+// SetStarted ends SetStarting.
+func (s *Server) SetStarted() { s.starting.Store(false) }
+
 // closeWhileDraining marks every answer of a draining server Connection:
 // close, so keep-alive clients move to another instance instead of sending
 // their next request to a listener about to close.
@@ -116,7 +125,7 @@ func (s *Server) closeWhileDraining(c *gin.Context) {
 // service meant to serve serving (see Options.StrictReadiness).
 func (s *Server) ready() (bool, []service.ServiceReadiness) {
 	ok, svcs := s.opt.Manager.Readiness(s.opt.StrictReadiness)
-	return ok && !s.draining.Load(), svcs
+	return ok && !s.draining.Load() && !s.starting.Load(), svcs
 }
 
 // Handler returns the router.
@@ -247,6 +256,9 @@ func (s *Server) readyz(c *gin.Context) {
 	case s.draining.Load():
 		code = http.StatusServiceUnavailable
 		b.WriteString("not ready: shutting down\n")
+	case s.starting.Load():
+		code = http.StatusServiceUnavailable
+		b.WriteString("not ready: deploying the services given at start\n")
 	case !ok:
 		code = http.StatusServiceUnavailable
 		b.WriteString("not ready\n")

@@ -328,3 +328,20 @@ func TestBodyLengthMismatch(t *testing.T) {
 		t.Fatalf("%d %q", r.code, r.body)
 	}
 }
+
+// TestNotReadyWhileStarting: until the services given at start are
+// registered, an empty list must not look ready.
+func TestNotReadyWhileStarting(t *testing.T) {
+	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
+	srv := server.New(server.Options{Manager: mgr})
+	srv.SetStarting()
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	if r := do(t, "GET", ts.URL+"/readyz", nil, nil); r.code != 503 || !strings.Contains(r.body, "deploying the services given at start") {
+		t.Fatalf("/readyz while starting: %d %q", r.code, r.body)
+	}
+	srv.SetStarted()
+	if r := do(t, "GET", ts.URL+"/readyz", nil, nil); r.code != 200 {
+		t.Fatalf("/readyz once started: %d %q", r.code, r.body)
+	}
+}
