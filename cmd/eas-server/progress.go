@@ -16,6 +16,10 @@ import (
 // redrawn in place at every poll.
 var progressLineEvery = 5 * time.Second
 
+// maxDrawn bounds the line redrawn in place, in characters: narrower than
+// most terminals, so that it never wraps.
+const maxDrawn = 100
+
 // progressView shows a service's download progress (ServiceObject.Progress)
 // while create, modify and the other waiting verbs poll it.
 type progressView struct {
@@ -53,12 +57,17 @@ func (v *progressView) show(p *server.ProgressObject) {
 	}
 	line := progressLine(p)
 	if v.tty {
+		// One line only: a line that wraps cannot be redrawn with \r.
+		if r := []rune(line); len(r) > maxDrawn {
+			line = string(r[:maxDrawn-3]) + "..."
+		}
+		n := len([]rune(line))
 		pad := ""
-		if n := v.drawn - len(line); n > 0 {
-			pad = strings.Repeat(" ", n)
+		if v.drawn > n {
+			pad = strings.Repeat(" ", v.drawn-n)
 		}
 		fmt.Fprintf(v.w, "\r%s%s", line, pad)
-		v.drawn = len(line)
+		v.drawn = n
 		return
 	}
 	now := time.Now()

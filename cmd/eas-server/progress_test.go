@@ -135,10 +135,12 @@ func TestProgressViewOnATerminal(t *testing.T) {
 	v := &progressView{w: &b, tty: true}
 	v.show(&server.ProgressObject{Key: "model_path", DoneBytes: 1 << 20, TotalBytes: 4 << 20, BytesPerSecond: 1 << 20, ETASeconds: 3})
 	v.show(&server.ProgressObject{Key: "model_path", DoneBytes: 2 << 20, TotalBytes: 4 << 20, Retries: 1, Retry: 2, MaxRetries: 5, LastError: "connection reset", ETASeconds: -1})
+	v.show(&server.ProgressObject{Key: "model_path", TotalBytes: -1, Retries: 1, Retry: 1, MaxRetries: 5, LastError: strings.Repeat("x", 200), ETASeconds: -1})
 	v.clear()
 	want := "\rmodel_path: 1.0 MiB of 4.0 MiB (25%), 1.0 MiB/s, ETA 3s" +
 		"\rmodel_path: 2.0 MiB of 4.0 MiB (50%); retry 2/5 after: connection reset" +
-		"\r" + strings.Repeat(" ", 71) + "\r"
+		"\rmodel_path: 0 B; retry 1/5 after: " + strings.Repeat("x", 100-34-3) + "..." +
+		"\r" + strings.Repeat(" ", 100) + "\r"
 	if b.String() != want {
 		t.Fatalf("drew %q\nwant %q", b.String(), want)
 	}
