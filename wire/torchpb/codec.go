@@ -130,8 +130,8 @@ func EncodeRequest(inputs []tensor.Tensor, named bool, outputFilter []int32) ([]
 }
 
 // DecodeResponse parses a PredictResponse (client side). outputs are named
-// from outputNames by position (or "output_<i>" beyond it); map_outputs
-// follow, sorted by name.
+// from outputNames by position (or "output__<i>" beyond it, as the server
+// names forward's results); map_outputs follow, sorted by name.
 func DecodeResponse(body []byte, outputNames []string) ([]tensor.Tensor, error) {
 	var resp PredictResponse
 	if err := proto.Unmarshal(body, &resp); err != nil {
@@ -139,7 +139,7 @@ func DecodeResponse(body []byte, outputNames []string) ([]tensor.Tensor, error) 
 	}
 	var out []tensor.Tensor
 	for i, a := range resp.Outputs {
-		name := fmt.Sprintf("output_%d", i)
+		name := fmt.Sprintf("output__%d", i)
 		if i < len(outputNames) {
 			name = outputNames[i]
 		}
