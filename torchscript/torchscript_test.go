@@ -543,3 +543,40 @@ func TestDevices(t *testing.T) {
 		}
 	}
 }
+
+// TestOptimize loads models frozen and optimised for inference: the
+// answers stay PyTorch's within 1e-4 (folded BatchNorm reorders float
+// sums), an unknown optimisation is refused, and the control-flow model,
+// whose loop freezing keeps, still runs.
+func TestOptimize(t *testing.T) {
+	rs := refs(t)
+	for _, name := range []string{"mlp", "control", "resnet18"} {
+		for _, opt := range []string{"freeze", "inference"} {
+			m, err := Load(filepath.Join(models(t), name+".pt"), Options{Optimize: opt})
+			if err != nil {
+				t.Fatalf("%s, %s: %v", name, opt, err)
+			}
+			for ci, c := range rs[name].Cases {
+				var ins []tensor.Tensor
+				for _, in := range c.Inputs {
+					ins = append(ins, in.encode(t))
+				}
+				out, err := m.Forward(ins)
+				if err != nil {
+					t.Fatalf("%s, %s, case %d: %v", name, opt, ci, err)
+				}
+				for i, w := range c.Outputs {
+					for j, g := range decode(t, out[i]) {
+						if d := math.Abs(g - w.Data[j]); d > 1e-4*(1+math.Abs(w.Data[j])) {
+							t.Fatalf("%s, %s, case %d: output %d[%d] = %v, PyTorch %v", name, opt, ci, i, j, g, w.Data[j])
+						}
+					}
+				}
+			}
+			m.Close()
+		}
+	}
+	if _, err := Load(filepath.Join(models(t), "mlp.pt"), Options{Optimize: "fast"}); err == nil || !strings.Contains(err.Error(), "none, freeze, inference") {
+		t.Errorf("optimize fast: %v", err)
+	}
+}

@@ -13,7 +13,7 @@
 typedef int (*abi_version_fn)(void);
 typedef const char *(*torch_version_fn)(void);
 typedef void (*set_num_threads_fn)(int);
-typedef eas_ts_module *(*load_fn)(const char *, const char *, char **);
+typedef eas_ts_module *(*load_fn)(const char *, const char *, int, char **);
 typedef int (*int_fn)(void);
 typedef const char *(*mod_str_fn)(const eas_ts_module *);
 typedef int (*num_args_fn)(const eas_ts_module *);
@@ -26,7 +26,7 @@ typedef void (*free_fn)(eas_ts_module *);
 static inline int call_abi_version(void *f) { return ((abi_version_fn)f)(); }
 static inline const char *call_torch_version(void *f) { return ((torch_version_fn)f)(); }
 static inline void call_set_num_threads(void *f, int n) { ((set_num_threads_fn)f)(n); }
-static inline eas_ts_module *call_load(void *f, const char *p, const char *dev, char **err) { return ((load_fn)f)(p, dev, err); }
+static inline eas_ts_module *call_load(void *f, const char *p, const char *dev, int opt, char **err) { return ((load_fn)f)(p, dev, opt, err); }
 static inline int call_int(void *f) { return ((int_fn)f)(); }
 static inline const char *call_mod_str(void *f, const eas_ts_module *m) { return ((mod_str_fn)f)(m); }
 static inline int call_num_args(void *f, const eas_ts_module *m) { return ((num_args_fn)f)(m); }

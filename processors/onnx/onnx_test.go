@@ -525,6 +525,7 @@ func TestConfigure(t *testing.T) {
 		{"unknown key", processors.Spec{ModelSource: "m.onnx", ModelConfig: []byte(`{"threads":2}`)}, 0, `unknown field "threads"`},
 		{"bad level", processors.Spec{ModelSource: "m.onnx", ModelConfig: []byte(`{"graph_optimization":"max"}`)}, 0, "must be one of all, extended, basic, disable"},
 		{"negative threads", processors.Spec{ModelSource: "m.onnx", ModelConfig: []byte(`{"intra_op_threads":-1}`)}, 0, "between 0 and 1024, got -1"},
+		{"bad torchscript_optimize", processors.Spec{ModelSource: "m.onnx", ModelConfig: []byte(`{"torchscript_optimize":"max"}`)}, 0, "torchscript_optimize: must be one of none, freeze, inference"},
 		{"no model_path", processors.Spec{}, 0, "model_path: required"},
 		{"escaping entry", processors.Spec{ModelSource: "dir", ModelEntry: "../x.onnx"}, 0, "model_entry"},
 	}

@@ -459,3 +459,25 @@ func TestTorchScriptThreadsProcessWide(t *testing.T) {
 		checkTS(t, name, res[0].Outputs, ref.Cases[0].Outputs)
 	}
 }
+
+// TestTorchScriptOptimizeConfig: model_config.torchscript_optimize reaches
+// libtorch (metadata says so) and the answers stay PyTorch's to 1e-4.
+func TestTorchScriptOptimizeConfig(t *testing.T) {
+	ref := tsRefs(t)["mlp"]
+	m := load(t, "pytorch_cpu_1.10", filepath.Join(tsModels(t), "mlp.pt"), func(s *processors.Spec) {
+		s.ModelConfig = []byte(`{"torchscript_optimize":"inference"}`)
+	})
+	if got := m.Metadata().Extra["optimize"]; got != "inference" {
+		t.Errorf("metadata optimize = %v", got)
+	}
+	p := checked(t, m, &processors.TensorPayload{Inputs: tsInputs(t, ref, 1, false)})
+	res, err := m.Run(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range ref.Cases[1].Outputs {
+		if err := tensor.AllClose(res[0].Outputs[i], w.tensor(t), 1e-4, 1e-5); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -228,7 +228,7 @@ int eas_ts_get_num_threads(void) {
 	}
 }
 
-eas_ts_module *eas_ts_load(const char *path, const char *device, char **err) {
+eas_ts_module *eas_ts_load(const char *path, const char *device, int optimize, char **err) {
 	const std::string where = std::string("load ") + (path ? path : "(null)") + ": ";
 	const std::string runtime = " (this runtime is libtorch " TORCH_VERSION
 				    "; a file saved by a newer PyTorch may need a newer libtorch)";
@@ -237,6 +237,19 @@ eas_ts_module *eas_ts_load(const char *path, const char *device, char **err) {
 		m->device = device_for(device);
 		m->mod = torch::jit::load(path, m->device);
 		m->mod.eval();
+		if (optimize == EAS_TS_OPT_FREEZE || optimize == EAS_TS_OPT_INFERENCE) {
+			try {
+				m->mod = torch::jit::freeze(m->mod);
+				if (optimize == EAS_TS_OPT_INFERENCE) m->mod = torch::jit::optimize_for_inference(m->mod);
+			} catch (const c10::Error &e) {
+				set_err(err, where + "cannot optimise the module (" + brief(e) +
+						     "); deploy it without the optimisation");
+				return nullptr;
+			}
+		} else if (optimize != EAS_TS_OPT_NONE) {
+			set_err(err, where + "unknown optimisation " + std::to_string(optimize));
+			return nullptr;
+		}
 		auto method = m->mod.find_method("forward");
 		if (!method) {
 			set_err(err, where + "the module has no forward method");

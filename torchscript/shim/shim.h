@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* Bumped when a signature or struct below changes. */
-#define EAS_TS_ABI_VERSION 2
+#define EAS_TS_ABI_VERSION 3
 
 /* Element types; 0 is invalid. */
 enum {
@@ -82,9 +82,17 @@ int eas_ts_max_file_version(void);
  * without CUDA (Debian's is), 0 when it has CUDA but sees no GPU. */
 int eas_ts_cuda_device_count(void);
 
+/* Graph optimisations at load (eas_ts_load's optimize). */
+enum {
+	EAS_TS_OPT_NONE = 0,      /* run the module as saved */
+	EAS_TS_OPT_FREEZE = 1,    /* torch.jit.freeze: inline weights, fold what is constant */
+	EAS_TS_OPT_INFERENCE = 2  /* freeze + torch.jit.optimize_for_inference (conv-BN folding, fusions) */
+};
+
 /* Loads a TorchScript file in eval mode onto device ("cpu", "cuda",
- * "cuda:N"; NULL is "cpu"). NULL and *err on failure. */
-eas_ts_module *eas_ts_load(const char *path, const char *device, char **err);
+ * "cuda:N"; NULL is "cpu"), optimised as optimize says. NULL and *err on
+ * failure (a module that cannot be frozen fails, saying so). */
+eas_ts_module *eas_ts_load(const char *path, const char *device, int optimize, char **err);
 
 /* forward's declared return type in TorchScript spelling ("Tensor",
  * "Tuple[Tensor, Tensor]", "Dict[str, Tensor]", ...). Lives as long as the
