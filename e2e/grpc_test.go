@@ -1,19 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
 )
@@ -21,30 +15,8 @@ import (
 // TestGRPCInference calls an ONNX service through the KServe v2 gRPC API,
 // the way Triton's gRPC clients do, with the token in the metadata.
 func TestGRPCInference(t *testing.T) {
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	spec, err := servicejson.Parse([]byte(fmt.Sprintf(`{"name":"mlp","processor":"onnx_cpu","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`,
-		filepath.Join(onnxTestdata, "mlp.onnx"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-		t.Fatal(err)
-	}
-	defer mgr.Shutdown(context.Background())
-	gs := grpc.NewServer()
-	server.New(server.Options{Manager: mgr}).RegisterGRPC(gs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := kservegrpc.NewGRPCInferenceServiceClient(conn)
+	client := teststack.Start(t, fmt.Sprintf(`{"name":"mlp","processor":"onnx_cpu","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`,
+		filepath.Join(onnxTestdata, "mlp.onnx"))).GRPC(t)
 
 	in := []tensor.Tensor{tensor.FromFloat32("input", []int64{1, 16}, make([]float32, 16))}
 	req := kservegrpc.RequestFromTensors("mlp", "", "r1", in, nil)

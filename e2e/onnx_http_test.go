@@ -4,22 +4,18 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/all"
-	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/hiepb"
 	"github.com/eas-server/eas-server/wire/kserve"
@@ -46,19 +42,7 @@ type stack struct {
 
 func newStack(t *testing.T, services ...string) *stack {
 	t.Helper()
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
-	return &stack{url: ts.URL}
+	return &stack{url: teststack.Start(t, services...).URL}
 }
 
 func (s *stack) post(t *testing.T, path string, body []byte, hdr map[string]string) (int, []byte, http.Header) {

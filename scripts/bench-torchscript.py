@@ -53,6 +53,9 @@ def gen(out):
 def inproc(path, batch, threads, seconds, warmup):
     torch.set_num_threads(threads)
     m = torch.jit.load(path).eval()
+    if os.environ.get("EAS_BENCH_OPTIMIZE") == "inference":
+        # What model_config.torchscript_optimize "inference" does at load.
+        m = torch.jit.optimize_for_inference(torch.jit.freeze(m))
     x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         end = time.perf_counter() + warmup

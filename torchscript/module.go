@@ -42,6 +42,7 @@ type Module struct {
 	inputs  []Arg
 	returns string
 	device  string
+	threads int // Options.Threads: sizes the torch threads at the first call
 }
 
 // Options are Load's settings.
@@ -94,7 +95,8 @@ func Load(path string, opts Options) (*Module, error) {
 	cdev := C.CString(device)
 	defer C.free(unsafe.Pointer(cdev))
 	var cerr *C.char
-	ptr := C.call_load(lib.load, cpath, cdev, opt, &cerr)
+	var ptr *C.eas_ts_module
+	onTorchThread(opts.Threads, func() { ptr = C.call_load(lib.load, cpath, cdev, opt, &cerr) })
 	if ptr == nil {
 		msg := lib.takeError(cerr)
 		if v, ok := FileFormatVersion(path); ok {
@@ -105,7 +107,7 @@ func Load(path string, opts Options) (*Module, error) {
 		}
 		return nil, errors.New("torchscript: " + msg)
 	}
-	m := &Module{lib: lib, ptr: ptr, device: device}
+	m := &Module{lib: lib, ptr: ptr, device: device, threads: opts.Threads}
 	m.returns = C.GoString(C.call_mod_str(lib.returnType, ptr))
 	n := int(C.call_num_args(lib.numArgs, ptr))
 	for i := range n {
@@ -253,7 +255,9 @@ func (m *Module) Forward(inputs []tensor.Tensor) (Outputs, error) {
 	var out *C.eas_ts_output
 	var nout C.int
 	var cerr *C.char
-	if C.call_forward(m.lib.forward, m.ptr, cin, C.int(n), &out, &nout, &cerr) != 0 {
+	var rc C.int
+	onTorchThread(m.threads, func() { rc = C.call_forward(m.lib.forward, m.ptr, cin, C.int(n), &out, &nout, &cerr) })
+	if rc != 0 {
 		return nil, newForwardError(m.lib.takeError(cerr))
 	}
 	defer C.call_free_outputs(m.lib.freeOutputs, out, nout)

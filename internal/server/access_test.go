@@ -2,22 +2,16 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
 )
 
@@ -141,32 +135,8 @@ func TestDataPlaneMetrics(t *testing.T) {
 // TestGRPCRequestID: a gRPC infer call gets x-request-id in its response
 // header, its own when sane, and an access line.
 func TestGRPCRequestID(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	mt := metrics.New(reg)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})
-	defer mgr.Shutdown(context.Background())
-	spec, err := servicejson.Parse([]byte(echoT))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-		t.Fatal(err)
-	}
 	var buf syncBuffer
-	gs := grpc.NewServer()
-	server.New(server.Options{Manager: mgr, Metrics: mt, AccessLog: slog.New(slog.NewTextHandler(&buf, nil))}).RegisterGRPC(gs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	defer gs.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := kservegrpc.NewGRPCInferenceServiceClient(conn)
+	client := teststack.New(t, teststack.Options{Server: server.Options{AccessLog: slog.New(slog.NewTextHandler(&buf, nil))}}, echoT).GRPC(t)
 	for _, sent := range []string{"", "grpc-rid-7"} {
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "T")
 		if sent != "" {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"io"
@@ -16,14 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/eas-server/eas-server/auth"
-	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/echo"
-	"github.com/eas-server/eas-server/servicejson"
 )
 
 // stack is a real router over a real manager with the given services.
@@ -32,25 +28,12 @@ type stack struct {
 	mgr *service.Manager
 }
 
+// newStack serves services through the real stack; a service that fails to
+// load stays listed, as some tests want.
 func newStack(t *testing.T, opt server.Options, services ...string) *stack {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	mt := metrics.New(reg)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatalf("service.json %s: %v", js, err)
-		}
-		mgr.Deploy(t.Context(), spec) // failures are part of some tests
-	}
-	opt.Manager, opt.Metrics, opt.Gatherer = mgr, mt, reg
-	ts := httptest.NewServer(server.New(opt).Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		mgr.Shutdown(context.Background())
-	})
-	return &stack{URL: ts.URL, mgr: mgr}
+	st := teststack.New(t, teststack.Options{Server: opt, AllowFailedDeploys: true}, services...)
+	return &stack{URL: st.URL, mgr: st.Manager}
 }
 
 type reply struct {

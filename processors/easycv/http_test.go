@@ -2,21 +2,17 @@ package easycv
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // TestHTTPBatching deploys the export through the real loader and router,
@@ -27,22 +23,10 @@ func TestHTTPBatching(t *testing.T) {
 	r := loadRefs(t)
 	dir := generated(t)
 	model := filepath.Join(dir, "cls.pt")
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range []string{
+	srv := teststack.Start(t,
 		fmt.Sprintf(`{"name":"plain","processor":"easycv","model_path":%q,"model_config":{"type":"TorchClassifier","topk":2},"token":"T","metadata":{"instance":1,"cpu":1}}`, model),
 		fmt.Sprintf(`{"name":"batched","processor":"easycv","model_path":%q,"model_config":"{\"type\":\"TorchClassifier\",\"topk\":2}","token":"T",
-			"metadata":{"instance":1,"cpu":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":16,"max_batch_timeout":50,"max_queue_size":1000}}}`, model),
-	} {
-		spec, err := parseService(js)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { srv.Close(); mgr.Shutdown(context.Background()) })
+			"metadata":{"instance":1,"cpu":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":16,"max_batch_timeout":50,"max_queue_size":1000}}}`, model))
 	post := func(svc string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest("POST", srv.URL+"/api/predict/"+svc, bytes.NewReader(body))
 		req.Header.Set("Authorization", "T")
@@ -116,9 +100,4 @@ func TestHTTPBatching(t *testing.T) {
 	if code, out := post("batched", []byte(`{"image":"not base64!"}`)); code != 400 || !strings.Contains(string(out), "image: not valid base64") {
 		t.Errorf("bad base64: %d %s", code, out)
 	}
-}
-
-// parseService parses a service.json for the easycv processor.
-func parseService(js string) (*servicejson.Service, error) {
-	return servicejson.Parse([]byte(js))
 }

@@ -2,19 +2,15 @@ package onnx_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/all"
 	"github.com/eas-server/eas-server/processors/onnx"
-	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/torchpb"
@@ -25,21 +21,9 @@ import (
 // KServe v2 JSON, the Torch protobuf and the model metadata.
 func TestTorchScriptOverHTTP(t *testing.T) {
 	path, args, in, want := onnx.TorchScriptCaseForTest(t, "named", 0)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range []string{
+	srv := teststack.Start(t,
 		fmt.Sprintf(`{"name":"ts","processor":"pytorch_cpu_1.10","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1}}`, path),
-		`{"name":"ox","processor":"pytorch_cpu_1.10","model_path":"testdata/mlp.onnx","token":"T","metadata":{"instance":1,"cpu":1}}`,
-	} {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { srv.Close(); mgr.Shutdown(context.Background()) })
+		`{"name":"ox","processor":"pytorch_cpu_1.10","model_path":"testdata/mlp.onnx","token":"T","metadata":{"instance":1,"cpu":1}}`)
 	do := func(method, p string, body []byte) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+p, bytes.NewReader(body))

@@ -2,31 +2,22 @@ package onnx_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/eas-server/eas-server/internal/metrics"
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/processors/onnx"
-	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
@@ -78,39 +69,8 @@ type zooStack struct {
 
 func newZooStack(t *testing.T, services ...string) *zooStack {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	mt := metrics.New(reg)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := server.New(server.Options{Manager: mgr, Metrics: mt, Gatherer: reg})
-	hs := httptest.NewServer(srv.Handler())
-	gs := grpc.NewServer()
-	srv.RegisterGRPC(gs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(ln)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-		hs.Close()
-		mgr.Shutdown(context.Background())
-	})
-	return &zooStack{url: hs.URL, grpc: kservegrpc.NewGRPCInferenceServiceClient(conn)}
+	st := teststack.Start(t, services...)
+	return &zooStack{url: st.URL, grpc: st.GRPC(t)}
 }
 
 func (s *zooStack) post(t testing.TB, path string, body []byte, hdr map[string]string) (int, []byte, http.Header) {

@@ -1,42 +1,28 @@
 package pmml_test
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/processors"
 	pmmlproc "github.com/eas-server/eas-server/processors/pmml"
-	"github.com/eas-server/eas-server/servicejson"
 )
 
+// serve runs the real router, with /metrics, over a real manager with the
+// services.
 func serve(t *testing.T, services ...string) string {
 	t.Helper()
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
-	return ts.URL
+	return teststack.Start(t, services...).URL
 }
 
 func post(t *testing.T, url, body string) (int, string) {

@@ -1,39 +1,11 @@
 package pmml_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eas-server/eas-server/internal/metrics"
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/servicejson"
 )
-
-// serveWithMetrics runs the real router, with /metrics, over the services.
-func serveWithMetrics(t *testing.T, services ...string) string {
-	t.Helper()
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg := prometheus.NewRegistry()
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, Metrics: metrics.New(reg), Gatherer: reg}).Handler())
-	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
-	return ts.URL
-}
 
 // postHeader posts body and returns the status, the body and the unknown
 // fields header.
@@ -58,7 +30,7 @@ func lrWith(name, config string) string {
 // default), refused with suggestions (reject) or dropped (ignore), through
 // the real HTTP router.
 func TestUnknownFields(t *testing.T) {
-	url := serveWithMetrics(t,
+	url := serve(t,
 		lrWith("lrwarn", ""),
 		lrWith("lrreject", `,"model_config":{"unknown_fields":"reject"}`),
 		lrWith("lrignore", `,"model_config":{"unknown_fields":"ignore"}`))

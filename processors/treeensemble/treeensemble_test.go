@@ -1,23 +1,19 @@
 package treeensemble_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/treeensemble"
-	"github.com/eas-server/eas-server/servicejson"
 )
 
 const xgbDir = "../../trees/testdata/xgboost"
@@ -25,19 +21,7 @@ const xgbDir = "../../trees/testdata/xgboost"
 // serve runs the real router over a real manager with the services.
 func serve(t *testing.T, services ...string) string {
 	t.Helper()
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-	}
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
-	return ts.URL
+	return teststack.Start(t, services...).URL
 }
 
 func call(t *testing.T, method, url, body string) (int, string) {

@@ -1,44 +1,24 @@
 package treeensemble_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eas-server/eas-server/internal/metrics"
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // TestUnknownFields: a real XGBoost model behind the real router flags
 // misspelled record keys and dense columns (warn, the default), refuses
 // them with the nearest feature names (reject), or drops them (ignore).
 func TestUnknownFields(t *testing.T) {
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	for _, js := range []string{
+	st := teststack.Start(t,
 		service_("xwarn", "xgboost", xgbDir+"/binary.json", ""),
 		service_("xreject", "xgboost", xgbDir+"/binary.json", `{"unknown_fields":"reject"}`),
-		service_("xignore", "xgboost", xgbDir+"/binary.json", `{"unknown_fields":"ignore"}`),
-	} {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg := prometheus.NewRegistry()
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, Metrics: metrics.New(reg), Gatherer: reg}).Handler())
-	t.Cleanup(func() { ts.Close(); mgr.Shutdown(context.Background()) })
+		service_("xignore", "xgboost", xgbDir+"/binary.json", `{"unknown_fields":"ignore"}`))
 	post := func(name, body string) (int, string, string) {
-		req, _ := http.NewRequest("POST", ts.URL+"/api/predict/"+name, strings.NewReader(body))
+		req, _ := http.NewRequest("POST", st.URL+"/api/predict/"+name, strings.NewReader(body))
 		req.Header.Set("Authorization", "T")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -74,7 +54,7 @@ func TestUnknownFields(t *testing.T) {
 		t.Errorf("ignore: %d %s, header %q", code, body, hdr)
 	}
 
-	resp, err := http.Get(ts.URL + "/metrics")
+	resp, err := http.Get(st.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

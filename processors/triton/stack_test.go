@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/onnx"
 	_ "github.com/eas-server/eas-server/processors/triton"
 	"github.com/eas-server/eas-server/servicejson"
@@ -35,29 +33,11 @@ type stack struct {
 }
 
 // newStack deploys services (service.json texts) and fails the test when
-// one does not load, unless allowFail.
+// one does not load.
 func newStack(t *testing.T, services ...string) *stack {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	mt := metrics.New(reg)
-	state := t.TempDir()
-	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt})
-	for _, js := range services {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatalf("service.json %s: %v", js, err)
-		}
-		if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-			t.Fatalf("deploy %s: %v", spec.Name, err)
-		}
-	}
-	srv := server.New(server.Options{Manager: mgr, Metrics: mt, Gatherer: reg})
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		mgr.Shutdown(context.Background())
-	})
-	return &stack{URL: ts.URL, state: state, mgr: mgr, ts: ts, srv: srv}
+	st := teststack.Start(t, services...)
+	return &stack{URL: st.URL, state: st.StateDir, mgr: st.Manager, ts: st.HTTP, srv: st.Server}
 }
 
 // cachedFiles lists the files named name in the stack's model cache, to

@@ -1,0 +1,102 @@
+// Package teststack starts the real serving stack for tests: a service
+// manager on a temporary state dir with the given service.json texts
+// deployed, and the real router, with /metrics, on an httptest server. It is
+// the one copy of that setup the tests of many packages share; it imports
+// testing and is for tests only.
+package teststack
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/servicejson"
+	"github.com/eas-server/eas-server/wire/kservegrpc"
+)
+
+// Options tune New. The zero value deploys every service and fails the test
+// when one does not load.
+type Options struct {
+	// Server configures the router; its Manager, Metrics and Gatherer are
+	// filled in.
+	Server server.Options
+	// AllowFailedDeploys keeps going when a service does not load (the
+	// service stays listed, Failed): for tests of broken services.
+	AllowFailedDeploys bool
+}
+
+// Stack is a running stack; it is closed when the test ends.
+type Stack struct {
+	URL      string           // the router's base URL
+	HTTP     *httptest.Server // serving the router
+	StateDir string           // the manager's state dir (its model cache is StateDir/cache)
+	Manager  *service.Manager
+	Server   *server.Server
+	Registry *prometheus.Registry // what /metrics serves
+}
+
+// New deploys services (service.json texts) and serves them. A text that
+// does not parse always fails the test.
+func New(t testing.TB, opt Options, services ...string) *Stack {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	mt := metrics.New(reg)
+	state := t.TempDir()
+	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt})
+	for _, js := range services {
+		spec, err := servicejson.Parse([]byte(js))
+		if err != nil {
+			t.Fatalf("service.json %s: %v", js, err)
+		}
+		if _, err := mgr.Deploy(context.Background(), spec); err != nil && !opt.AllowFailedDeploys {
+			t.Fatalf("deploy %s: %v", spec.Name, err)
+		}
+	}
+	opt.Server.Manager, opt.Server.Metrics, opt.Server.Gatherer = mgr, mt, reg
+	srv := server.New(opt.Server)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		mgr.Shutdown(context.Background())
+	})
+	return &Stack{URL: ts.URL, HTTP: ts, StateDir: state, Manager: mgr, Server: srv, Registry: reg}
+}
+
+// Start is New with the default options.
+func Start(t testing.TB, services ...string) *Stack {
+	t.Helper()
+	return New(t, Options{}, services...)
+}
+
+// GRPC serves the stack's KServe gRPC service on a loopback port and
+// returns a client of it (messages up to 64 MiB); both close when the test
+// ends.
+func (s *Stack) GRPC(t testing.TB) kservegrpc.GRPCInferenceServiceClient {
+	t.Helper()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	s.Server.RegisterGRPC(gs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		gs.Stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+	})
+	return kservegrpc.NewGRPCInferenceServiceClient(conn)
+}
