@@ -375,7 +375,8 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.
 		var list server.EventList
 		if err := c.call(ctx, http.MethodGet, c.servicePath(name, "events"), nil, &list); err == nil {
 			for _, e := range list.Events {
-				if k := eventKey(e); !seen[k] {
+				// IgnoredKeys repeats the answer's Warnings, printed already.
+				if k := eventKey(e); !seen[k] && e.Reason != "IgnoredKeys" {
 					seen[k] = true
 					view.clear()
 					fmt.Fprintf(progress, "[%s] %s: %s\n", e.Time.Local().Format("15:04:05"), e.Reason, oneLine(e.Message))

@@ -17,4 +17,7 @@ func TestCLICreatePrintsWarnings(t *testing.T) {
 		!strings.Contains(errOut, "[WARNING] autoscaler: accepted for EAS compatibility; this server does not autoscale") {
 		t.Fatalf("create: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	if n := strings.Count(errOut, "autoscaler: accepted"); n != 1 {
+		t.Errorf("the warning is printed %d times, want once:\n%s", n, errOut)
+	}
 }
