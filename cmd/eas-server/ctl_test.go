@@ -76,7 +76,7 @@ func TestCLILifecycle(t *testing.T) {
 	dir := t.TempDir()
 	v1 := writeFile(t, dir, "v1.json", `{"name":"svc","processor":"echo","metadata":{"instance":1}}`)
 	v2 := writeFile(t, dir, "v2.json", `{"name":"svc","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`)
-	bad := writeFile(t, dir, "bad.json", `{"name":"broken","processor":"echo","model_config":{"nope":1},"metadata":{"instance":1}}`)
+	bad := writeFile(t, dir, "bad.json", `{"name":"broken","processor":"echo","warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}}`)
 
 	out, errOut, code := ctl(t, url, "create", v1)
 	m := tokenRow.FindStringSubmatch(out)
@@ -145,7 +145,7 @@ func TestCLILifecycle(t *testing.T) {
 
 	// A service that fails: exit 1 with the reason, listed as Failed.
 	_, errOut, code = ctl(t, url, "create", bad)
-	if code != 1 || !strings.Contains(errOut, "[FAILED] Service broken") || !strings.Contains(errOut, `unknown field "nope"`) {
+	if code != 1 || !strings.Contains(errOut, "[FAILED] Service broken") || !strings.Contains(errOut, "/nonexistent/warmup.bin") {
 		t.Fatalf("create of a failing service: exit %d\n%s", code, errOut)
 	}
 	out, _, _ = ctl(t, url, "ls", "-o", "json")
@@ -249,7 +249,7 @@ func TestCLIModifyUnderLoadDropsNothing(t *testing.T) {
 	v1 := writeFile(t, dir, "v1.json", conf(`"model_config":{"sleep_ms":2},"metadata":{"instance":1}`))
 	v2 := writeFile(t, dir, "v2.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":1}`))
 	scaled := writeFile(t, dir, "v3.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":2}`))
-	bad := writeFile(t, dir, "bad.json", conf(`"model_config":{"sleep_ms":"slow"},"metadata":{"instance":1}`))
+	bad := writeFile(t, dir, "bad.json", conf(`"warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}`))
 	if _, errOut, code := ctl(t, url, "create", v1); code != 0 {
 		t.Fatalf("create: %s", errOut)
 	}

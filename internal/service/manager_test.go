@@ -73,8 +73,9 @@ func call(t *testing.T, s *Service, body string) (int, error) {
 const (
 	v1 = `{"name":"svc","processor":"echo","metadata":{"instance":1}}`
 	v2 = `{"name":"svc","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`
-	// bad passes servicejson but fails in echo's Configure.
-	bad = `{"name":"svc","processor":"echo","model_config":{"nope":1},"metadata":{"instance":1}}`
+	// bad passes servicejson and echo's Configure, and fails to load: its
+	// warm-up file does not exist.
+	bad = `{"name":"svc","processor":"echo","warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}}`
 )
 
 func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
@@ -135,7 +136,7 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	}
 	in = settle(t, m, "svc")
 	if in.Status != Running || in.CurrentVersion != 2 || in.LatestVersion != 3 || in.Reason != "UpdateFailed" ||
-		!strings.Contains(in.Message, "version 3 failed to load") || !strings.Contains(in.Message, `unknown field "nope"`) {
+		!strings.Contains(in.Message, "version 3 failed to load") || !strings.Contains(in.Message, "/nonexistent/warmup.bin") {
 		t.Fatalf("after failed update: %+v", in)
 	}
 	if v, err := call(t, svc, "c"); err != nil || v != 2 {

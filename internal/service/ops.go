@@ -276,6 +276,9 @@ func (m *Manager) switchStopped(s *Service, v int, spec *servicejson.Service) er
 // Create adds a service and loads it in the background. The snapshot shows
 // it Creating, with its token.
 func (m *Manager) Create(spec *servicejson.Service) (Info, error) {
+	if err := m.precheck(spec); err != nil {
+		return Info{}, fmt.Errorf("create %s: %w", spec.Name, err)
+	}
 	s, created, err := m.register(spec)
 	if err != nil {
 		return Info{}, fmt.Errorf("create %s: %w", spec.Name, err)
@@ -297,6 +300,9 @@ func (m *Manager) Update(name string, spec *servicejson.Service) (Info, error) {
 	}
 	if spec.Name != name {
 		return Info{}, fmt.Errorf("service.json names service %q, but the request is for %q; a service cannot be renamed, create a new one instead: %w", spec.Name, name, ErrInvalid)
+	}
+	if err := m.precheck(spec); err != nil {
+		return Info{}, fmt.Errorf("modify %s: %w", name, err)
 	}
 	if err := m.begin(s); err != nil {
 		return Info{}, err
@@ -542,4 +548,20 @@ func (m *Manager) Describe(name string) (Info, error) {
 		return Info{}, err
 	}
 	return s.Info(), nil
+}
+
+// precheck runs the processor's Configure (no I/O: model_config and
+// model_path as written) before create and modify accept a service.json, so
+// what the background load would refuse at that step (a custom processor, a
+// code this build cannot serve, a bad model_config) is a 400 now, with the
+// same message, instead of a Failed service a moment later.
+func (m *Manager) precheck(spec *servicejson.Service) error {
+	ps, _, err := ProcessorSpec(spec, m.opt.MaxModelBytes, nil)
+	if err == nil {
+		_, err = Configure(spec, ps)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
 }
