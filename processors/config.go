@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 )
 
 // DecodeConfig decodes model_config into dst (a pointer to the processor's
@@ -30,4 +31,18 @@ func (s Spec) DecodeConfig(dst any, accepts string) error {
 		return fmt.Errorf("model_config: %v; %s accepts %s", err, s.Code, accepts)
 	}
 	return nil
+}
+
+// IntraOpThreads is the thread count a runtime uses inside one operator:
+// model_config's own setting (override > 0), else metadata.cpu, else
+// GOMAXPROCS rather than NumCPU, since it follows a container's CPU limit
+// and a pod does not oversubscribe its quota.
+func (s Spec) IntraOpThreads(override int) int {
+	switch {
+	case override > 0:
+		return override
+	case s.CPU > 0:
+		return s.CPU
+	}
+	return runtime.GOMAXPROCS(0)
 }

@@ -66,6 +66,15 @@ type Options struct {
 // Optimizations are the values of Options.Optimize.
 var Optimizations = []string{"none", "freeze", "inference"}
 
+// CheckOptimize says whether v is a value of Options.Optimize ("" is none),
+// for config parsers to refuse a bad one before any load.
+func CheckOptimize(v string) error {
+	if _, ok := optimizeCodes[v]; !ok {
+		return fmt.Errorf("must be one of %s, got %q", strings.Join(Optimizations, ", "), v)
+	}
+	return nil
+}
+
 var optimizeCodes = map[string]C.int{
 	"": C.EAS_TS_OPT_NONE, "none": C.EAS_TS_OPT_NONE,
 	"freeze": C.EAS_TS_OPT_FREEZE, "inference": C.EAS_TS_OPT_INFERENCE,
@@ -86,10 +95,10 @@ func Load(path string, opts Options) (*Module, error) {
 	if device == "" {
 		device = "cpu"
 	}
-	opt, ok := optimizeCodes[opts.Optimize]
-	if !ok {
-		return nil, fmt.Errorf("torchscript: optimize %q: want one of %s", opts.Optimize, strings.Join(Optimizations, ", "))
+	if err := CheckOptimize(opts.Optimize); err != nil {
+		return nil, fmt.Errorf("torchscript: optimize: %w", err)
 	}
+	opt := optimizeCodes[opts.Optimize]
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	cdev := C.CString(device)

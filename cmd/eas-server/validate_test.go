@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,21 +9,7 @@ import (
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := rootCmd()
-	var out, errb bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-	case err != nil:
-		code = 1
-		errb.WriteString(err.Error())
-	}
-	return out.String(), errb.String(), code
+	return runCLIStdin(t, "", args...)
 }
 
 func TestValidate(t *testing.T) {

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -186,22 +185,15 @@ func (c *Classifier) Configure(spec processors.Spec) error {
 	if cfg.Device != "" && cfg.Device != "cpu" && !strings.HasPrefix(cfg.Device, "cuda:") {
 		return fmt.Errorf("model_config.device: must be \"cpu\" or \"cuda:N\", got %q", cfg.Device)
 	}
-	if cfg.TorchScriptOptimize != "" && !slices.Contains(torchscript.Optimizations, cfg.TorchScriptOptimize) {
-		return fmt.Errorf("model_config.torchscript_optimize: must be one of %s, got %q", strings.Join(torchscript.Optimizations, ", "), cfg.TorchScriptOptimize)
+	if err := torchscript.CheckOptimize(cfg.TorchScriptOptimize); err != nil {
+		return fmt.Errorf("model_config.torchscript_optimize: %w", err)
 	}
 	c.cfg = cfg
 	// Check the pipeline settings now, on the default pipeline.
 	if _, err := c.buildPipeline(defaultPipeline()); err != nil {
 		return err
 	}
-	switch {
-	case cfg.IntraOpThreads > 0:
-		c.threads = cfg.IntraOpThreads
-	case spec.CPU > 0:
-		c.threads = spec.CPU
-	default:
-		c.threads = runtime.GOMAXPROCS(0)
-	}
+	c.threads = spec.IntraOpThreads(cfg.IntraOpThreads)
 	return nil
 }
 

@@ -37,7 +37,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,16 +208,7 @@ func (m *Model) Configure(spec processors.Spec) error {
 		return err
 	}
 	m.cfg = cfg
-	switch {
-	case cfg.IntraOpThreads > 0:
-		m.threads = cfg.IntraOpThreads
-	case spec.CPU > 0:
-		m.threads = spec.CPU
-	default:
-		// GOMAXPROCS rather than NumCPU: it follows a container's CPU
-		// limit, so a pod does not oversubscribe its quota.
-		m.threads = runtime.GOMAXPROCS(0)
-	}
+	m.threads = spec.IntraOpThreads(cfg.IntraOpThreads)
 	return nil
 }
 
@@ -228,8 +218,8 @@ func parseConfig(spec processors.Spec) (Config, error) {
 	if err := spec.DecodeConfig(&cfg, "an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id, torchscript_optimize"); err != nil {
 		return cfg, err
 	}
-	if cfg.TorchScriptOptimize != "" && !slices.Contains(torchscript.Optimizations, cfg.TorchScriptOptimize) {
-		return cfg, fmt.Errorf("model_config.torchscript_optimize: must be one of %s, got %q", strings.Join(torchscript.Optimizations, ", "), cfg.TorchScriptOptimize)
+	if err := torchscript.CheckOptimize(cfg.TorchScriptOptimize); err != nil {
+		return cfg, fmt.Errorf("model_config.torchscript_optimize: %w", err)
 	}
 	if cfg.IntraOpThreads < 0 || cfg.IntraOpThreads > 1024 {
 		return cfg, fmt.Errorf("model_config.intra_op_threads: must be between 0 and 1024, got %d", cfg.IntraOpThreads)
