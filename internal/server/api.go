@@ -80,14 +80,18 @@ type ErrorObject struct {
 	Message string
 }
 
-// InstanceObject is one replica of a service (metadata.instance of them run
-// in this process, sharing one loaded model).
+// InstanceObject is one replica of a service: in serve, metadata.instance
+// of them run in this process, sharing one loaded model; on Kubernetes
+// each is a pod.
 type InstanceObject struct {
-	InstanceName string // <service>-v<version>-<index>
-	Status       string // Running
+	InstanceName string // serve: <service>-v<version>-<index>; Kubernetes: the pod's name
+	Status       string // Running; on Kubernetes also a pod's waiting reason or phase
 	Version      int
 	StartTime    time.Time
-	QueueDepth   int // requests waiting, for the whole service
+	QueueDepth   int    // requests waiting, for the whole service (serve only)
+	HostIP       string `json:",omitempty"` // Kubernetes: the node's address
+	InstanceIP   string `json:",omitempty"` // Kubernetes: the pod's address
+	Restarts     int    `json:",omitempty"` // Kubernetes: container restarts
 }
 
 // InstanceList answers GET .../instances.

@@ -37,7 +37,9 @@ func (s *Server) controlRoutes(r *gin.Engine) {
 	g.GET("/:region/:name/instances", s.serviceInstances)
 	g.GET("/:region/:name/versions", s.serviceVersions)
 	g.PUT("/:region/:name/version", s.switchVersion)
-	s.cacheRoutes(r)
+	if s.opt.Manager != nil {
+		s.cacheRoutes(r)
+	}
 }
 
 // adminAuth admits requests that carry the admin token, raw or as a Bearer
@@ -61,18 +63,32 @@ func (s *Server) adminAuth(c *gin.Context) {
 	c.Next()
 }
 
+// control is the ControlPlane the API drives: Options.Control, else the
+// process's own Manager.
+func (s *Server) control() ControlPlane {
+	if s.opt.Control != nil {
+		return s.opt.Control
+	}
+	return managerControl{s.opt.Manager}
+}
+
 func (s *Server) createService(c *gin.Context) {
 	spec, ok := s.readSpec(c)
 	if !ok {
 		return
 	}
-	info, err := s.opt.Manager.Create(spec)
+	info, err := s.control().Create(c.Request.Context(), spec)
 	if err != nil {
 		s.controlErr(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, s.changeAnswer(c, info, spec))
 }
+
+// keyEffects is a ControlPlane on which some keys that have no effect in
+// one process do take effect (on Kubernetes: autoscaler, metadata.cpu and
+// the like), so their warnings are not sent.
+type keyEffects interface{ TakesEffect(path string) bool }
 
 // ChangeAnswer answers create and modify: the service, and the keys of the
 // service.json sent that are accepted for EAS compatibility but have no
@@ -86,22 +102,30 @@ type ChangeAnswer struct {
 func (s *Server) changeAnswer(c *gin.Context, info service.Info, spec *servicejson.Service) ChangeAnswer {
 	out := ChangeAnswer{ServiceObject: s.object(c, info)}
 	for _, w := range spec.Warnings() {
+		if k, ok := s.control().(keyEffects); ok && k.TakesEffect(w.Path) {
+			continue
+		}
 		out.Warnings = append(out.Warnings, w.String())
 	}
 	return out
 }
 
 func (s *Server) listServices(c *gin.Context) {
+	infos, err := s.control().List(c.Request.Context())
+	if err != nil {
+		s.controlErr(c, err)
+		return
+	}
 	list := ServiceList{Services: []ServiceObject{}}
-	for _, svc := range s.opt.Manager.List() {
-		list.Services = append(list.Services, s.object(c, svc.Info()))
+	for _, in := range infos {
+		list.Services = append(list.Services, s.object(c, in))
 	}
 	list.TotalCount = len(list.Services)
 	c.JSON(http.StatusOK, list)
 }
 
 func (s *Server) describeService(c *gin.Context) {
-	info, err := s.opt.Manager.Describe(c.Param("name"))
+	info, err := s.control().Describe(c.Request.Context(), c.Param("name"))
 	s.answer(c, info, err)
 }
 
@@ -110,7 +134,7 @@ func (s *Server) updateService(c *gin.Context) {
 	if !ok {
 		return
 	}
-	info, err := s.opt.Manager.Update(c.Param("name"), spec)
+	info, err := s.control().Update(c.Request.Context(), c.Param("name"), spec)
 	if err != nil {
 		s.controlErr(c, err)
 		return
@@ -121,7 +145,7 @@ func (s *Server) updateService(c *gin.Context) {
 func (s *Server) deleteService(c *gin.Context) {
 	name := c.Param("name")
 	// A client that goes away must not cut the drain short.
-	if err := s.opt.Manager.Delete(context.WithoutCancel(c.Request.Context()), name); err != nil {
+	if err := s.control().Delete(context.WithoutCancel(c.Request.Context()), name); err != nil {
 		s.controlErr(c, err)
 		return
 	}
@@ -129,69 +153,40 @@ func (s *Server) deleteService(c *gin.Context) {
 }
 
 func (s *Server) startService(c *gin.Context) {
-	info, err := s.opt.Manager.Start(c.Param("name"))
+	info, err := s.control().Start(c.Request.Context(), c.Param("name"))
 	s.answer(c, info, err)
 }
 
 func (s *Server) stopService(c *gin.Context) {
-	info, err := s.opt.Manager.Stop(context.WithoutCancel(c.Request.Context()), c.Param("name"))
+	info, err := s.control().Stop(context.WithoutCancel(c.Request.Context()), c.Param("name"))
 	s.answer(c, info, err)
 }
 
 func (s *Server) serviceEvents(c *gin.Context) {
-	svc, ok := s.opt.Manager.Get(c.Param("name"))
-	if !ok {
-		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+	name := c.Param("name")
+	events, err := s.control().Events(c.Request.Context(), name)
+	if err != nil {
+		s.controlErr(c, err)
 		return
 	}
-	out := EventList{ServiceName: svc.Name, Events: []EventObject{}}
-	for _, e := range svc.Events() {
-		out.Events = append(out.Events, EventObject(e))
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, EventList{ServiceName: name, Events: events})
 }
 
 func (s *Server) serviceInstances(c *gin.Context) {
-	svc, ok := s.opt.Manager.Get(c.Param("name"))
-	if !ok {
-		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+	name := c.Param("name")
+	inst, err := s.control().Instances(c.Request.Context(), name)
+	if err != nil {
+		s.controlErr(c, err)
 		return
 	}
-	out := InstanceList{ServiceName: svc.Name, Instances: []InstanceObject{}}
-	if live, ok := svc.Acquire(); ok {
-		depth := live.Scheduler.QueueDepth()
-		for i := range live.Instances() {
-			out.Instances = append(out.Instances, InstanceObject{
-				InstanceName: fmt.Sprintf("%s-v%d-%d", svc.Name, live.Version, i),
-				Status:       "Running",
-				Version:      live.Version,
-				StartTime:    live.Started,
-				QueueDepth:   depth,
-			})
-		}
-		live.Release()
-	}
-	out.TotalCount = len(out.Instances)
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, InstanceList{ServiceName: name, Instances: inst, TotalCount: len(inst)})
 }
 
 func (s *Server) serviceVersions(c *gin.Context) {
-	svc, ok := s.opt.Manager.Get(c.Param("name"))
-	if !ok {
-		s.controlErr(c, fmt.Errorf("service %q: %w", c.Param("name"), service.ErrNotFound))
+	out, err := s.control().Versions(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		s.controlErr(c, err)
 		return
-	}
-	info := svc.Info()
-	out := VersionList{ServiceName: svc.Name, CurrentVersion: info.CurrentVersion, LatestVersion: info.LatestVersion, Versions: []VersionObject{}}
-	for _, v := range svc.Versions() {
-		vo := VersionObject{Version: v.Version, CreateTime: v.CreateTime, Current: v.Current, ServiceConfig: string(v.Config)}
-		var head struct {
-			Processor string `json:"processor"`
-		}
-		if json.Unmarshal(v.Config, &head) == nil {
-			vo.Processor = head.Processor
-		}
-		out.Versions = append(out.Versions, vo)
 	}
 	c.JSON(http.StatusOK, out)
 }
@@ -206,7 +201,7 @@ func (s *Server) switchVersion(c *gin.Context) {
 		controlFail(c, http.StatusBadRequest, "InvalidParameter", `the body must be {"Version": N} with N >= 1 (see the versions list)`)
 		return
 	}
-	info, err := s.opt.Manager.SwitchVersion(c.Param("name"), req.Version)
+	info, err := s.control().SwitchVersion(c.Request.Context(), c.Param("name"), req.Version)
 	s.answer(c, info, err)
 }
 

@@ -44,7 +44,10 @@ const maxErrorBytes = 4 << 10
 
 // Options configures the router.
 type Options struct {
-	Manager      *service.Manager
+	Manager *service.Manager
+	// Control, when set, is what the control plane drives instead of
+	// Manager (eas-server controller: Kubernetes); see ControlHandler.
+	Control      ControlPlane
 	Logger       *slog.Logger
 	Metrics      *metrics.Metrics
 	Gatherer     prometheus.Gatherer // serves /metrics; nil = no /metrics route
@@ -124,8 +127,34 @@ func (s *Server) closeWhileDraining(c *gin.Context) {
 // ready is the process readiness every door reports: not draining, every
 // service meant to serve serving (see Options.StrictReadiness).
 func (s *Server) ready() (bool, []service.ServiceReadiness) {
-	ok, svcs := s.opt.Manager.Readiness(s.opt.StrictReadiness)
+	ok, svcs := true, []service.ServiceReadiness(nil)
+	if s.opt.Manager != nil {
+		ok, svcs = s.opt.Manager.Readiness(s.opt.StrictReadiness)
+	}
 	return ok && !s.draining.Load() && !s.starting.Load(), svcs
+}
+
+// ControlHandler returns a router with only the control plane
+// (/api/v2/services on Options.Control), /healthz, /readyz and /metrics:
+// what eas-server controller serves, where no model runs.
+func (s *Server) ControlHandler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(s.recoverer(), s.closeWhileDraining)
+	r.HandleMethodNotAllowed = true
+	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	r.GET("/readyz", s.readyz)
+	if s.opt.Gatherer != nil {
+		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})))
+	}
+	s.controlRoutes(r)
+	r.NoRoute(func(c *gin.Context) {
+		controlFail(c, http.StatusNotFound, "NotFound", "no route for "+c.Request.Method+" "+c.Request.URL.Path+"; the controller serves /api/v2/services (predict through the gateway)")
+	})
+	r.NoMethod(func(c *gin.Context) {
+		controlFail(c, http.StatusMethodNotAllowed, "MethodNotAllowed", "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
+	})
+	return r
 }
 
 // Handler returns the router.

@@ -550,13 +550,19 @@ func (m *Manager) Describe(name string) (Info, error) {
 	return s.Info(), nil
 }
 
-// precheck runs the processor's Configure (no I/O: model_config and
+// precheck is Precheck with this manager's model size bound.
+func (m *Manager) precheck(spec *servicejson.Service) error {
+	return Precheck(spec, m.opt.MaxModelBytes)
+}
+
+// Precheck runs the processor's Configure (no I/O: model_config and
 // model_path as written) before create and modify accept a service.json, so
 // what the background load would refuse at that step (a custom processor, a
 // code this build cannot serve, a bad model_config) is a 400 now, with the
-// same message, instead of a Failed service a moment later.
-func (m *Manager) precheck(spec *servicejson.Service) error {
-	ps, _, err := ProcessorSpec(spec, m.opt.MaxModelBytes, nil)
+// same message, instead of a Failed service a moment later. The Kubernetes
+// backend runs it too, before it writes any object.
+func Precheck(spec *servicejson.Service, maxModelBytes int64) error {
+	ps, _, err := ProcessorSpec(spec, maxModelBytes, nil)
 	if err == nil {
 		_, err = Configure(spec, ps)
 	}
