@@ -34,6 +34,8 @@ type serveFlags struct {
 	listen      string
 	stateDir    string
 	deploy      []string
+	tokenFile   string // --token-file: the token of --deploy services that give none
+	noControl   bool   // --no-control-plane: serve the --deploy services only
 	maxBody     int64
 	logLevel    string
 	logFormat   string
@@ -73,6 +75,8 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.listen, "listen", ":8080", "address to listen on")
 	fl.StringVar(&f.stateDir, "state-dir", "./eas-data", "directory for tokens, state and the model cache")
 	fl.StringArrayVar(&f.deploy, "deploy", nil, "service.json to deploy at start (repeatable)")
+	fl.BoolVar(&f.noControl, "no-control-plane", false, "serve only the --deploy services: no /api/v2/services and no admin token (how the pods of eas-server controller run)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the token of the --deploy services whose service.json gives none (on Kubernetes, a mounted Secret); without it they get a token generated and kept in the state dir")
 	fl.Int64Var(&f.maxBody, "max-body-size", server.DefaultMaxBodyBytes, "request body limit in bytes; larger bodies get 413")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -132,9 +136,13 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mt := metrics.New(reg)
-	adminToken, created, err := auth.LoadOrCreateAdminToken(f.stateDir)
-	if err != nil {
-		return fmt.Errorf("admin token: %w", err)
+	var adminToken string
+	var created bool
+	if !f.noControl {
+		adminToken, created, err = auth.LoadOrCreateAdminToken(f.stateDir)
+		if err != nil {
+			return fmt.Errorf("admin token: %w", err)
+		}
 	}
 	if created {
 		// The one time a secret is printed: on the terminal, never in the log.
@@ -161,6 +169,16 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		StrictReadiness:     f.strictReady,
 		AccessLog:           accessLog,
 	})
+	var token string
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return fmt.Errorf("--token-file: %s is empty; it must hold the services' token", f.tokenFile)
+		}
+	}
 	if len(f.deploy) > 0 {
 		srv.SetStarting() // until deployAll has registered (and loaded) them
 	}
@@ -201,7 +219,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		log.Info("grpc listening", "addr", gln.Addr().String())
 	}
 
-	deployAll(ctx, mgr, f.deploy, log)
+	deployAll(ctx, mgr, f.deploy, token, log)
 	srv.SetStarted()
 
 	select {
@@ -266,13 +284,16 @@ func parseZones(list string) ([]time.Duration, error) {
 // reported and skipped; the others serve. A file whose service was restored
 // from the state dir with the same configuration changes nothing; with a
 // different one it becomes the service's next version.
-func deployAll(ctx context.Context, mgr *service.Manager, files []string, log *slog.Logger) {
+func deployAll(ctx context.Context, mgr *service.Manager, files []string, token string, log *slog.Logger) {
 	var wg sync.WaitGroup
 	for _, path := range files {
 		spec, err := servicejson.ParseFile(path)
 		if err != nil {
 			log.Error("service.json rejected; fix it and restart", "file", path, "problems", strings.ReplaceAll(err.Error(), "\n", "; "))
 			continue
+		}
+		if spec.Token.IsZero() && token != "" {
+			spec.Token = servicejson.NewSecret(token)
 		}
 		wg.Add(1)
 		go func() {
