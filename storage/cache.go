@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -20,11 +21,12 @@ import (
 //	CACHE/entries/<hash of url>-<hash of version>/meta.json
 //	CACHE/entries/<hash of url>-<hash of version>/data/...   the file, the unpacked archive or the prefix
 //	CACHE/partial/<hash of url>-<hash of options>*           downloads a later fetch resumes
-//	CACHE/tmp/                                               staging, emptied when a Fetcher starts
+//	CACHE/tmp/<part>-*                                       staging of a fetch
+//	CACHE/locks/                                             file locks, see lock.go
 //
-// An entry appears by a rename of a complete staging directory, so a crash
-// never leaves a half-written entry behind. meta.json's modification time is
-// the entry's last use, which least-recently-used eviction reads.
+// An entry appears by a rename of a complete, synced staging directory, so a
+// crash never leaves a half-written entry behind. meta.json's modification
+// time is the entry's last use, which least-recently-used eviction reads.
 
 // recentGrace keeps an entry that was just used out of eviction, so that a
 // path handed to a caller is not removed before the caller pins it.
@@ -48,7 +50,8 @@ type cache struct {
 
 	initOnce sync.Once
 	mu       sync.Mutex
-	pins     map[string]int // entry dir -> holders
+	pins     map[string]int       // entry dir -> holders
+	held     map[string]*fileLock // entry dir -> its shared lock, while pinned
 }
 
 func hashHex(s string, n int) string {
@@ -60,8 +63,18 @@ func (c *cache) entriesDir() string { return filepath.Join(c.dir, "entries") }
 
 func (c *cache) setup() {
 	c.initOnce.Do(func() {
-		// Staging left by a process that died is garbage.
-		_ = os.RemoveAll(filepath.Join(c.dir, "tmp"))
+		// Staging left by a process that died is garbage; that of a fetch
+		// another process runs now is under its fetch lock.
+		tmp := filepath.Join(c.dir, "tmp")
+		ents, _ := os.ReadDir(tmp)
+		for _, e := range ents {
+			p := filepath.Join(tmp, e.Name())
+			if part, ok := partOf(e.Name()); ok {
+				c.ifIdle(part, false, func() { _ = os.RemoveAll(p) })
+			} else {
+				_ = os.RemoveAll(p)
+			}
+		}
 	})
 }
 
@@ -75,6 +88,7 @@ type cacheRef struct {
 	// share a download (other checksum, other endpoint) never share a
 	// file, and Forget finds all of a URL's.
 	part string
+	lock *fileLock // the fetch lock, between acquire and release
 }
 
 func (c *cache) ref(rawURL, flightKey string) *cacheRef {
@@ -82,8 +96,6 @@ func (c *cache) ref(rawURL, flightKey string) *cacheRef {
 	key := urlKey(rawURL)
 	return &cacheRef{c: c, url: rawURL, key: key, part: key + "-" + hashHex(flightKey, 16)}
 }
-
-func (r *cacheRef) done() {}
 
 // partial returns a stable path for a resumable download of this URL.
 func (r *cacheRef) partial(suffix string) (string, error) {
@@ -178,6 +190,7 @@ func (r *cacheRef) commit(version string, fill func(dst string) (string, error))
 }
 
 func (r *cacheRef) commitMeta(m entryMeta, fill func(dst string) (string, error)) (string, error) {
+	start := time.Now()
 	tmp := filepath.Join(r.c.dir, "tmp")
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return "", err
@@ -185,7 +198,7 @@ func (r *cacheRef) commitMeta(m entryMeta, fill func(dst string) (string, error)
 	if err := os.MkdirAll(r.c.entriesDir(), 0o755); err != nil {
 		return "", err
 	}
-	stage, err := os.MkdirTemp(tmp, r.key[:8]+"-")
+	stage, err := os.MkdirTemp(tmp, r.part+"-")
 	if err != nil {
 		return "", err
 	}
@@ -209,24 +222,52 @@ func (r *cacheRef) commitMeta(m entryMeta, fill func(dst string) (string, error)
 	if err := os.WriteFile(filepath.Join(stage, "meta.json"), append(b, '\n'), 0o644); err != nil {
 		return "", err
 	}
+	if err := syncTree(stage); err != nil {
+		return "", err
+	}
 	final := filepath.Join(r.c.entriesDir(), r.key+"-"+hashHex(m.Version, 16))
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
-	if _, err := os.Stat(final); err == nil {
+	_, statErr := os.Stat(final)
+	if statErr == nil && r.c.pins[final] > 0 {
 		// The same version was fetched again (its entry lost its data or
-		// a checksum changed): replace it unless a service holds it.
-		if r.c.pins[final] > 0 {
-			return filepath.Join(final, rel), nil
+		// a checksum changed) while a service holds it: keep it.
+		return filepath.Join(final, rel), nil
+	}
+	// The entry lock keeps another process from using the entry while it
+	// is replaced, and two processes from renaming onto one name.
+	var l *fileLock
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		l, err = lockFile(r.c.entryLock(final), true, false)
+		if !errors.Is(err, errLocked) {
+			break
 		}
-		if err := os.RemoveAll(final); err != nil {
-			return "", err
+		if _, err := readEntry(final); err == nil {
+			return filepath.Join(final, rel), nil // in use elsewhere: keep it
 		}
+		// Being removed or committed elsewhere: a short wait.
+		if time.Since(start) > commitWait {
+			return "", fmt.Errorf("cache entry %s: another process holds it", final)
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer l.unlock()
+	if err := os.RemoveAll(final); err != nil {
+		return "", err
 	}
 	if err := os.Rename(stage, final); err != nil {
 		return "", err
 	}
+	_ = syncPath(r.c.entriesDir(), true)
 	return filepath.Join(final, rel), nil
 }
+
+// commitWait bounds how long a commit waits for another process that
+// removes or commits the same entry.
+const commitWait = 30 * time.Second
 
 // entryOf returns the entry directory holding path, or "" when path is not
 // in the cache.
@@ -239,12 +280,34 @@ func (c *cache) entryOf(path string) string {
 	return filepath.Join(c.entriesDir(), first)
 }
 
-func (c *cache) pin(path string) {
-	if d := c.entryOf(path); d != "" {
-		c.mu.Lock()
-		c.pins[d]++
-		c.mu.Unlock()
+// pin marks path in use, here and, by a shared entry lock, for other
+// processes. It reports false when the entry was removed by another
+// process before the lock took hold: fetch again.
+func (c *cache) pin(path string) bool {
+	d := c.entryOf(path)
+	if d == "" {
+		return true
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pins[d] == 0 {
+		// Waits only for a removal or replacement elsewhere, never long.
+		l, err := lockFile(c.entryLock(d), false, true)
+		if _, serr := os.Stat(filepath.Join(d, "meta.json")); serr != nil {
+			if err == nil {
+				l.unlock()
+			}
+			return false
+		}
+		if err == nil {
+			if c.held == nil {
+				c.held = map[string]*fileLock{}
+			}
+			c.held[d] = l
+		}
+	}
+	c.pins[d]++
+	return true
 }
 
 func (c *cache) unpin(path string) {
@@ -254,6 +317,10 @@ func (c *cache) unpin(path string) {
 			c.pins[d]--
 		} else {
 			delete(c.pins, d)
+			if l := c.held[d]; l != nil {
+				l.unlock()
+				delete(c.held, d)
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -268,7 +335,7 @@ func (c *cache) removeUnheld(key string) {
 	for _, d := range dirs {
 		p := filepath.Join(c.entriesDir(), d.Name())
 		if strings.HasPrefix(d.Name(), key+"-") && c.pins[p] == 0 {
-			_ = os.RemoveAll(p)
+			_, _ = c.removeEntry(p)
 		}
 	}
 }
@@ -301,9 +368,13 @@ func (c *cache) evict(log *slog.Logger) {
 		if c.pins[e.dir] > 0 || now.Sub(e.used) < recentGrace {
 			continue
 		}
-		if err := os.RemoveAll(e.dir); err != nil {
+		removed, err := c.removeEntry(e.dir)
+		if err != nil {
 			log.Warn("cache eviction failed", "entry", e.dir, "err", err)
 			continue
+		}
+		if !removed {
+			continue // another process holds it
 		}
 		total -= e.meta.Size
 		log.Info("cache entry evicted", "url", e.meta.URL, "bytes", e.meta.Size)

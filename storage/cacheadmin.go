@@ -16,8 +16,9 @@ type CacheEntry struct {
 	Version  string    `json:"version"`
 	Bytes    int64     `json:"bytes"`
 	LastUsed time.Time `json:"last_used"`
-	// InUse: a loaded service holds it, or a fetch of its URL runs now;
-	// prune and eviction leave it alone.
+	// InUse: a loaded service holds it, or a fetch of its URL runs now, in
+	// this process or another sharing the cache; prune and eviction leave
+	// it alone.
 	InUse bool `json:"in_use"`
 }
 
@@ -64,13 +65,14 @@ func (f *Fetcher) CacheList() ([]CacheEntry, CacheUsage) {
 }
 
 // inUseLocked reports whether an entry directory is pinned by a service or
-// its URL is being fetched. The caller holds actMu and cache.mu.
+// its URL is being fetched, here or in another process. The caller holds
+// actMu and cache.mu.
 func (f *Fetcher) inUseLocked(dir string) bool {
 	if f.cache.pins[dir] > 0 {
 		return true
 	}
 	key, _, _ := strings.Cut(filepath.Base(dir), "-")
-	return f.callers[key] > 0
+	return f.callers[key] > 0 || f.cache.busyElsewhere(dir)
 }
 
 // PruneResult says what Prune removed.
@@ -101,10 +103,15 @@ func (f *Fetcher) Prune() (PruneResult, error) {
 			continue
 		}
 		n := dirSize(d)
-		if err := os.RemoveAll(d); err != nil {
+		removed, err := f.cache.removeEntry(d)
+		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
+			continue
+		}
+		if !removed {
+			res.KeptInUse++ // taken by another process meanwhile
 			continue
 		}
 		res.Removed++
@@ -121,7 +128,11 @@ func (f *Fetcher) Prune() (PruneResult, error) {
 		}
 		p := filepath.Join(dir, e.Name())
 		n := dirSize(p)
-		if err := os.RemoveAll(p); err != nil {
+		tried, err := f.removePartial(p)
+		if !tried {
+			continue // another process is fetching it
+		}
+		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
@@ -130,5 +141,6 @@ func (f *Fetcher) Prune() (PruneResult, error) {
 		res.PartialFiles++
 		res.FreedBytes += n
 	}
+	f.cache.dropLocks("")
 	return res, firstErr
 }

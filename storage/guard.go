@@ -171,6 +171,7 @@ func (f *Fetcher) forgetKey(ctx context.Context, key string) error {
 		if len(dying) == 0 {
 			f.removePartials(func(name string) bool { return strings.HasPrefix(name, key+"-") || strings.HasPrefix(name, key+".") })
 			f.cache.removeUnheld(key)
+			f.cache.dropLocks("fetch-" + key + "-")
 			f.actMu.Unlock()
 			return nil
 		}
@@ -185,16 +186,28 @@ func (f *Fetcher) forgetKey(ctx context.Context, key string) error {
 	}
 }
 
-// removePartials removes the entries of the partial directory that match.
-// The caller holds actMu.
+// removePartials removes the entries of the partial directory that match,
+// except those another process is fetching. The caller holds actMu.
 func (f *Fetcher) removePartials(match func(name string) bool) {
 	dir := filepath.Join(f.CacheDir, "partial")
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if match(e.Name()) {
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			f.removePartial(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// removePartial removes a partial download unless a fetch, in any
+// process, holds its lock; it reports whether it tried.
+func (f *Fetcher) removePartial(p string) (bool, error) {
+	var err error
+	remove := func() { err = os.RemoveAll(p) }
+	if part, ok := partOf(filepath.Base(p)); ok {
+		return f.cache.ifIdle(part, false, remove), err
+	}
+	remove()
+	return true, err
 }
 
 // sweepEvery is the least time between two sweeps of stale partials.
@@ -232,9 +245,13 @@ func (f *Fetcher) sweepPartials(log *slog.Logger) {
 		if now.Sub(newestModTime(p)) < f.PartialMaxAge {
 			continue
 		}
-		if err := os.RemoveAll(p); err != nil {
+		tried, err := f.removePartial(p)
+		if err != nil {
 			log.Warn("removing a stale partial download failed", "path", p, "err", err)
 			continue
+		}
+		if !tried {
+			continue // another process is fetching it
 		}
 		log.Info("stale partial download removed", "path", p, "max_age", f.PartialMaxAge.String())
 	}

@@ -103,7 +103,8 @@ const (
 // Fetcher downloads and caches models. Its zero value is not usable for
 // remote URLs (CacheDir is required for them); set the fields before the first
 // Fetch and do not change them afterwards. It is safe for concurrent use: two
-// Fetch calls for one URL share one download.
+// Fetch calls for one URL share one download. Several processes may share
+// one CacheDir; file locks coordinate them (see lock.go).
 type Fetcher struct {
 	// CacheDir holds downloaded and unpacked models, one directory per URL
 	// and version, and partial downloads that a later Fetch resumes.
@@ -389,32 +390,48 @@ func (f *Fetcher) remote(ctx context.Context, rawURL string, opts FetchOptions, 
 		}
 		log.Info("model download progress", "url", red, "done_bytes", done, "total_bytes", total)
 	}
-	path, err := f.group.do(ctx, key, sub, opts.Retry, func(ctx context.Context, progress func(done, total int64), retry func(n, max int, err error)) (string, error) {
+	flight := func(ctx context.Context, progress func(done, total int64), retry func(n, max int, err error)) (string, error) {
 		o := opts
 		o.Progress, o.Retry = progress, retry
+		// Other processes sharing the cache fetch the same URL one at a
+		// time; the wait does not count against FetchTimeout.
+		ref := f.cache.ref(rawURL, key)
+		var p string
+		defer func() { ref.release(p) }()
+		p, err := ref.acquire(ctx, opts.Logger)
+		if err != nil || p != "" {
+			return p, err
+		}
 		if f.FetchTimeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeoutCause(ctx, f.FetchTimeout, errFetchDeadline)
 			defer cancel()
 		}
-		ref := f.cache.ref(rawURL, key)
-		defer ref.done()
-		p, err := do(ctx, rawURL, o, ref)
+		p, err = do(ctx, rawURL, o, ref)
 		if err != nil && errors.Is(context.Cause(ctx), errFetchDeadline) {
 			err = &FetchError{URL: red, Retryable: true, Err: fmt.Errorf("the download did not finish within %s (the fetch deadline); fetching again resumes it where the server allows", f.FetchTimeout)}
 		}
 		return p, err
-	})
-	if err != nil {
-		var fe *FetchError
-		if errors.As(err, &fe) {
-			return "", err
-		}
-		return "", &FetchError{URL: red, Retryable: retryable(err), Err: classify(err, f.CacheDir)}
 	}
-	f.cache.pin(path)
-	f.cache.evict(opts.Logger)
-	return path, nil
+	for tries := 1; ; tries++ {
+		path, err := f.group.do(ctx, key, sub, opts.Retry, flight)
+		if err != nil {
+			var fe *FetchError
+			if errors.As(err, &fe) {
+				return "", err
+			}
+			return "", &FetchError{URL: red, Retryable: retryable(err), Err: classify(err, f.CacheDir)}
+		}
+		// Another process may have removed the entry between the fetch
+		// and the pin: then fetch again.
+		if f.cache.pin(path) {
+			f.cache.evict(opts.Logger)
+			return path, nil
+		}
+		if tries == 3 {
+			return "", &FetchError{URL: red, Retryable: true, Err: errors.New("another process sharing the cache kept removing the model as it was fetched; try again")}
+		}
+	}
 }
 
 // errFetchDeadline is the cause of a download's context when FetchTimeout
