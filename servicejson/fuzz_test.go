@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse. It must never panic, and its
@@ -23,6 +24,12 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"name":"m","processor":"pmml","metadata.instance":"1","labels.a.b":1,"cloud.x.y":null}`))
 	f.Add([]byte(`{"name":"m","processor":"pmml","metadata":{"instance":1,"rpc":{"rpc":{}}}}`))
+	f.Add([]byte(`{"name":"m","processor":"pmml","autoscaler":{"min":2,"max":8,"scaleStrategies":[{"metricName":"qps","threshold":10},{"metricName":"cpu","threshold":80}],` +
+		`"behavior":{"scaleUp":{"stabilizationWindowSeconds":0},"scaleDown":{"stabilizationWindowSeconds":300}}},"metadata":{"instance":2}}`))
+	f.Add([]byte(`{"name":"m","processor":"pmml","autoscaler":{"min":"1","max":3,"strategies":{"QPS":"0.5"},"scaleStrategies":[{"metricName":" cpu","threshold":"100","x":null}]},` +
+		`"autoscaler.behavior.scaleDown.stabilizationWindowSeconds":3600,"metadata":{"instance":3}}`))
+	f.Add([]byte(`{"name":"m","processor":"pmml","autoscaler":{"min":1,"max":3,"strategies":{"qps":10,"gpu":1},"scaleStrategies":[{"metricName":"qps","threshold":1},{},[],` +
+		`{"metricname":"cpu","threshold":101,"threshold":2}],"behavior":{"onZero":{},"scaleUp":{"stabilizationWindowSeconds":-1}}},"metadata":{"instance":5}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
@@ -64,6 +71,23 @@ func FuzzParse(f *testing.F) {
 		}
 		if r.Batcher == "bucket" && len(r.Buckets) == 0 {
 			t.Fatal("bucket batcher without buckets")
+		}
+		if a := s.Autoscaler; a != nil {
+			if a.Min < 1 || a.Min > a.Max || a.Max > 1000 || m.Instance < a.Min || m.Instance > a.Max {
+				t.Fatalf("accepted autoscaler min %d max %d with instance %d", a.Min, a.Max, m.Instance)
+			}
+			for i, st := range a.Strategies {
+				ok := st.Metric == MetricQPS && st.Threshold > 0 && st.Threshold <= 1e6 ||
+					st.Metric == MetricCPU && st.Threshold >= 1 && st.Threshold <= 100 && st.Threshold == float64(int(st.Threshold))
+				if !ok || i > 0 && st.Metric <= a.Strategies[i-1].Metric {
+					t.Fatalf("accepted strategies %+v", a.Strategies)
+				}
+			}
+			for _, w := range []*time.Duration{a.ScaleUpWindow, a.ScaleDownWindow} {
+				if w != nil && (*w < 0 || *w > time.Hour || *w%time.Second != 0) {
+					t.Fatalf("accepted stabilization window %v", *w)
+				}
+			}
 		}
 		again, err := Parse(s.Raw)
 		if err != nil || !reflect.DeepEqual(again, s) {

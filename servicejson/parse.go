@@ -240,6 +240,12 @@ func pathsUnder(section string) []string {
 // unknown reports a key that is not in the table, with a suggestion or else
 // the keys that are allowed in that section.
 func (w *walker) unknown(full, section string) {
+	for key, why := range unsupported {
+		if full == key || strings.HasPrefix(full, key+".") {
+			w.errs.add(key, "%s", why)
+			return
+		}
+	}
 	if s, ok := suggest(full); ok {
 		w.errs.add(full, "unknown key; did you mean %s?", s)
 		return
@@ -357,13 +363,7 @@ func validate(s *Service, mentioned map[string]bool, errs *Errors) {
 	if t := s.Cloud.InstanceType; s.given["cloud.computing.instance_type"] && !instanceTypeRule.MatchString(t) {
 		errs.add("cloud.computing.instance_type", "must look like ecs.c6.xlarge or ecs.gn6i-c4g1.xlarge (lowercase, dotted), got %q", t)
 	}
-	if a := s.Autoscaler; a != nil {
-		if !s.given["autoscaler.min"] || !s.given["autoscaler.max"] {
-			errs.add("autoscaler", `needs both min and max; write "autoscaler": {"min": 1, "max": 5, "strategies": {"qps": 10}}`)
-		} else if a.Min > a.Max {
-			errs.add("autoscaler.min", "must not exceed autoscaler.max, got min %d and max %d; swap them or raise max", a.Min, a.Max)
-		}
-	}
+	validateAutoscaler(s, errs)
 	validateRPC(s, errs)
 }
 

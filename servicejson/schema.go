@@ -49,11 +49,12 @@ func (f *field) ranged() bool { return f.lo != 0 || f.hi != 0 }
 
 func (f *field) isMap() bool { return f.kind == kStringMap || f.kind == kFloatMap }
 
-func ms(v any) time.Duration { return time.Duration(v.(int)) * time.Millisecond }
-func str(v any) string       { return v.(string) }
-func integer(v any) int      { return v.(int) }
-func boolean(v any) bool     { return v.(bool) }
-func raw(v any) []byte       { return v.(json.RawMessage) }
+func ms(v any) time.Duration      { return time.Duration(v.(int)) * time.Millisecond }
+func seconds(v any) time.Duration { return time.Duration(v.(int)) * time.Second }
+func str(v any) string            { return v.(string) }
+func integer(v any) int           { return v.(int) }
+func boolean(v any) bool          { return v.(bool) }
+func raw(v any) []byte            { return v.(json.RawMessage) }
 func autoscaler(s *Service) *Autoscaler {
 	if s.Autoscaler == nil {
 		s.Autoscaler = &Autoscaler{}
@@ -71,7 +72,10 @@ func autoscaler(s *Service) *Autoscaler {
 // max_batch_size 1..1024; max_batch_timeout 0..60000 ms; keepalive
 // 1..600000 ms (10 min); worker_threads and io_threads 1..1024;
 // max_queue_size 1..1000000; rate_limit 0..1000000 QPS; autoscaler min and
-// max 1..1000; buckets 1..1048576 each, at most 256 of them.
+// max 1..1000; autoscaler stabilizationWindowSeconds 0..3600 (autoscaling/v2's
+// limit); at most 16 scaleStrategies, whose metrics and thresholds (and those
+// of strategies) autoscaler.go checks; buckets 1..1048576 each, at most 256
+// of them.
 var fields = []*field{
 	{path: "name", kind: kString, hint: `e.g. "my_service"`, set: func(s *Service, _ string, v any) { s.Name = str(v) }},
 	{path: "processor", kind: kString, hint: `a built-in code such as "pmml"`, set: func(s *Service, _ string, v any) { s.Processor = str(v) }},
@@ -93,14 +97,27 @@ var fields = []*field{
 		set: func(s *Service, _ string, v any) { autoscaler(s).Min = integer(v) }},
 	{path: "autoscaler.max", kind: kInt, lo: 1, hi: 1000, hint: "the most instances the autoscaler starts",
 		set: func(s *Service, _ string, v any) { autoscaler(s).Max = integer(v) }},
-	{path: "autoscaler.strategies", kind: kFloatMap, lo: 0, hi: math.MaxFloat64, hint: `give target values such as {"qps": 10, "cpu": 80}`,
+	{path: "autoscaler.strategies", kind: kFloatMap,
+		hint: `give thresholds by metric such as {"qps": 10, "cpu": 80} (or a list in autoscaler.scaleStrategies)`,
 		set: func(s *Service, k string, v any) {
-			a := autoscaler(s)
-			if a.Strategies == nil {
-				a.Strategies = map[string]float64{}
+			autoscaler(s)
+			if s.scale.byKey == nil {
+				s.scale.byKey = map[string]float64{}
 			}
-			a.Strategies[k] = v.(float64)
+			s.scale.byKey[k] = v.(float64)
 		}},
+	{path: "autoscaler.scaleStrategies", kind: kObjects, maxLen: 16,
+		hint: `give a list such as [{"metricName": "qps", "threshold": 10}, {"metricName": "cpu", "threshold": 80}]`,
+		set: func(s *Service, _ string, v any) {
+			autoscaler(s)
+			s.scale.list = v.([]json.RawMessage)
+		}},
+	{path: "autoscaler.behavior.scaleUp.stabilizationWindowSeconds", kind: kInt, lo: 0, hi: 3600, unit: "s",
+		hint: "seconds the autoscaler looks back before it scales up, e.g. 0",
+		set:  func(s *Service, _ string, v any) { d := seconds(v); autoscaler(s).ScaleUpWindow = &d }},
+	{path: "autoscaler.behavior.scaleDown.stabilizationWindowSeconds", kind: kInt, lo: 0, hi: 3600, unit: "s",
+		hint: "seconds the autoscaler looks back before it scales down, e.g. 300",
+		set:  func(s *Service, _ string, v any) { d := seconds(v); autoscaler(s).ScaleDownWindow = &d }},
 
 	{path: "labels", kind: kStringMap, set: func(s *Service, k string, v any) {
 		if s.Labels == nil {
@@ -180,6 +197,12 @@ var fields = []*field{
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.PadValue = v.(float64) }},
 	{path: "metadata.rpc.buckets", kind: kInts, lo: 1, hi: 1 << 20, maxLen: 256, hint: "give ascending sequence-length bounds such as [32, 64, 128]",
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.Buckets = v.([]int) }},
+}
+
+// unsupported are EAS keys this server knows of but cannot honour, with why
+// and what to do instead: an edit-distance suggestion would mislead there.
+var unsupported = map[string]string{
+	"autoscaler.behavior.onZero": "is EAS's scale to zero, which this server does not support (autoscaler.min is at least 1); remove it",
 }
 
 // openNamespaces are sections where keys this package does not know are

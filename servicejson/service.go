@@ -60,6 +60,9 @@ type Service struct {
 	Raw []byte
 
 	given map[string]bool
+	// scale holds the autoscaler strategies as read, until validate checks
+	// them and fills Autoscaler.Strategies; Parse clears it.
+	scale scaleInput
 }
 
 // Metadata is the metadata section: replicas, resources and rpc settings.
@@ -128,11 +131,52 @@ func (v IntOrPercent) String() string {
 	return strconv.Itoa(v.Value)
 }
 
-// Autoscaler is the autoscaler section.
+// Autoscaler is the autoscaler section. serve does not autoscale; the
+// Kubernetes backend turns it into an autoscaling/v2 HorizontalPodAutoscaler.
+// metadata.instance, which Parse checks lies in [Min, Max], is the starting
+// count.
 type Autoscaler struct {
-	Min        int                // 1..1000
-	Max        int                // 1..1000, at least Min
-	Strategies map[string]float64 // e.g. {"qps": 10, "cpu": 80}
+	Min int // 1..1000
+	Max int // 1..1000, at least Min
+	// Strategies are the metrics to scale on, from autoscaler.scaleStrategies
+	// ([{"metricName": "qps", "threshold": 10}]) or the older
+	// autoscaler.strategies ({"qps": 10}), which mean the same: sorted by
+	// Metric, at most one per metric. Nil when the file gives none.
+	Strategies []ScaleStrategy
+	// ScaleUpWindow and ScaleDownWindow are
+	// autoscaler.behavior.scaleUp.stabilizationWindowSeconds and
+	// .scaleDown.stabilizationWindowSeconds: whole seconds, 0..3600 (the
+	// limit of autoscaling/v2). Nil when not given, so that the HPA's own
+	// defaults (0 up, 300 s down) apply.
+	ScaleUpWindow   *time.Duration
+	ScaleDownWindow *time.Duration
+}
+
+// ScaleStrategy is one metric the autoscaler scales on.
+type ScaleStrategy struct {
+	Metric string // MetricQPS or MetricCPU
+	// Threshold is the target per instance: for qps the requests per second
+	// each instance should take (> 0, not necessarily whole); for cpu the
+	// average use in percent of the requested CPU, a whole number 1..100.
+	Threshold float64
+}
+
+// The metrics this server scales on. EAS knows more (gpu, rt, ...); Parse
+// refuses those.
+const (
+	MetricCPU = "cpu"
+	MetricQPS = "qps"
+)
+
+// Strategy returns the threshold of metric and whether the autoscaler
+// scales on it.
+func (a *Autoscaler) Strategy(metric string) (float64, bool) {
+	for _, st := range a.Strategies {
+		if st.Metric == metric {
+			return st.Threshold, true
+		}
+	}
+	return 0, false
 }
 
 // Cloud is the cloud section. Only the instance type is read by this server;

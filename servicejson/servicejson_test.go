@@ -116,7 +116,8 @@ func TestFullFile(t *testing.T) {
 	if !reflect.DeepEqual(s.Labels, wantLabels) {
 		t.Errorf("labels = %v, want %v", s.Labels, wantLabels)
 	}
-	wantAS := &Autoscaler{Min: 1, Max: 5, Strategies: map[string]float64{"qps": 10, "cpu": 80, "gpu": 70}}
+	down := 300 * time.Second
+	wantAS := &Autoscaler{Min: 1, Max: 5, Strategies: []ScaleStrategy{{MetricCPU, 80}, {MetricQPS, 10}}, ScaleDownWindow: &down}
 	if !reflect.DeepEqual(s.Autoscaler, wantAS) {
 		t.Errorf("autoscaler = %+v, want %+v", s.Autoscaler, wantAS)
 	}
@@ -452,6 +453,8 @@ func TestKnownKeysCoverProtocol(t *testing.T) {
 		"name", "processor", "model_path", "model_entry", "model_config", "oss_endpoint", "token",
 		"generate_token", "processor_path", "processor_entry", "processor_type", "processor_mainclass",
 		"processor_params", "warm_up_data_path", "autoscaler.min", "autoscaler.max", "autoscaler.strategies",
+		"autoscaler.scaleStrategies", "autoscaler.behavior.scaleUp.stabilizationWindowSeconds",
+		"autoscaler.behavior.scaleDown.stabilizationWindowSeconds",
 		"labels", "storage", "cloud.computing.instance_type", "containers", "networking",
 		"runtime.enable_crash_block", "metadata.instance", "metadata.cpu", "metadata.memory", "metadata.gpu",
 		"metadata.gpu_memory", "metadata.gpu_core_percentage", "metadata.cuda", "metadata.resource",

@@ -33,7 +33,7 @@ var noEffect = []struct {
 	why  string
 	when func(*Service) bool
 }{
-	{path: "autoscaler", why: compat + "this server does not autoscale (scale with metadata.instance, or on Kubernetes with an HPA)"},
+	{path: "autoscaler", why: compat + "this server does not autoscale under serve, which runs metadata.instance instances; it takes effect on Kubernetes, where eas-server controller turns it into a HorizontalPodAutoscaler"},
 	{path: "labels", why: compat + "labels are stored with the service but used for nothing here"},
 	{path: "storage", why: compat + "this server mounts no storage; point model_path at the model (oss://, http(s)://, file:// or a local path)"},
 	{path: "containers", why: compat + "this server runs no containers; the built-in processor runs in the server's own process"},
