@@ -24,7 +24,8 @@ build: deps
 run: build
 	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(LOCAL_EXAMPLES),--deploy $(f))
 
-## test-deps: everything the tests need (Debian packages, native libraries)
+## test-deps: everything the tests need (Debian packages, native libraries,
+## the Kubernetes test tools of scripts/build-k8s-tools.sh)
 test-deps: deps
 	bash scripts/install-test-deps.sh
 
@@ -39,9 +40,11 @@ ALLOC_PKGS  := ./pmml ./internal/decompress ./processors ./processors/pmml ./pro
 BENCH_MODULES := trees/bench pmml/bench
 
 ## test: lint, race-enabled tests, allocation tests without -race, the
-## benchmark modules' correctness tests, and the examples validate
+## benchmark modules' correctness tests, and the examples validate.
+## EAS_REQUIRE_K8S=1: a missing Kubernetes test tool fails the tests of
+## internal/kube and deploy instead of skipping them.
 test: test-deps build lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	EAS_REQUIRE_K8S=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
 	GO=$(GO) bash scripts/test-bench-modules.sh
 	./$(BIN) validate $(EXAMPLES)

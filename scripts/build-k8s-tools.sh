@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # build-k8s-tools.sh builds the Kubernetes control plane that tests of a
 # Kubernetes backend run against, without Docker or a kubelet:
-# kube-apiserver and kube-controller-manager from k8s.io/kubernetes on the Go
-# module proxy (a throwaway module requiring it, with one replace line per
-# staging module, as the kubernetes repository's own go.mod has them), and
-# kwok (fake nodes that run no containers). Debian's etcd-server is installed
-# when missing.
+# kube-apiserver, kube-controller-manager and kube-scheduler from
+# k8s.io/kubernetes on the Go module proxy (a throwaway module requiring it,
+# with one replace line per staging module, as the kubernetes repository's own
+# go.mod has them), kwok (fake nodes that run no containers; it schedules
+# nothing, hence kube-scheduler) and helm (the Helm chart test renders with
+# it). Debian's etcd-server is installed when missing.
 #
 # The binaries go to a cache outside the repository, built once per machine
-# (about 12 minutes on 2 cores): $EAS_K8S_TOOLS_DIR, default
-# ${XDG_CACHE_HOME:-~/.cache}/eas-server/k8s-$K8S_VERSION. Prints that
-# directory.
+# (about 20 minutes on 2 cores): $EAS_K8S_TOOLS_DIR, default
+# ${XDG_CACHE_HOME:-~/.cache}/eas-server/k8s-$K8S_VERSION. Only the missing
+# ones are built. Prints that directory.
 #
-# Usage: scripts/build-k8s-tools.sh   (K8S_VERSION=1.37.2 KWOK_VERSION=v0.8.0)
+# Usage: scripts/build-k8s-tools.sh
+#        (K8S_VERSION=1.37.2 KWOK_VERSION=v0.8.0 HELM_VERSION=v3.22.0)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 GO="${GO:-go}"
 dest="${EAS_K8S_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eas-server/k8s-$K8S_VERSION}"
 
@@ -28,60 +31,70 @@ if ! command -v etcd >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server
 fi
 
-if [[ -x "$dest/kube-apiserver" && -x "$dest/kube-controller-manager" && -x "$dest/kwok" ]]; then
+# name:main package, for the binaries built from k8s.io/kubernetes.
+k8s_cmds=(
+	kube-apiserver:k8s.io/kubernetes/cmd/kube-apiserver/app.NewAPIServerCommand
+	kube-controller-manager:k8s.io/kubernetes/cmd/kube-controller-manager/app.NewControllerManagerCommand
+	kube-scheduler:k8s.io/kubernetes/cmd/kube-scheduler/app.NewSchedulerCommand
+)
+missing=()
+for c in "${k8s_cmds[@]}"; do
+	[[ -x "$dest/${c%%:*}" ]] || missing+=("$c")
+done
+if [[ ${#missing[@]} == 0 && -x "$dest/kwok" && -x "$dest/helm" ]]; then
 	echo "$dest"
 	exit 0
 fi
 mkdir -p "$dest"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-cd "$work"
 
-echo "build-k8s-tools: resolving k8s.io/kubernetes v$K8S_VERSION" >&2
-"$GO" mod init eas-server-k8s-tools >/dev/null 2>&1
-gomod="$("$GO" mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-[[ -f "$gomod" ]] || { echo "build-k8s-tools: no go.mod for k8s.io/kubernetes v$K8S_VERSION" >&2; exit 1; }
-staging="v0.${K8S_VERSION#1.}"
-{
-	echo "require k8s.io/kubernetes v$K8S_VERSION"
-	# k8s.io/X => ./staging/src/k8s.io/X becomes k8s.io/X => k8s.io/X v0.<minor>.<patch>
-	sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*$|replace \1 => \1 '"$staging"'|p' "$gomod"
-} >>go.mod
-
-mkdir -p apiserver controllermanager
-cat >apiserver/main.go <<'GO'
+if [[ ${#missing[@]} -gt 0 ]]; then
+	cd "$work"
+	echo "build-k8s-tools: resolving k8s.io/kubernetes v$K8S_VERSION" >&2
+	"$GO" mod init eas-server-k8s-tools >/dev/null 2>&1
+	gomod="$("$GO" mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+	[[ -f "$gomod" ]] || { echo "build-k8s-tools: no go.mod for k8s.io/kubernetes v$K8S_VERSION" >&2; exit 1; }
+	staging="v0.${K8S_VERSION#1.}"
+	{
+		echo "require k8s.io/kubernetes v$K8S_VERSION"
+		# k8s.io/X => ./staging/src/k8s.io/X becomes k8s.io/X => k8s.io/X v0.<minor>.<patch>
+		sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/src/.*$|replace \1 => \1 '"$staging"'|p' "$gomod"
+	} >>go.mod
+	for c in "${missing[@]}"; do
+		name="${c%%:*}" fn="${c#*:}"
+		mkdir -p "$name"
+		cat >"$name/main.go" <<GO
 package main
 
 import (
 	"os"
 
 	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"${fn%.*}"
 )
 
-func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
+func main() { os.Exit(cli.Run(app.${fn##*.}())) }
 GO
-cat >controllermanager/main.go <<'GO'
-package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
-)
-
-func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
-GO
-echo "build-k8s-tools: go mod tidy" >&2
-"$GO" mod tidy >&2
-echo "build-k8s-tools: building kube-apiserver and kube-controller-manager (about 12 minutes on 2 cores)" >&2
-# The version a client reads from /version (kubectl warns on a skew).
-ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
-"$GO" build -trimpath -ldflags "$ldflags" -o "$dest/kube-apiserver.tmp" ./apiserver
-"$GO" build -trimpath -ldflags "$ldflags" -o "$dest/kube-controller-manager.tmp" ./controllermanager
-mv -f "$dest/kube-apiserver.tmp" "$dest/kube-apiserver"
-mv -f "$dest/kube-controller-manager.tmp" "$dest/kube-controller-manager"
-echo "build-k8s-tools: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
-GOBIN="$dest" "$GO" install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+	done
+	echo "build-k8s-tools: go mod tidy" >&2
+	"$GO" mod tidy >&2
+	# The version a client reads from /version (kubectl warns on a skew).
+	ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
+	for c in "${missing[@]}"; do
+		name="${c%%:*}"
+		echo "build-k8s-tools: building $name (the first about 10 minutes on 2 cores, each further one about 3)" >&2
+		"$GO" build -trimpath -ldflags "$ldflags" -o "$dest/$name.tmp" "./$name"
+		mv -f "$dest/$name.tmp" "$dest/$name"
+	done
+	cd - >/dev/null
+fi
+if [[ ! -x "$dest/kwok" ]]; then
+	echo "build-k8s-tools: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
+	GOBIN="$dest" "$GO" install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+fi
+if [[ ! -x "$dest/helm" ]]; then
+	echo "build-k8s-tools: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+	GOBIN="$dest" "$GO" install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
 echo "$dest"
