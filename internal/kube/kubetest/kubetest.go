@@ -117,7 +117,7 @@ func ToolsDir() (string, error) {
 		missing = append(missing, "etcd")
 	}
 	if len(missing) > 0 {
-		return dir, fmt.Errorf("kubetest: %s missing in %s: run scripts/build-k8s-tools.sh (about 15 minutes once per machine)", strings.Join(missing, ", "), dir)
+		return dir, fmt.Errorf("kubetest: %s missing in %s: run scripts/build-k8s-tools.sh (about 20 minutes once per machine)", strings.Join(missing, ", "), dir)
 	}
 	return dir, nil
 }
