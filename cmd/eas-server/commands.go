@@ -20,6 +20,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd(), cacheCmd())
+	root.AddCommand(controllerCmd(), gatewayCmd(), k8sCmd())
 	root.AddCommand(clientCmds()...)
 	return root
 }
