@@ -41,7 +41,7 @@ var _ server.ControlPlane = (*Backend)(nil)
 // become Kubernetes fields.
 func (b *Backend) TakesEffect(path string) bool {
 	switch path {
-	case "autoscaler", "metadata.cpu", "metadata.memory", "metadata.gpu", "metadata.rolling_strategy":
+	case "autoscaler", "metadata.cpu", "metadata.memory", "metadata.gpu", "metadata.rolling_strategy", "metadata.enable_grpc":
 		return true
 	}
 	return false
@@ -51,6 +51,9 @@ func (b *Backend) TakesEffect(path string) bool {
 // would refuse.
 func (b *Backend) check(spec *servicejson.Service) (string, error) {
 	res, err := ResourceName(spec.Name)
+	if err == nil {
+		err = checkKube(spec)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", service.ErrInvalid, err)
 	}
@@ -131,6 +134,8 @@ func (b *Backend) Create(ctx context.Context, spec *servicejson.Service) (servic
 		Spec: body,
 	}
 	if err := b.Client.Create(ctx, es); err != nil {
+		// The Secret has no owner yet: take it back.
+		_ = b.Client.Delete(ctx, sec)
 		if apierrors.IsAlreadyExists(err) {
 			return service.Info{}, fmt.Errorf("service %q: %w", spec.Name, service.ErrExists)
 		}

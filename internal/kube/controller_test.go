@@ -138,7 +138,7 @@ func (k *controller) desc(name string) server.ServiceObject {
 // waitFor polls desc until ok says so.
 func (k *controller) waitFor(name, what string, ok func(server.ServiceObject) bool) server.ServiceObject {
 	k.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(180 * time.Second)
 	var obj server.ServiceObject
 	for time.Now().Before(deadline) {
 		obj = k.desc(name)
@@ -281,6 +281,25 @@ func TestServiceLifecycle(t *testing.T) {
 	}
 	k.waitFor("my_echo", "Running again", running(2))
 
+	// A new token alone: the Secret changes and the pod template changes, so the
+	// pods roll onto it (kwok's pods are not waited for here: over etcd 3.4
+	// a third rollout in a row can stall for minutes).
+	k.mustCall(200, "PUT", "/api/v2/services/local/my_echo", strings.Replace(echoJSON("my_echo", 2, `, "model_config": {"sleep_ms": 1}`), "tok-my_echo-secret", "tok-my_echo-rotated", 1), nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		k.get("eas-my-echo", &dep)
+		if dep.Spec.Template.Annotations[annotationTokenGeneration] == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a new token did not roll the pods: template annotations %v", dep.Spec.Template.Annotations)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if obj := k.desc("my_echo"); obj.AccessToken != "tok-my_echo-rotated" {
+		t.Errorf("desc token after rotation: %q", obj.AccessToken)
+	}
+
 	// Delete: everything goes, through owner references.
 	k.mustCall(200, "DELETE", "/api/v2/services/local/my_echo", nil, nil)
 	if code, _ := k.call("GET", "/api/v2/services/local/my_echo", nil); code != 404 {
@@ -350,6 +369,7 @@ func TestInvalidWritesNothing(t *testing.T) {
 		`{"name": "bad", "processor": "echo", "model_config": {"no_such_key": 1}, "metadata": {"instance": 1}}`,
 		`{"name": "bad_", "processor": "echo", "metadata": {"instance": 1}}`,
 		`{"name": "bad", "processor": "echo", "metadata": {"instance": 1}, "autoscaler": {"min": 1, "max": 3, "scaleStrategies": [{"metricName": "gpu", "threshold": 5}]}}`,
+		`{"name": "bad", "processor": "echo", "metadata": {"instance": 1}, "autoscaler": {"min": 1, "max": 3, "scaleStrategies": [{"metricName": "cpu", "threshold": 50}]}}`,
 	} {
 		code, out := k.call("POST", "/api/v2/services", body)
 		if code != 400 {

@@ -76,6 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}). // a new token rolls the pods
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Watches(&corev1.Pod{}, podToService).
 		Complete(r)
@@ -104,6 +105,9 @@ func ParseSpec(es *EASService, maxModelBytes int64) (*servicejson.Service, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkKube(spec); err != nil {
+		return nil, err
+	}
 	if want != es.Name {
 		return nil, fmt.Errorf("name: %q belongs in an EASService named %q, not %q; rename one of them", spec.Name, want, es.Name)
 	}
@@ -111,6 +115,16 @@ func ParseSpec(es *EASService, maxModelBytes int64) (*servicejson.Service, error
 		return nil, err
 	}
 	return spec, nil
+}
+
+// checkKube refuses what only Kubernetes cannot run.
+func checkKube(spec *servicejson.Service) error {
+	if a := spec.Autoscaler; a != nil && spec.Metadata.CPU == 0 {
+		if _, ok := a.Strategy(servicejson.MetricCPU); ok || len(a.Strategies) == 0 {
+			return errors.New(`autoscaler: scaling on cpu (given, or the HPA's default when no strategy is) needs metadata.cpu: the HPA measures use as a percent of the pods' CPU request; set "metadata": {"cpu": N} or scale on qps`)
+		}
+	}
+	return nil
 }
 
 // Reconcile makes one service right.

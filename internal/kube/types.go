@@ -39,7 +39,7 @@ type EASService struct {
 // Status is what the controller writes back.
 type Status struct {
 	// Status is the EAS status word: Creating, Running, Updating, Waiting,
-	// Failed or Stopped.
+	// Failed, Stopping or Stopped.
 	Status  string `json:"status,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

@@ -267,6 +267,12 @@ func Start(crdPaths ...string) (_ *Cluster, err error) {
 		// (envtest writes it beside the serving certificate).
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
 		"--root-ca-file="+rootCA,
+		// A controller with these gates waits until its informers have
+		// seen its own writes; over etcd 3.4 the API server cannot ask
+		// for watch progress (RequestWatchProgress), so that wait lasts
+		// until some unrelated event and rollouts stall for minutes.
+		"--feature-gates=StaleControllerConsistencyReplicaSet=false,StaleControllerConsistencyHPA=false,"+
+			"StaleControllerConsistencyDaemonSet=false,StaleControllerConsistencyJob=false,StaleControllerConsistencyStatefulSet=false",
 	)
 	if err != nil {
 		return nil, err
