@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eas-server/eas-server/internal/server"
 )
@@ -23,6 +24,10 @@ func TestChangeAnswerWarnings(t *testing.T) {
 	must(t, json.Unmarshal([]byte(r.body), &ans))
 	if ans.ServiceName != "warned" || len(ans.Warnings) != 1 || !strings.HasPrefix(ans.Warnings[0], "autoscaler: accepted for EAS compatibility") {
 		t.Fatalf("create answered %s", r.body)
+	}
+	// A modify while the create still loads is refused (409): wait.
+	for i := 0; i < 200 && strings.Contains(do(t, "GET", st.URL+"/api/v2/services/local/warned", nil, h).body, `"Status":"Creating"`); i++ {
+		time.Sleep(25 * time.Millisecond)
 	}
 	r = do(t, "PUT", st.URL+"/api/v2/services/local/warned", []byte(`{"name":"warned","processor":"echo","metadata":{"instance":1,"memory":2000}}`), h)
 	ans = server.ChangeAnswer{}
