@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -51,16 +52,16 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 				resp, err := client.Do(req)
 				if err != nil {
 					// A new connection the kernel queued as the listener
-					// closed is reset, not refused: the same answer to a
-					// client that came too late.
-					lateNew := !reused && errors.Is(err, syscall.ECONNRESET) && afterDelay.Load()
+					// closed is reset or cut (EOF), not refused: the same
+					// answer to a client that came too late.
+					lateNew := !reused && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)) && afterDelay.Load()
 					if errors.Is(err, syscall.ECONNREFUSED) || lateNew {
 						refused.Add(1)
 						time.Sleep(20 * time.Millisecond)
 						continue
 					}
 					mu.Lock()
-					failures = append(failures, err.Error())
+					failures = append(failures, fmt.Sprintf("%v (reused connection: %v)", err, reused))
 					mu.Unlock()
 					continue
 				}
