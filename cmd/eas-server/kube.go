@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/kube"
@@ -29,7 +31,7 @@ type podFlags struct {
 
 func (f *podFlags) add(cmd *cobra.Command, defaultImage string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.namespace, "namespace", kube.DefaultNamespace(), "namespace of the services' objects (default $POD_NAMESPACE, else default)")
+	fl.StringVar(&f.namespace, "namespace", kube.DefaultNamespace(), "namespace of the services' objects; its default is $POD_NAMESPACE when set")
 	fl.StringVar(&f.image, "image", defaultImage, "image the service pods run (built from deploy/Containerfile)")
 	fl.StringVar(&f.pullPolicy, "image-pull-policy", "", "Always, IfNotPresent or Never (default: Kubernetes' rule for the tag)")
 	fl.StringVar(&f.cachePVC, "cache-pvc", "", "PersistentVolumeClaim the pods share as their model cache, so they restart warm (default: an emptyDir per pod)")
@@ -47,12 +49,43 @@ func (f *podFlags) options() (kube.Options, error) {
 		CachePVC: f.cachePVC, OSSSecret: f.ossSecret, ShutdownGrace: f.grace}, nil
 }
 
+// clusterFlags are what controller and gateway share: where the API
+// server is, where to listen, how to log.
+type clusterFlags struct {
+	kubeconfig, listen, logLevel, logFormat string
+}
+
+func (f *clusterFlags) add(cmd *cobra.Command, listenHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the pod's service account)")
+	fl.StringVar(&f.listen, "listen", ":8080", listenHelp)
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+}
+
+// open makes the logger, reads the API server's config and listens.
+func (f *clusterFlags) open() (*slog.Logger, *rest.Config, net.Listener, error) {
+	log, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg, err := kube.RestConfig(f.kubeconfig)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--listen: %w", err)
+	}
+	return log, cfg, ln, nil
+}
+
 func controllerCmd() *cobra.Command {
 	var (
-		pf                         podFlags
-		kubeconfig, listen, region string
-		logLevel, logFormat        string
-		maxModel                   int64
+		pf       podFlags
+		cf       clusterFlags
+		region   string
+		maxModel int64
 	)
 	cmd := &cobra.Command{
 		Use:   "controller",
@@ -62,10 +95,6 @@ func controllerCmd() *cobra.Command {
 			"Secret, an HPA) in one namespace. The admin token comes from $" + auth.AdminTokenEnv + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel, logFormat)
-			if err != nil {
-				return err
-			}
 			if pf.image == "" {
 				return fmt.Errorf("--image: required: the image the service pods run (built from deploy/Containerfile)")
 			}
@@ -73,13 +102,9 @@ func controllerCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := kube.RestConfig(kubeconfig)
+			log, cfg, ln, err := cf.open()
 			if err != nil {
 				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
 			}
 			return kube.RunController(cmd.Context(), kube.ControllerConfig{
 				Rest: cfg, Listener: ln, AdminToken: strings.TrimSpace(os.Getenv(auth.AdminTokenEnv)), Region: region,
@@ -88,44 +113,32 @@ func controllerCmd() *cobra.Command {
 		},
 	}
 	pf.add(cmd, "")
+	cf.add(cmd, "address of the control plane API, /healthz and /readyz")
 	fl := cmd.Flags()
-	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the pod's service account)")
-	fl.StringVar(&listen, "listen", ":8080", "address of the control plane API, /healthz and /readyz")
 	fl.StringVar(&region, "region", "", "region shown in service objects (default local)")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	fl.Int64Var(&maxModel, "max-model-size", processors.DefaultMaxModelBytes, "the model size bound create and modify check service.json against, as serve does")
 	return cmd
 }
 
 func gatewayCmd() *cobra.Command {
-	var kubeconfig, listen, namespace, logLevel, logFormat string
+	var (
+		cf        clusterFlags
+		namespace string
+	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "One endpoint for every service on Kubernetes: proxies /api/predict/<name> to its pods",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel, logFormat)
+			log, cfg, ln, err := cf.open()
 			if err != nil {
 				return err
-			}
-			cfg, err := kube.RestConfig(kubeconfig)
-			if err != nil {
-				return err
-			}
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("--listen: %w", err)
 			}
 			return kube.RunGateway(cmd.Context(), kube.GatewayConfig{Rest: cfg, Listener: ln, Namespace: namespace, Log: log})
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the pod's service account)")
-	fl.StringVar(&listen, "listen", ":8080", "address to serve on")
-	fl.StringVar(&namespace, "namespace", kube.DefaultNamespace(), "namespace of the services (default $POD_NAMESPACE, else default)")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&logFormat, "log-format", "text", "text or json")
+	cf.add(cmd, "address to serve on")
+	cmd.Flags().StringVar(&namespace, "namespace", kube.DefaultNamespace(), "namespace of the services; its default is $POD_NAMESPACE when set")
 	return cmd
 }
 

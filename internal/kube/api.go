@@ -47,22 +47,6 @@ func (b *Backend) TakesEffect(path string) bool {
 	return false
 }
 
-// check refuses, before anything is written, what the reconcile loop
-// would refuse.
-func (b *Backend) check(spec *servicejson.Service) (string, error) {
-	res, err := ResourceName(spec.Name)
-	if err == nil {
-		err = checkKube(spec)
-	}
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", service.ErrInvalid, err)
-	}
-	if err := service.Precheck(spec, b.MaxModelBytes); err != nil {
-		return "", err
-	}
-	return res, nil
-}
-
 func (b *Backend) key(name string) (types.NamespacedName, error) {
 	res, err := ResourceName(name)
 	if err != nil {
@@ -89,7 +73,7 @@ func (b *Backend) get(ctx context.Context, name string) (*EASService, error) {
 // Create writes the token Secret, then the EASService whose spec is the
 // service.json less its token.
 func (b *Backend) Create(ctx context.Context, spec *servicejson.Service) (service.Info, error) {
-	res, err := b.check(spec)
+	res, err := Validate(spec, b.MaxModelBytes)
 	if err != nil {
 		return service.Info{}, err
 	}
@@ -150,7 +134,7 @@ func (b *Backend) Update(ctx context.Context, name string, spec *servicejson.Ser
 	if spec.Name != name {
 		return service.Info{}, fmt.Errorf("%w: name: the service.json names %q but the request is for %q; a service cannot be renamed (create the new one, then delete the old)", service.ErrInvalid, spec.Name, name)
 	}
-	if _, err := b.check(spec); err != nil {
+	if _, err := Validate(spec, b.MaxModelBytes); err != nil {
 		return service.Info{}, err
 	}
 	es, err := b.get(ctx, name)
@@ -178,7 +162,7 @@ func (b *Backend) Update(ctx context.Context, name string, spec *servicejson.Ser
 
 func (b *Backend) setToken(ctx context.Context, es *EASService, tok string) error {
 	var sec corev1.Secret
-	obj := "eas-" + es.Name
+	obj := es.objectName()
 	if err := b.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: TokenSecretName(obj)}, &sec); err != nil {
 		return fmt.Errorf("token secret: %w", err)
 	}
@@ -263,7 +247,7 @@ func (b *Backend) SwitchVersion(ctx context.Context, name string, v int) (servic
 		return service.Info{}, err
 	}
 	var cm corev1.ConfigMap
-	if err := b.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: ConfigMapName("eas-"+es.Name, int64(v))}, &cm); err != nil {
+	if err := b.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: ConfigMapName(es.objectName(), int64(v))}, &cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return service.Info{}, fmt.Errorf("service %q has no version %d (see its versions list): %w", name, v, service.ErrInvalid)
 		}
@@ -283,7 +267,7 @@ func (b *Backend) Events(ctx context.Context, name string) ([]server.EventObject
 	if err != nil {
 		return nil, err
 	}
-	obj := "eas-" + es.Name
+	obj := es.objectName()
 	mine := map[string]bool{Kind + "/" + es.Name: true, "Deployment/" + obj: true, "HorizontalPodAutoscaler/" + obj: true}
 	var rs appsv1.ReplicaSetList
 	if err := b.Client.List(ctx, &rs, client.InNamespace(es.Namespace), client.MatchingLabels(selectorLabels(obj))); err != nil {
@@ -331,7 +315,7 @@ func (b *Backend) Instances(ctx context.Context, name string) ([]server.Instance
 		return nil, err
 	}
 	var pods corev1.PodList
-	if err := b.Client.List(ctx, &pods, client.InNamespace(es.Namespace), client.MatchingLabels(selectorLabels("eas-"+es.Name))); err != nil {
+	if err := b.Client.List(ctx, &pods, client.InNamespace(es.Namespace), client.MatchingLabels(selectorLabels(es.objectName()))); err != nil {
 		return nil, err
 	}
 	out := []server.InstanceObject{}
@@ -380,7 +364,7 @@ func (b *Backend) Versions(ctx context.Context, name string) (server.VersionList
 	if err != nil {
 		return server.VersionList{}, err
 	}
-	list, err := versionConfigMaps(ctx, b.Client, es.Namespace, "eas-"+es.Name)
+	list, err := versionConfigMaps(ctx, b.Client, es.Namespace, es.objectName())
 	if err != nil {
 		return server.VersionList{}, err
 	}
@@ -447,7 +431,7 @@ func (b *Backend) info(ctx context.Context, es *EASService) (service.Info, error
 		}
 	}
 	var sec corev1.Secret
-	err := b.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: TokenSecretName("eas-" + es.Name)}, &sec)
+	err := b.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: TokenSecretName(es.objectName())}, &sec)
 	switch {
 	case err == nil:
 		in.Token = string(sec.Data[TokenKey])

@@ -61,9 +61,7 @@ func (g *Gateway) Start(ctx context.Context, cs kubernetes.Interface) {
 	g.proxy = &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			target, _ := url.Parse(pr.In.Header.Get(upstreamHeader))
-			pr.Out.Header.Del(upstreamHeader)
-			pr.SetURL(target)
+			pr.SetURL(pr.In.Context().Value(upstreamKey{}).(*url.URL))
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -73,9 +71,9 @@ func (g *Gateway) Start(ctx context.Context, cs kubernetes.Interface) {
 	}
 }
 
-// upstreamHeader carries the chosen upstream from ServeHTTP to Rewrite
-// inside this process; it is removed before the request leaves.
-const upstreamHeader = "X-Eas-Gateway-Upstream"
+// upstreamKey carries the chosen upstream from ServeHTTP to Rewrite in
+// the request's context.
+type upstreamKey struct{}
 
 // ServeHTTP routes one request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -107,8 +105,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("service %q: unauthorized: the token is missing or wrong", name), http.StatusUnauthorized)
 		return
 	}
-	r.Header.Set(upstreamHeader, g.Upstream(obj))
-	g.proxy.ServeHTTP(w, r)
+	target, err := url.Parse(g.Upstream(obj))
+	if err != nil {
+		http.Error(w, "gateway: bad upstream for "+obj+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, target)))
 }
 
 // serviceOf finds the service a data-plane path names.

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/eas-server/eas-server/internal/syncbuf"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -109,7 +108,7 @@ func TestPodTemplateRuns(t *testing.T) {
 			args[i] = mounts[best] + strings.TrimPrefix(a, best)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	for _, e := range c.Env {
@@ -218,25 +217,6 @@ func TestPodTemplateRuns(t *testing.T) {
 	}
 }
 
-// syncBuffer is the child's output, written by exec's copier while the
-// test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func writeFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
@@ -254,7 +234,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func waitStatus(t *testing.T, url string, want int, logs *syncBuffer) {
+func waitStatus(t *testing.T, url string, want int, logs *syncbuf.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,30 +103,35 @@ func ParseSpec(es *EASService, maxModelBytes int64) (*servicejson.Service, error
 	if err != nil {
 		return nil, err
 	}
-	want, err := ResourceName(spec.Name)
+	want, err := Validate(spec, maxModelBytes)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkKube(spec); err != nil {
 		return nil, err
 	}
 	if want != es.Name {
 		return nil, fmt.Errorf("name: %q belongs in an EASService named %q, not %q; rename one of them", spec.Name, want, es.Name)
 	}
-	if err := service.Precheck(spec, maxModelBytes); err != nil {
-		return nil, err
-	}
 	return spec, nil
 }
 
-// checkKube refuses what only Kubernetes cannot run.
-func checkKube(spec *servicejson.Service) error {
+// Validate checks a parsed service.json the way both doors must before
+// anything is written: its name must make Kubernetes names (it returns
+// the EASService's), what only Kubernetes cannot run is refused, and the
+// processor must accept the config (service.Precheck). Errors wrap
+// service.ErrInvalid.
+func Validate(spec *servicejson.Service, maxModelBytes int64) (string, error) {
+	res, err := ResourceName(spec.Name)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", service.ErrInvalid, err)
+	}
 	if a := spec.Autoscaler; a != nil && spec.Metadata.CPU == 0 {
 		if _, ok := a.Strategy(servicejson.MetricCPU); ok || len(a.Strategies) == 0 {
-			return errors.New(`autoscaler: scaling on cpu (given, or the HPA's default when no strategy is) needs metadata.cpu: the HPA measures use as a percent of the pods' CPU request; set "metadata": {"cpu": N} or scale on qps`)
+			return "", fmt.Errorf(`%w: autoscaler: scaling on cpu (given, or the HPA's default when no strategy is) needs metadata.cpu: the HPA measures use as a percent of the pods' CPU request; set "metadata": {"cpu": N} or scale on qps`, service.ErrInvalid)
 		}
 	}
-	return nil
+	if err := service.Precheck(spec, maxModelBytes); err != nil {
+		return "", err
+	}
+	return res, nil
 }
 
 // Reconcile makes one service right.
@@ -136,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !es.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil // owner references let the garbage collector remove the rest
 	}
-	st := es.Status
+	st := es.DeepCopy().Status // SetStatusCondition edits in place
 	st.ObservedGeneration = es.Generation
 	spec, err := ParseSpec(&es, r.MaxModelBytes)
 	if err != nil {
@@ -147,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.writeStatus(ctx, &es, st)
 	}
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: "SpecValid", Status: metav1.ConditionTrue, Reason: "Valid", ObservedGeneration: es.Generation})
-	obj, _ := ObjectName(spec.Name) // ParseSpec checked it
+	obj := es.objectName()
 	tokenGeneration, err := r.ensureToken(ctx, &es, spec, obj)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -194,14 +201,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.pruneVersions(ctx, &es, obj); err != nil {
 		r.Log.Warn("pruning old versions", "service", spec.Name, "err", err)
 	}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: es.Namespace, Name: obj}, &dep); err != nil {
-		return reconcile.Result{}, err
-	}
 	pods, err := r.pods(ctx, es.Namespace, obj)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	status(&st, &es, &dep, pods, replicas)
+	status(&st, &es, objs.Deployment, pods, replicas) // the apply's answer: the Deployment as it is now
 	return reconcile.Result{}, r.writeStatus(ctx, &es, st)
 }
 
@@ -215,7 +219,14 @@ func (r *Reconciler) ensureToken(ctx context.Context, es *EASService, spec *serv
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: es.Namespace, Name: TokenSecretName(obj)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, sec, func() error {
 		m := objectMeta(spec.Name, sec.Name, es.Namespace)
-		sec.Labels, sec.Annotations = mergeMap(sec.Labels, m.Labels), mergeMap(sec.Annotations, m.Annotations)
+		if sec.Labels == nil {
+			sec.Labels = map[string]string{}
+		}
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
+		}
+		maps.Copy(sec.Labels, m.Labels)
+		maps.Copy(sec.Annotations, m.Annotations)
 		sec.Type = corev1.SecretTypeOpaque
 		switch {
 		case !spec.Token.IsZero():
@@ -325,7 +336,7 @@ func (r *Reconciler) pods(ctx context.Context, ns, obj string) ([]corev1.Pod, er
 // writeStatus writes st when it differs from what es has, and records the
 // change of status word as an event on es.
 func (r *Reconciler) writeStatus(ctx context.Context, es *EASService, st Status) error {
-	if statusEqual(es.Status, st) {
+	if equality.Semantic.DeepEqual(es.Status, st) {
 		return nil
 	}
 	before := es.Status.Status
@@ -345,21 +356,6 @@ func (r *Reconciler) writeStatus(ctx context.Context, es *EASService, st Status)
 		r.Recorder.Eventf(es, nil, kind, st.Status, "Reconcile", "%s", capMessage(note))
 	}
 	return nil
-}
-
-func statusEqual(a, b Status) bool {
-	if a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message || a.CurrentVersion != b.CurrentVersion ||
-		a.ObservedGeneration != b.ObservedGeneration || a.Replicas != b.Replicas || a.ReadyReplicas != b.ReadyReplicas ||
-		a.UpdatedReplicas != b.UpdatedReplicas || len(a.Conditions) != len(b.Conditions) {
-		return false
-	}
-	for i := range a.Conditions {
-		x, y := a.Conditions[i], b.Conditions[i]
-		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
-			return false
-		}
-	}
-	return true
 }
 
 // status sets the EAS status from the Deployment and its pods: Running
@@ -440,16 +436,6 @@ func podTrouble(pods []corev1.Pod, version string) (reason, msg string, failed b
 		}
 	}
 	return "", "", false
-}
-
-func mergeMap(dst, src map[string]string) map[string]string {
-	if dst == nil {
-		dst = map[string]string{}
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-	return dst
 }
 
 // capMessage keeps a condition or event message within what the API

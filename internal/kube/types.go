@@ -36,6 +36,10 @@ type EASService struct {
 	Status Status          `json:"status,omitempty"`
 }
 
+// objectName is the name of the service's Deployment, Service and HPA
+// (ObjectName of its service; ParseSpec holds the two names together).
+func (in *EASService) objectName() string { return "eas-" + in.Name }
+
 // Status is what the controller writes back.
 type Status struct {
 	// Status is the EAS status word: Creating, Running, Updating, Waiting,

@@ -75,9 +75,6 @@ func WriteYAML(w io.Writer, objects ...any) error {
 			return err
 		}
 		delete(m, "status")
-		if md, ok := m["metadata"].(map[string]any); ok {
-			delete(md, "creationTimestamp")
-		}
 		scrubCreationTimestamps(m)
 		y, err := yaml.Marshal(m)
 		if err != nil {
@@ -90,8 +87,8 @@ func WriteYAML(w io.Writer, objects ...any) error {
 	return err
 }
 
-// scrubCreationTimestamps drops the null creationTimestamp of nested
-// templates (a Deployment's pod template).
+// scrubCreationTimestamps drops every null creationTimestamp: the
+// object's own and its templates' (a Deployment's pod template).
 func scrubCreationTimestamps(v any) {
 	switch t := v.(type) {
 	case map[string]any:

@@ -1,37 +1,18 @@
 package server_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/syncbuf"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
 )
-
-// syncBuffer is a log sink safe for the handlers' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRequestID: every data-plane answer carries X-Request-Id, the
 // client's own when sane, else a fresh one per request; control and
@@ -73,7 +54,7 @@ func TestRequestID(t *testing.T) {
 // read; a request refused before its body was read shows 0), never the
 // token or the body; without it nothing is logged.
 func TestAccessLog(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	lg := slog.New(slog.NewTextHandler(&buf, nil))
 	s := newStack(t, server.Options{AccessLog: lg}, `{"name":"echo","processor":"echo","token":"SECRET-TOKEN","metadata":{"instance":1}}`)
 	do(t, "POST", s.URL+"/api/predict/echo?q=1", []byte("BODY-CONTENT"), map[string]string{"Authorization": "SECRET-TOKEN", "X-Request-Id": "rid-1"})
@@ -101,7 +82,7 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 
-	var quiet syncBuffer
+	var quiet syncbuf.Buffer
 	q := newStack(t, server.Options{Logger: slog.New(slog.NewTextHandler(&quiet, nil))}, echoT)
 	do(t, "POST", q.URL+"/api/predict/echo", []byte("x"), map[string]string{"Authorization": "T"})
 	if strings.Contains(quiet.String(), "msg=access") {
@@ -135,7 +116,7 @@ func TestDataPlaneMetrics(t *testing.T) {
 // TestGRPCRequestID: a gRPC infer call gets x-request-id in its response
 // header, its own when sane, and an access line.
 func TestGRPCRequestID(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	client := teststack.New(t, teststack.Options{Server: server.Options{AccessLog: slog.New(slog.NewTextHandler(&buf, nil))}}, echoT).GRPC(t)
 	for _, sent := range []string{"", "grpc-rid-7"} {
 		ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "T")

@@ -1,12 +1,10 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/syncbuf"
 	"github.com/eas-server/eas-server/storage"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // gauge reads one series of reg; -1 when it does not exist.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
@@ -78,7 +60,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[strin
 func TestLifecycleMetricsAndLog(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	m := NewManager(Options{StateDir: t.TempDir(), Metrics: mt, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer m.Shutdown(context.Background())
 
