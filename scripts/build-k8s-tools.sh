@@ -5,8 +5,11 @@
 # k8s.io/kubernetes on the Go module proxy (a throwaway module requiring it,
 # with one replace line per staging module, as the kubernetes repository's own
 # go.mod has them), kwok (fake nodes that run no containers; it schedules
-# nothing, hence kube-scheduler) and helm (the Helm chart test renders with
-# it). Debian's etcd-server is installed when missing.
+# nothing, hence kube-scheduler), helm (the Helm chart test renders with
+# it) and etcd from go.etcd.io/etcd/server/v3. Debian's etcd-server (3.4.23)
+# is too old: kube-apiserver cannot ask it for watch progress
+# (RequestWatchProgress), so every informer's watch keeps failing and
+# falling back, and rollouts stall for minutes.
 #
 # The binaries go to a cache outside the repository, built once per machine
 # (about 20 minutes on 2 cores): $EAS_K8S_TOOLS_DIR, default
@@ -14,22 +17,15 @@
 # ones are built. Prints that directory.
 #
 # Usage: scripts/build-k8s-tools.sh
-#        (K8S_VERSION=1.37.2 KWOK_VERSION=v0.8.0 HELM_VERSION=v3.22.0)
+#        (K8S_VERSION=1.37.2 KWOK_VERSION=v0.8.0 HELM_VERSION=v3.22.0 ETCD_VERSION=v3.6.16)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 GO="${GO:-go}"
 dest="${EAS_K8S_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eas-server/k8s-$K8S_VERSION}"
-
-if ! command -v etcd >/dev/null; then
-	sudo=""
-	[[ "$(id -u)" == 0 ]] || sudo="sudo"
-	echo "build-k8s-tools: installing etcd-server from Debian" >&2
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server
-fi
 
 # name:main package, for the binaries built from k8s.io/kubernetes.
 k8s_cmds=(
@@ -41,7 +37,7 @@ missing=()
 for c in "${k8s_cmds[@]}"; do
 	[[ -x "$dest/${c%%:*}" ]] || missing+=("$c")
 done
-if [[ ${#missing[@]} == 0 && -x "$dest/kwok" && -x "$dest/helm" ]]; then
+if [[ ${#missing[@]} == 0 && -x "$dest/kwok" && -x "$dest/helm" && -x "$dest/etcd" ]]; then
 	echo "$dest"
 	exit 0
 fi
@@ -96,5 +92,31 @@ fi
 if [[ ! -x "$dest/helm" ]]; then
 	echo "build-k8s-tools: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
 	GOBIN="$dest" "$GO" install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+if [[ ! -x "$dest/etcd" ]]; then
+	# go install refuses the etcd server module (its go.mod has replace
+	# lines), so a throwaway module requires it and builds its main.
+	echo "build-k8s-tools: building etcd $ETCD_VERSION (about a minute)" >&2
+	etcdwork="$work/etcd"
+	mkdir -p "$etcdwork"
+	(
+		cd "$etcdwork"
+		"$GO" mod init eas-server-etcd >/dev/null 2>&1
+		cat >main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+		"$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2
+		"$GO" mod tidy >&2
+		"$GO" build -trimpath -o "$dest/etcd.tmp" .
+		mv -f "$dest/etcd.tmp" "$dest/etcd"
+	)
 fi
 echo "$dest"

@@ -67,7 +67,7 @@ var NodeCapacity = corev1.ResourceList{
 }
 
 // binaries are the files Start needs in ToolsDir.
-var binaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
 // controllers are the kube-controller-manager controllers that run.
 var controllers = []string{
@@ -95,9 +95,8 @@ const startTimeout = 60 * time.Second
 
 // ToolsDir returns the directory of the binaries scripts/build-k8s-tools.sh
 // builds: $EAS_K8S_TOOLS_DIR, else ${XDG_CACHE_HOME:-~/.cache}/eas-server/k8s-<K8sVersion>.
-// It fails, saying to run that script, when one of kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok is missing there or etcd
-// is not found (ETCD, /usr/bin/etcd or etcd on PATH).
+// It fails, saying to run that script, when one of etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok is missing there.
 func ToolsDir() (string, error) {
 	dir := os.Getenv("EAS_K8S_TOOLS_DIR")
 	if dir == "" {
@@ -113,23 +112,10 @@ func ToolsDir() (string, error) {
 			missing = append(missing, b)
 		}
 	}
-	if _, err := etcdPath(); err != nil {
-		missing = append(missing, "etcd")
-	}
 	if len(missing) > 0 {
 		return dir, fmt.Errorf("kubetest: %s missing in %s: run scripts/build-k8s-tools.sh (about 20 minutes once per machine)", strings.Join(missing, ", "), dir)
 	}
 	return dir, nil
-}
-
-func etcdPath() (string, error) {
-	if p := os.Getenv("ETCD"); p != "" {
-		return p, nil
-	}
-	if fi, err := os.Stat("/usr/bin/etcd"); err == nil && !fi.IsDir() {
-		return "/usr/bin/etcd", nil
-	}
-	return exec.LookPath("etcd")
 }
 
 // Cluster is a running control plane with one fake Node, NodeName: Ready,
@@ -167,10 +153,9 @@ func Start(crdPaths ...string) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := etcdPath()
-	if err != nil {
-		return nil, err
-	}
+	// The script's etcd, not Debian's 3.4: kube-apiserver needs a newer
+	// one to serve watch progress (see scripts/build-k8s-tools.sh).
+	etcd := filepath.Join(tools, "etcd")
 	dir, err := os.MkdirTemp("", "kubetest-")
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: %w", err)
@@ -267,12 +252,6 @@ func Start(crdPaths ...string) (_ *Cluster, err error) {
 		// (envtest writes it beside the serving certificate).
 		"--service-account-private-key-file="+filepath.Join(certDir, "sa-signer.key"),
 		"--root-ca-file="+rootCA,
-		// A controller with these gates waits until its informers have
-		// seen its own writes; over etcd 3.4 the API server cannot ask
-		// for watch progress (RequestWatchProgress), so that wait lasts
-		// until some unrelated event and rollouts stall for minutes.
-		"--feature-gates=StaleControllerConsistencyReplicaSet=false,StaleControllerConsistencyHPA=false,"+
-			"StaleControllerConsistencyDaemonSet=false,StaleControllerConsistencyJob=false,StaleControllerConsistencyStatefulSet=false",
 	)
 	if err != nil {
 		return nil, err
@@ -370,10 +349,6 @@ func (c *Cluster) startProc(tools, name string, args ...string) (*proc, error) {
 	p.cmd.Stdout = f
 	p.cmd.Stderr = f
 	p.cmd.SysProcAttr = sysProcAttr()
-	// kwok's client-go (v0.36) asks for watch-list streams, which
-	// kube-apiserver refuses over etcd 3.4 (no RequestWatchProgress) and the
-	// client then falls back from, logging it on every watch.
-	p.cmd.Env = append(os.Environ(), "KUBE_FEATURE_WatchListClient=false")
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("kubetest: starting %s: %w", name, err)
 	}
