@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/eas-server/eas-server/internal/syncbuf"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -133,17 +133,8 @@ func TestPodTemplateRuns(t *testing.T) {
 	waitStatus(t, base+c.LivenessProbe.HTTPGet.Path, 200, logs)
 
 	predict := func(url, tok string) (int, string) {
-		req, _ := http.NewRequest("POST", url+"/api/predict/pod_echo", strings.NewReader("hello pod"))
-		if tok != "" {
-			req.Header.Set("Authorization", tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, b, _ := teststack.Do(t, "POST", url+"/api/predict/pod_echo", tok, []byte("hello pod"))
+		return code, string(b)
 	}
 	if code, body := predict(base, token); code != 200 || body != "hello pod" {
 		t.Fatalf("predict with the Secret's token: %d %q\n%s", code, body, logs.String())
@@ -187,10 +178,8 @@ func TestPodTemplateRuns(t *testing.T) {
 	if code, _ := predict(gs.URL, "wrong"); code != 401 {
 		t.Errorf("gateway, wrong token: %d, want the pod's 401", code)
 	}
-	req, _ := http.NewRequest("POST", gs.URL+"/api/predict/no_such_service", strings.NewReader("x"))
-	req.Header.Set("Authorization", token)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
-		t.Errorf("gateway, unknown service: %v %v, want 401", resp, err)
+	if code, body, _ := teststack.Do(t, "POST", gs.URL+"/api/predict/no_such_service", token, []byte("x")); code != 401 {
+		t.Errorf("gateway, unknown service: %d %s, want 401", code, body)
 	}
 	if resp, err := http.Get(gs.URL + "/elsewhere"); err != nil || resp.StatusCode != 404 {
 		t.Errorf("gateway, other path: %v %v, want 404", resp, err)

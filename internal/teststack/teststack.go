@@ -6,8 +6,11 @@
 package teststack
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -99,4 +102,34 @@ func (s *Stack) GRPC(t testing.TB) kservegrpc.GRPCInferenceServiceClient {
 		gs.Stop()
 	})
 	return kservegrpc.NewGRPCInferenceServiceClient(conn)
+}
+
+// Do sends one request, with token as its Authorization ("" sends none)
+// and header as name, value pairs, and returns the answer's status, body
+// and header. A request that gets no answer is an error of the test (not
+// fatal, so that goroutines may call Do): status 0, the error as the body.
+func Do(t testing.TB, method, url, token string, body []byte, header ...string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, []byte(err.Error()), nil
+	}
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, []byte(err.Error()), nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("reading the answer to %s %s: %v", method, url, err)
+	}
+	return resp.StatusCode, b, resp.Header
 }

@@ -1,12 +1,9 @@
 package easycv
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,15 +25,8 @@ func TestHTTPBatching(t *testing.T) {
 		fmt.Sprintf(`{"name":"batched","processor":"easycv","model_path":%q,"model_config":"{\"type\":\"TorchClassifier\",\"topk\":2}","token":"T",
 			"metadata":{"instance":1,"cpu":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":16,"max_batch_timeout":50,"max_queue_size":1000}}}`, model))
 	post := func(svc string, body []byte) (int, []byte) {
-		req, _ := http.NewRequest("POST", srv.URL+"/api/predict/"+svc, bytes.NewReader(body))
-		req.Header.Set("Authorization", "T")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, []byte(err.Error())
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		code, b, _ := teststack.Do(t, "POST", srv.URL+"/api/predict/"+svc, "T", body)
+		return code, b
 	}
 
 	names := []string{"rgb_300x200.png", "rgb_150x400.png", "gray_640x480.png", "rgba_256x256.png", "palette_97x131.png", "photo_500x375.jpg"}

@@ -1,11 +1,8 @@
 package onnx_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 
 	"github.com/eas-server/eas-server/internal/teststack"
@@ -26,15 +23,8 @@ func TestTorchScriptOverHTTP(t *testing.T) {
 		`{"name":"ox","processor":"pytorch_cpu_1.10","model_path":"testdata/mlp.onnx","token":"T","metadata":{"instance":1,"cpu":1}}`)
 	do := func(method, p string, body []byte) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+p, bytes.NewReader(body))
-		req.Header.Set("Authorization", "T")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		code, b, _ := teststack.Do(t, method, srv.URL+p, "T", body)
+		return code, b
 	}
 	check := func(label string, got []tensor.Tensor) {
 		t.Helper()

@@ -1,7 +1,6 @@
 package onnx_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -75,19 +74,11 @@ func newZooStack(t *testing.T, services ...string) *zooStack {
 
 func (s *zooStack) post(t testing.TB, path string, body []byte, hdr map[string]string) (int, []byte, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", s.url+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "T")
+	var pairs []string
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		pairs = append(pairs, k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Error(err)
-		return 0, nil, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, resp.Header
+	return teststack.Do(t, "POST", s.url+path, "T", body, pairs...)
 }
 
 // zooFormats are the wire formats every tensor service speaks.

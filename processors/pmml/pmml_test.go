@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
@@ -27,15 +26,8 @@ func serve(t *testing.T, services ...string) string {
 
 func post(t *testing.T, url, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Authorization", "T")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b, _ := teststack.Do(t, "POST", url, "T", []byte(body))
+	return code, string(b)
 }
 
 const lrService = `{"name":"lr","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}}`

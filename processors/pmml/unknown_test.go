@@ -5,21 +5,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // postHeader posts body and returns the status, the body and the unknown
 // fields header.
 func postHeader(t *testing.T, url, body string) (int, string, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Authorization", "T")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header.Get("X-Eas-Unknown-Fields")
+	code, b, h := teststack.Do(t, "POST", url, "T", []byte(body))
+	return code, string(b), h.Get("X-Eas-Unknown-Fields")
 }
 
 func lrWith(name, config string) string {

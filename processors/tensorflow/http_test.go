@@ -1,11 +1,9 @@
 package tensorflow_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/tensorflow"
 	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
@@ -58,15 +57,8 @@ func TestHTTPStack(t *testing.T) {
 	defer func() { ts.Close(); mgr.Shutdown(context.Background()) }()
 
 	call := func(method, path string, body []byte) (int, []byte) {
-		req, _ := http.NewRequest(method, ts.URL+path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "T")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		code, b, _ := teststack.Do(t, method, ts.URL+path, "T", body)
+		return code, b
 	}
 
 	body, _ := tfpb.EncodeRequest("", []tensor.Tensor{tensor.FromFloat32("x", []int64{1}, []float32{3})}, nil)

@@ -3,9 +3,7 @@ package treeensemble_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,15 +24,8 @@ func serve(t *testing.T, services ...string) string {
 
 func call(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	req.Header.Set("Authorization", "T")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, b, _ := teststack.Do(t, method, url, "T", []byte(body))
+	return code, string(b)
 }
 
 func service_(name, code, path, config string) string {

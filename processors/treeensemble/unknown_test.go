@@ -18,15 +18,8 @@ func TestUnknownFields(t *testing.T) {
 		service_("xreject", "xgboost", xgbDir+"/binary.json", `{"unknown_fields":"reject"}`),
 		service_("xignore", "xgboost", xgbDir+"/binary.json", `{"unknown_fields":"ignore"}`))
 	post := func(name, body string) (int, string, string) {
-		req, _ := http.NewRequest("POST", st.URL+"/api/predict/"+name, strings.NewReader(body))
-		req.Header.Set("Authorization", "T")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), resp.Header.Get("X-Eas-Unknown-Fields")
+		code, b, h := teststack.Do(t, "POST", st.URL+"/api/predict/"+name, "T", []byte(body))
+		return code, string(b), h.Get("X-Eas-Unknown-Fields")
 	}
 
 	good := `[{"mean_radius": 12.0, "worst_radius": 13.0}]`
