@@ -67,6 +67,14 @@ type Spec struct {
 	CPU         int      // metadata.cpu; 0 = unset
 	GPU         int      // metadata.gpu; 0 = none
 	Params      []string // processor_params as given (Triton's flags)
+	// ProcessorType and ProcessorEntry are a custom processor's
+	// processor_type (cpp, python, java) and processor_entry; "" for a
+	// built-in code. Package custom reads them.
+	ProcessorType  string
+	ProcessorEntry string
+	// WorkerThreads is metadata.rpc.worker_threads: how many runs the
+	// scheduler may have in flight at once.
+	WorkerThreads int
 	// Batcher is metadata.rpc.batcher when batching is on: "concat" (the
 	// default: payloads with equal trailing shapes share a run), "pad"
 	// (payloads of equal rank are right-padded with PadValue to a common
@@ -98,6 +106,10 @@ type Fetcher interface {
 type Files struct {
 	ModelPath  string // model_path fetched: a local file or directory; "" when none was given
 	WarmupPath string // warm_up_data_path fetched; "" when none
+	// ProcessorPath is processor_path fetched (a custom processor's
+	// package: a file, or the directory an archive was unpacked to); ""
+	// when none was given.
+	ProcessorPath string
 }
 
 // Request is one data-plane call as the processor sees it.
@@ -117,6 +129,10 @@ type Response struct {
 	// Header holds extra response headers for the EAS HTTP door (such as
 	// UnknownFieldsHeader); nil for none.
 	Header http.Header
+	// Status is the HTTP status of the EAS HTTP door; 0 means 200. Only
+	// custom processors, whose user code returns a status with its body,
+	// set it.
+	Status int
 }
 
 // Processor is the lifecycle every model family implements; Typed adds its

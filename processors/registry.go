@@ -73,3 +73,29 @@ func Lookup(code string) (Info, bool) {
 	info, ok := registry[code]
 	return info, ok
 }
+
+// customFactory makes the processor of a custom processor_type; package
+// custom installs it (processors/all imports that package).
+var customFactory func(processorType string) (*Engine, error)
+
+// RegisterCustom installs the factory of custom processors (service.json's
+// processor_path with processor_type). Meant to be called from init.
+func RegisterCustom(f func(processorType string) (*Engine, error)) {
+	mu.Lock()
+	defer mu.Unlock()
+	if customFactory != nil {
+		panic("processors: RegisterCustom called twice")
+	}
+	customFactory = f
+}
+
+// NewCustom makes the processor for a custom processor_type.
+func NewCustom(processorType string) (*Engine, error) {
+	mu.RLock()
+	f := customFactory
+	mu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("custom processors (processor_type %s) are not built into this binary", processorType)
+	}
+	return f(processorType)
+}

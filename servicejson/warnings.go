@@ -26,8 +26,9 @@ const compat = "accepted for EAS compatibility; "
 // token, generate_token, processor_params, warm_up_data_path,
 // metadata.instance, cpu (ONNX Runtime threads), gpu (device rule and CUDA
 // placement), eas.termination_grace_period and the rpc keys but io_threads,
-// enable_sigterm and enable_jemalloc. processor_path and processor_type
-// make deploy fail instead (custom processors are refused).
+// enable_sigterm and enable_jemalloc; processor_path, processor_type and
+// processor_entry for custom processors (processor_type java fails deploy
+// instead).
 var noEffect = []struct {
 	path string
 	why  string
@@ -40,8 +41,8 @@ var noEffect = []struct {
 	{path: "networking", why: compat + "this server configures no networking; it listens where serve --listen says"},
 	{path: "cloud", why: compat + "this server runs on the machine it was started on and provisions nothing; cloud.computing.instance_type only counts toward the GPU rule of the processor code"},
 	{path: "runtime.enable_crash_block", why: compat + "no effect here: a failed load leaves the service Failed with the reason, and a crash stops the server"},
-	{path: "processor_entry", why: compat + "it applies only to custom processors (processor_path), which this server does not run", when: builtin},
-	{path: "processor_mainclass", why: compat + "it applies only to custom processors (processor_path), which this server does not run", when: builtin},
+	{path: "processor_entry", why: compat + "it applies only to custom processors (processor_path); a built-in processor has no entry", when: builtin},
+	{path: "processor_mainclass", why: compat + "it applies only to Java processors (processor_type java), which this server does not run", when: notJava},
 	{path: "metadata.memory", why: compat + "this server does not limit memory per service; limit the server's process instead (a container memory limit, systemd MemoryMax)"},
 	{path: "metadata.gpu_memory", why: compat + "this server does not share GPUs: it counts only toward the GPU rule of the processor code, and the service uses the machine's GPU"},
 	{path: "metadata.gpu_core_percentage", why: compat + "this server does not share GPUs: the service uses the machine's GPU"},
@@ -59,6 +60,10 @@ var noEffect = []struct {
 
 // builtin reports whether s names a built-in processor code.
 func builtin(s *Service) bool { return s.Processor != "" }
+
+// notJava reports whether s is anything but a Java custom processor (which
+// deploy refuses with its own reason).
+func notJava(s *Service) bool { return s.ProcessorType != "java" }
 
 // Warnings lists the keys s gives that have no effect on this server, one
 // per key or section of noEffect, in that table's order. A valid file with

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/eas-server/eas-server/processors/custom/cworker"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,9 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	if os.Getenv(cworker.EnvMode) == "cpp" { // a cpp custom processor's worker process
+		os.Exit(cworker.Main())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := rootCmd().ExecuteContext(ctx)

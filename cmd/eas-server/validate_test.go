@@ -84,10 +84,15 @@ func TestValidateTellsTheTruth(t *testing.T) {
 	t.Cleanup(func() { detectGPUs = noGPU })
 	detectGPUs = func() gpus { return gpus{seen: "no /proc/driver/nvidia/gpus and no /dev/nvidia0"} }
 
-	custom := write("custom.json", `{"name":"c","processor_path":"oss://b/p.tar.gz","processor_type":"python","metadata":{"instance":1}}`)
-	_, stderr, code := runCLI(t, "validate", custom)
-	if code != 1 || !strings.Contains(stderr, "processor_path: custom python processors are not supported by this server") {
-		t.Errorf("custom processor: exit %d, stderr %q", code, stderr)
+	java := write("java.json", `{"name":"c","processor_path":"oss://b/p.jar","processor_type":"java","processor_mainclass":"com.example.P","metadata":{"instance":1}}`)
+	_, stderr, code := runCLI(t, "validate", java)
+	if code != 1 || !strings.Contains(stderr, "processor_type java: Java processors are not run here") {
+		t.Errorf("java processor: exit %d, stderr %q", code, stderr)
+	}
+	badEntry := write("entry.json", `{"name":"c","processor_path":"oss://b/p.tar.gz","processor_type":"python","processor_entry":"app.so","metadata":{"instance":1}}`)
+	_, stderr, code = runCLI(t, "validate", badEntry)
+	if code != 1 || !strings.Contains(stderr, `processor_entry: "app.so" is not a Python file`) {
+		t.Errorf("python processor with a .so entry: exit %d, stderr %q", code, stderr)
 	}
 
 	gpu := write("gpu.json", `{"name":"g","processor":"onnx_cu100","model_path":"oss://b/m.onnx","metadata":{"instance":1,"gpu":1}}`)

@@ -85,7 +85,7 @@ func TestControlPlaneErrors(t *testing.T) {
 		{"invalid json", "POST", "/api/v2/services", `{"name":"x",}`, 400, "InvalidParameter", []string{"invalid service.json", "1:"}},
 		{"every problem", "POST", "/api/v2/services", `{"name":"9x","processor":"echo","metdata":{"instance":1}}`, 400, "InvalidParameter", []string{"name", "did you mean metadata"}},
 		{"unserved code", "POST", "/api/v2/services", `{"name":"c","processor":"caffe_cpu","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"caffe_cpu", "does not serve"}},
-		{"custom processor", "POST", "/api/v2/services", `{"name":"c","processor_path":"oss://b/p.tar.gz","processor_type":"python","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"processor_path: custom python processors are not supported"}},
+		{"java processor", "POST", "/api/v2/services", `{"name":"c","processor_path":"oss://b/p.jar","processor_type":"java","metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"processor_type java: Java processors are not run here"}},
 		{"model_config the processor refuses", "POST", "/api/v2/services", `{"name":"c","processor":"echo","model_config":{"sleep_ms":-5},"metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"model_config.sleep_ms"}},
 		{"modify to a refused model_config", "PUT", "/api/v2/services/local/echo", `{"name":"echo","processor":"echo","model_config":{"sleep_ms":-5},"metadata":{"instance":1}}`, 400, "InvalidParameter", []string{"model_config.sleep_ms"}},
 		{"exists", "POST", "/api/v2/services", echoT, 409, "AlreadyExists", []string{"echo", "modify"}},

@@ -404,8 +404,12 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	if resp.Header.Get(processors.UnknownFieldsHeader) != "" {
 		s.opt.Metrics.UnknownFields(name)
 	}
-	c.Data(http.StatusOK, ct, resp.Body)
-	return http.StatusOK
+	code := http.StatusOK
+	if resp.Status != 0 { // a custom processor's own status, body and all
+		code = resp.Status
+	}
+	c.Data(code, ct, resp.Body)
+	return code
 }
 
 // readBody reads the body under the size limit and the read deadline,

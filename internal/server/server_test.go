@@ -19,6 +19,7 @@ import (
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
+	_ "github.com/eas-server/eas-server/processors/custom" // processor_path (a java one is refused)
 	_ "github.com/eas-server/eas-server/processors/echo"
 )
 

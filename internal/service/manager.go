@@ -235,6 +235,11 @@ func ProcessorSpec(spec *servicejson.Service, maxModelBytes int64, log *slog.Log
 		GPU:           spec.Metadata.GPU,
 		Params:        spec.ProcessorParams,
 		Logger:        log,
+		WorkerThreads: spec.Metadata.RPC.WorkerThreads,
+	}
+	if spec.ProcessorPath != "" {
+		ps.Code = "custom_" + spec.ProcessorType
+		ps.ProcessorType, ps.ProcessorEntry = spec.ProcessorType, spec.ProcessorEntry
 	}
 	if rpc := spec.Metadata.RPC; rpc.Batching {
 		ps.Batcher, ps.PadValue, ps.Buckets = rpc.Batcher, rpc.PadValue, rpc.Buckets
@@ -251,12 +256,15 @@ func ProcessorSpec(spec *servicejson.Service, maxModelBytes int64, log *slog.Log
 // check `eas-server validate` runs, and the first step of every load, so a
 // model_config mistake is found before a download starts.
 func Configure(spec *servicejson.Service, ps processors.Spec) (*processors.Engine, error) {
-	if spec.Processor == "" {
-		return nil, fmt.Errorf("processor_path: custom %s processors are not supported by this server; use a built-in processor code (eas-server processors lists them)", spec.ProcessorType)
+	var e *processors.Engine
+	var err error
+	if spec.ProcessorPath != "" {
+		e, err = processors.NewCustom(spec.ProcessorType)
+	} else if e, err = processors.New(spec.Processor); err != nil {
+		err = fmt.Errorf("processor: %w", err)
 	}
-	e, err := processors.New(spec.Processor)
 	if err != nil {
-		return nil, fmt.Errorf("processor: %w", err)
+		return nil, err
 	}
 	if err := e.Processor().Configure(ps); err != nil {
 		return nil, err
@@ -293,6 +301,13 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		mo.Progress, mo.Retry = m.fetchReport(spec.Name, "model_path")
 		if files.ModelPath, err = fetched.fetch(ctx, spec.ModelPath, mo); err != nil {
 			return nil, nil, fmt.Errorf("model_path: %w", err)
+		}
+	}
+	if spec.ProcessorPath != "" {
+		po := fo
+		po.Progress, po.Retry = m.fetchReport(spec.Name, "processor_path")
+		if files.ProcessorPath, err = fetched.fetch(ctx, spec.ProcessorPath, po); err != nil {
+			return nil, nil, fmt.Errorf("processor_path: %w", err)
 		}
 	}
 	if spec.WarmUpDataPath != "" {

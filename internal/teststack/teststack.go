@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,9 @@ type Options struct {
 	// AllowFailedDeploys keeps going when a service does not load (the
 	// service stays listed, Failed): for tests of broken services.
 	AllowFailedDeploys bool
+	// Logger receives the manager's log (and the processors'); nil
+	// discards it.
+	Logger *slog.Logger
 }
 
 // Stack is a running stack; it is closed when the test ends.
@@ -53,7 +57,7 @@ func New(t testing.TB, opt Options, services ...string) *Stack {
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
 	state := t.TempDir()
-	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt})
+	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt, Logger: opt.Logger})
 	for _, js := range services {
 		spec, err := servicejson.Parse([]byte(js))
 		if err != nil {

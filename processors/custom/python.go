@@ -1,0 +1,177 @@
+package custom
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// allspark is the Python package a python processor imports: its
+// BaseProcessor speaks package frame on descriptor 3.
+//
+//go:embed allspark/*.py
+var allspark embed.FS
+
+// EnvPython names the Python interpreter python processors run on
+// ("python3" on PATH when unset).
+const EnvPython = "EAS_PYTHON"
+
+// EnvVenvDir names the directory per-service virtualenvs are built in
+// (the user cache directory's eas-server/venvs when unset).
+const EnvVenvDir = "EAS_VENV_DIR"
+
+// pythonCommand prepares what a python processor needs (the allspark
+// package on disk; a virtualenv when the package has requirements.txt) and
+// returns how to start worker process i.
+func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) (func(int) *exec.Cmd, error) {
+	python := os.Getenv(EnvPython)
+	if python == "" {
+		python = "python3"
+	}
+	if _, err := exec.LookPath(python); err != nil {
+		return nil, fmt.Errorf("python processor: no Python interpreter %q: %v; install python3 or set %s", python, err, EnvPython)
+	}
+	lib, err := writeAllspark()
+	if err != nil {
+		return nil, fmt.Errorf("python processor: writing the allspark package: %w", err)
+	}
+	if req := filepath.Join(pkgDir, "requirements.txt"); fileExists(req) {
+		if python, err = virtualenv(ctx, python, req, log); err != nil {
+			return nil, err
+		}
+	}
+	return func(i int) *exec.Cmd {
+		cmd := exec.Command(python, "-u", entry)
+		cmd.Dir = pkgDir
+		pythonPath := lib + string(os.PathListSeparator) + pkgDir
+		cmd.Env = append(childEnv(),
+			"PYTHONPATH="+pythonPath,
+			"PYTHONDONTWRITEBYTECODE=1", // the package directory is the model cache's
+			"EAS_WORKER_FD=3",
+			"EAS_WORKER_INDEX="+strconv.Itoa(i))
+		return cmd
+	}, nil
+}
+
+// writeAllspark writes the embedded allspark package to a directory named
+// by its content, once per machine, and returns the directory to put on
+// PYTHONPATH.
+func writeAllspark() (string, error) {
+	h := sha256.New()
+	files, _ := fs.Glob(allspark, "allspark/*.py")
+	for _, f := range files {
+		b, _ := allspark.ReadFile(f)
+		h.Write([]byte(f))
+		h.Write(b)
+	}
+	dir := filepath.Join(os.TempDir(), "eas-server-allspark-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if fileExists(filepath.Join(dir, "allspark", "__init__.py")) {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(os.TempDir(), "eas-server-allspark-tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.MkdirAll(filepath.Join(tmp, "allspark"), 0o755); err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		b, _ := allspark.ReadFile(f)
+		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil && !fileExists(filepath.Join(dir, "allspark", "__init__.py")) {
+		return "", err
+	}
+	return dir, nil
+}
+
+// virtualenv builds (once per interpreter and requirements.txt content) a
+// virtualenv that sees the system's packages and holds the requirements,
+// and returns its interpreter. pip reaches whatever index the server's
+// environment names (PIP_INDEX_URL, PIP_FIND_LINKS, ...).
+func virtualenv(ctx context.Context, python, req string, log *slog.Logger) (string, error) {
+	reqs, err := os.ReadFile(req)
+	if err != nil {
+		return "", err
+	}
+	abs, _ := exec.LookPath(python)
+	sum := sha256.Sum256(append([]byte(abs+"\x00"), reqs...))
+	root := os.Getenv(EnvVenvDir)
+	if root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		root = filepath.Join(cache, "eas-server", "venvs")
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", fmt.Errorf("requirements.txt: the virtualenv directory: %w", err)
+	}
+	dir := filepath.Join(root, hex.EncodeToString(sum[:])[:16])
+	venvPython := filepath.Join(dir, "bin", "python")
+	done := filepath.Join(dir, ".eas-complete")
+	// One build per directory, across services and server processes.
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	if fileExists(done) {
+		return venvPython, nil
+	}
+	os.RemoveAll(dir) // a build that was cut short
+	log.Info("building a virtualenv for requirements.txt", "dir", dir)
+	run := func(what string, name string, args ...string) error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = filepath.Dir(req)
+		cmd.Env = append(childEnv(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			msg := strings.TrimSpace(out.String())
+			if len(msg) > 2000 {
+				msg = "..." + msg[len(msg)-2000:]
+			}
+			return fmt.Errorf("requirements.txt: %s failed (%v): %s", what, err, msg)
+		}
+		return nil
+	}
+	if err := run("python -m venv", python, "-m", "venv", "--system-site-packages", dir); err != nil {
+		return "", fmt.Errorf("%w; install Debian's python3-venv", err)
+	}
+	if err := run("pip install -r requirements.txt", venvPython, "-m", "pip", "install", "-r", req); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("%w; pip needs a package index this machine reaches: set PIP_INDEX_URL (or PIP_FIND_LINKS with PIP_NO_INDEX=1 for wheels you provide) in the server's environment", err)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", err
+	}
+	return venvPython, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil || !errors.Is(err, fs.ErrNotExist)
+}

@@ -1,0 +1,59 @@
+/* A cpp custom processor for the tests: upper-cases the body after a
+ * prefix read from model_config; "entry" answers model_entry, "pid" the
+ * process id, "crash" dies with SIGSEGV, "" is a 400, "zero" returns 0
+ * (success) with an empty output. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+	char prefix[64];
+	char entry[512];
+} model_t;
+
+void *initialize(const char *model_entry, const char *model_config, int *state) {
+	model_t *m = calloc(1, sizeof *m);
+	const char *p = strstr(model_config, "\"prefix\":\"");
+	if (p) {
+		p += strlen("\"prefix\":\"");
+		size_t n = strcspn(p, "\"");
+		if (n >= sizeof m->prefix) n = sizeof m->prefix - 1;
+		memcpy(m->prefix, p, n);
+	}
+	snprintf(m->entry, sizeof m->entry, "%s", model_entry);
+	fprintf(stderr, "upper: initialized with prefix %s\n", m->prefix);
+	*state = 0;
+	return m;
+}
+
+static int answer(const char *s, void **out, int *out_size, int status) {
+	*out = strdup(s);
+	*out_size = (int)strlen(s);
+	return status;
+}
+
+int process(void *model, const void *in, int in_size, void **out, int *out_size) {
+	model_t *m = model;
+	if (in_size == 0) return answer("empty body", out, out_size, 400);
+	if (in_size == 5 && memcmp(in, "crash", 5) == 0) {
+		volatile int *null = 0;
+		*null = 1;
+	}
+	if (in_size == 5 && memcmp(in, "entry", 5) == 0) return answer(m->entry, out, out_size, 200);
+	if (in_size == 4 && memcmp(in, "zero", 4) == 0) { *out = NULL; *out_size = 0; return 0; }
+	if (in_size == 3 && memcmp(in, "pid", 3) == 0) {
+		char buf[32];
+		snprintf(buf, sizeof buf, "%d", (int)getpid());
+		return answer(buf, out, out_size, 200);
+	}
+	if (in_size == 5 && memcmp(in, "sleep", 5) == 0) usleep(300 * 1000);
+	size_t pl = strlen(m->prefix);
+	char *o = malloc(pl + in_size);
+	memcpy(o, m->prefix, pl);
+	for (int i = 0; i < in_size; i++) o[pl + i] = (char)toupper(((const unsigned char *)in)[i]);
+	*out = o;
+	*out_size = (int)(pl + in_size);
+	return 200;
+}
