@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build run test lint bench bench-batching bench-torchscript deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-torchscript deps test-deps proto clean
 
 all: build
 
@@ -20,8 +20,15 @@ deps:
 build: deps
 	$(GO) build -trimpath -o $(BIN) ./cmd/eas-server
 
+## examples: compile the example C custom processor (examples/custom/cpp_echo) with gcc
+EXAMPLE_LIBS := examples/custom/cpp_echo/build/libecho.so
+examples: $(EXAMPLE_LIBS)
+examples/custom/cpp_echo/build/libecho.so: examples/custom/cpp_echo/echo.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -O2 -Wall -o $@ $<
+
 ## run: build and serve the example services on $(LISTEN) (all but oss_*, which need OSS credentials)
-run: build
+run: build examples
 	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(LOCAL_EXAMPLES),--deploy $(f))
 
 ## test-deps: everything the tests need (Debian packages, native libraries,

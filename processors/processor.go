@@ -75,6 +75,10 @@ type Spec struct {
 	// WorkerThreads is metadata.rpc.worker_threads: how many runs the
 	// scheduler may have in flight at once.
 	WorkerThreads int
+	// PreProcess and PostProcess are custom processors to run around this
+	// built-in one (service.json's pre_process, post_process); nil when
+	// none. WithHooks wraps an Engine to run them.
+	PreProcess, PostProcess *Hook
 	// Batcher is metadata.rpc.batcher when batching is on: "concat" (the
 	// default: payloads with equal trailing shapes share a run), "pad"
 	// (payloads of equal rank are right-padded with PadValue to a common
@@ -96,6 +100,14 @@ type Spec struct {
 	Fetcher Fetcher
 }
 
+// Hook is a custom processor run around a built-in one.
+type Hook struct {
+	Path   string // processor_path, as given; Load fetches it with Spec.Fetcher
+	Type   string // cpp or python
+	Entry  string // processor_entry
+	Config []byte // its model_config (the string form unwrapped); nil when none
+}
+
 // Fetcher fetches a source (oss://, http(s)://, a local path) to a local
 // path that stays valid until the processor is closed.
 type Fetcher interface {
@@ -114,12 +126,23 @@ type Files struct {
 
 // Request is one data-plane call as the processor sees it.
 type Request struct {
-	Body  []byte // the (decompressed) request body
+	// Context is the caller's: it ends when the client goes away. Nil
+	// means context.Background() (warm-up). Read it with Ctx.
+	Context context.Context
+	Body    []byte // the (decompressed) request body
 	Path  string // extra path after /api/predict/<name>, "" or starting with "/"
 	Query string // raw query string
 	// Header is the caller's headers, not a copy: read-only, and it holds
 	// the service's Authorization, which a processor must never forward.
 	Header http.Header
+}
+
+// Ctx is the request's context, never nil.
+func (r *Request) Ctx() context.Context {
+	if r.Context == nil {
+		return context.Background()
+	}
+	return r.Context
 }
 
 // Response is what Encode returns for a successful call.

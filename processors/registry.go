@@ -74,28 +74,54 @@ func Lookup(code string) (Info, bool) {
 	return info, ok
 }
 
-// customFactory makes the processor of a custom processor_type; package
-// custom installs it (processors/all imports that package).
-var customFactory func(processorType string) (*Engine, error)
+// custom is the runtime of custom processors; package custom installs it
+// (processors/all imports that package).
+var custom *CustomRuntime
 
-// RegisterCustom installs the factory of custom processors (service.json's
-// processor_path with processor_type). Meant to be called from init.
-func RegisterCustom(f func(processorType string) (*Engine, error)) {
+// CustomRuntime makes custom processors.
+type CustomRuntime struct {
+	// New makes the processor of a custom processor_type.
+	New func(processorType string) (*Engine, error)
+	// WithHooks wraps a built-in processor so that its Configure and Load
+	// also set up the Spec's PreProcess and PostProcess, and each request
+	// runs through them.
+	WithHooks func(inner *Engine) *Engine
+}
+
+// RegisterCustom installs the custom processor runtime. Meant to be called
+// from init.
+func RegisterCustom(r CustomRuntime) {
 	mu.Lock()
 	defer mu.Unlock()
-	if customFactory != nil {
+	if custom != nil {
 		panic("processors: RegisterCustom called twice")
 	}
-	customFactory = f
+	custom = &r
+}
+
+func customRuntime(what string) (*CustomRuntime, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	if custom == nil {
+		return nil, fmt.Errorf("%s: custom processors are not built into this binary", what)
+	}
+	return custom, nil
 }
 
 // NewCustom makes the processor for a custom processor_type.
 func NewCustom(processorType string) (*Engine, error) {
-	mu.RLock()
-	f := customFactory
-	mu.RUnlock()
-	if f == nil {
-		return nil, fmt.Errorf("custom processors (processor_type %s) are not built into this binary", processorType)
+	r, err := customRuntime("processor_type " + processorType)
+	if err != nil {
+		return nil, err
 	}
-	return f(processorType)
+	return r.New(processorType)
+}
+
+// WithHooks wraps inner to run pre_process and post_process around it.
+func WithHooks(inner *Engine) (*Engine, error) {
+	r, err := customRuntime("pre_process/post_process")
+	if err != nil {
+		return nil, err
+	}
+	return r.WithHooks(inner), nil
 }

@@ -357,9 +357,10 @@ func validate(s *Service, mentioned map[string]bool, errs *Errors) {
 
 	validateToken(s, errs)
 	validateProcessor(s, mentioned, errs)
-	for _, k := range []string{"model_path", "warm_up_data_path", "processor_path"} {
+	for _, k := range []string{"model_path", "warm_up_data_path", "processor_path", "pre_process.processor_path", "post_process.processor_path"} {
 		validateLocation(k, locationOf(s, k), errs)
 	}
+	validateHooks(s, mentioned, errs)
 	if t := s.Cloud.InstanceType; s.given["cloud.computing.instance_type"] && !instanceTypeRule.MatchString(t) {
 		errs.add("cloud.computing.instance_type", "must look like ecs.c6.xlarge or ecs.gn6i-c4g1.xlarge (lowercase, dotted), got %q", t)
 	}
@@ -390,6 +391,16 @@ func locationOf(s *Service, key string) string {
 		return s.ModelPath
 	case "warm_up_data_path":
 		return s.WarmUpDataPath
+	case "pre_process.processor_path":
+		if s.PreProcess != nil {
+			return s.PreProcess.Path
+		}
+		return ""
+	case "post_process.processor_path":
+		if s.PostProcess != nil {
+			return s.PostProcess.Path
+		}
+		return ""
 	}
 	return s.ProcessorPath
 }
@@ -409,6 +420,29 @@ func validateLocation(key, loc string, errs *Errors) {
 	case "http", "https", "file":
 	default:
 		errs.add(key, "unsupported scheme %q in %q; use oss://bucket/key, http(s)://host/path, file:///path or a local path", scheme, loc)
+	}
+}
+
+// validateHooks checks pre_process and post_process: each needs a package
+// and a type, and they wrap a built-in processor only.
+func validateHooks(s *Service, mentioned map[string]bool, errs *Errors) {
+	for _, h := range []struct {
+		key  string
+		hook *Hook
+	}{{"pre_process", s.PreProcess}, {"post_process", s.PostProcess}} {
+		if h.hook == nil {
+			continue
+		}
+		if mentioned["processor_path"] {
+			errs.add(h.key, "wraps a built-in processor; a custom processor (processor_path) does its own pre- and post-processing, so remove %s", h.key)
+			continue
+		}
+		if !mentioned[h.key+".processor_path"] {
+			errs.add(h.key+".processor_path", "is required; point it at the custom processor's package (a .so or .py file, or an archive holding it)")
+		}
+		if !mentioned[h.key+".processor_type"] {
+			errs.add(h.key+".processor_type", "is required; set it to cpp or python")
+		}
 	}
 }
 

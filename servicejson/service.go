@@ -44,6 +44,11 @@ type Service struct {
 	ProcessorMainClass string
 	ProcessorParams    []string // extra flags for the processor (Triton flags)
 	WarmUpDataPath     string
+	// PreProcess and PostProcess are custom processors run around a
+	// built-in one, in the same request: PreProcess turns the request body
+	// into the body the built-in processor decodes, PostProcess turns its
+	// response body into the answer. Nil when not given.
+	PreProcess, PostProcess *Hook
 
 	Autoscaler *Autoscaler // nil when service.json has no autoscaler
 	Labels     map[string]string
@@ -63,6 +68,24 @@ type Service struct {
 	// scale holds the autoscaler strategies as read, until validate checks
 	// them and fills Autoscaler.Strategies; Parse clears it.
 	scale scaleInput
+}
+
+// ProcessorName names the processor for messages and listings: the
+// built-in code, or "custom <type>" for a processor_path.
+func (s *Service) ProcessorName() string {
+	if s.Processor == "" && s.ProcessorType != "" {
+		return "custom " + s.ProcessorType
+	}
+	return s.Processor
+}
+
+// Hook is pre_process or post_process: a custom processor's package, type
+// (cpp or python), entry and model_config.
+type Hook struct {
+	Path   string
+	Type   string
+	Entry  string
+	Config json.RawMessage // as given (an object or a string); nil when absent
 }
 
 // Metadata is the metadata section: replicas, resources and rpc settings.
@@ -237,15 +260,22 @@ func (s *Service) UsesGPU() bool {
 // ModelConfigBytes returns model_config as the bytes a processor decodes: the
 // contents of the string when model_config was a JSON string, the object's
 // JSON text when it was an object, and nil when it was absent.
-func (s *Service) ModelConfigBytes() []byte {
-	if len(s.ModelConfig) == 0 {
+func (s *Service) ModelConfigBytes() []byte { return configBytes(s.ModelConfig) }
+
+// ConfigBytes is the hook's model_config as ModelConfigBytes reads the
+// service's.
+func (h *Hook) ConfigBytes() []byte { return configBytes(h.Config) }
+
+// configBytes unwraps a model_config given as a JSON string.
+func configBytes(c json.RawMessage) []byte {
+	if len(c) == 0 {
 		return nil
 	}
-	if s.ModelConfig[0] == '"' {
+	if c[0] == '"' {
 		var str string
-		if json.Unmarshal(s.ModelConfig, &str) == nil {
+		if json.Unmarshal(c, &str) == nil {
 			return []byte(str)
 		}
 	}
-	return s.ModelConfig
+	return c
 }

@@ -64,7 +64,7 @@ func validateFile(stdout, stderr io.Writer, path, target string) bool {
 	for _, w := range svc.Warnings() {
 		fmt.Fprintf(stderr, "%s: warning: %s\n", path, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (service %q, processor %s)\n", path, svc.Name, svc.Processor)
+	fmt.Fprintf(stdout, "%s: ok (service %q, processor %s)\n", path, svc.Name, svc.ProcessorName())
 	return true
 }
 

@@ -382,7 +382,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
-	payload, err := live.Engine.Decode(&processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
+	payload, err := live.Engine.Decode(&processors.Request{Context: req.Context(), Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
 	if err != nil {
 		return s.failErr(c, err)
 	}

@@ -241,6 +241,14 @@ func ProcessorSpec(spec *servicejson.Service, maxModelBytes int64, log *slog.Log
 		ps.Code = "custom_" + spec.ProcessorType
 		ps.ProcessorType, ps.ProcessorEntry = spec.ProcessorType, spec.ProcessorEntry
 	}
+	for _, h := range []struct {
+		from *servicejson.Hook
+		to   **processors.Hook
+	}{{spec.PreProcess, &ps.PreProcess}, {spec.PostProcess, &ps.PostProcess}} {
+		if h.from != nil {
+			*h.to = &processors.Hook{Path: h.from.Path, Type: h.from.Type, Entry: h.from.Entry, Config: h.from.ConfigBytes()}
+		}
+	}
 	if rpc := spec.Metadata.RPC; rpc.Batching {
 		ps.Batcher, ps.PadValue, ps.Buckets = rpc.Batcher, rpc.PadValue, rpc.Buckets
 	}
@@ -262,6 +270,8 @@ func Configure(spec *servicejson.Service, ps processors.Spec) (*processors.Engin
 		e, err = processors.NewCustom(spec.ProcessorType)
 	} else if e, err = processors.New(spec.Processor); err != nil {
 		err = fmt.Errorf("processor: %w", err)
+	} else if ps.PreProcess != nil || ps.PostProcess != nil {
+		e, err = processors.WithHooks(e)
 	}
 	if err != nil {
 		return nil, err
@@ -323,7 +333,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	if files.WarmupPath != "" {
 		w, ok := e.Processor().(processors.Warmer)
 		if !ok {
-			return nil, nil, fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.Processor)
+			return nil, nil, fmt.Errorf("warm_up_data_path: processor %s does not support warm-up; remove the key", spec.ProcessorName())
 		}
 		if err := w.Warmup(ctx, files.WarmupPath); err != nil {
 			return nil, nil, fmt.Errorf("warm-up: %w", err)

@@ -176,7 +176,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	case old != nil:
 		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves; version %d drains", v, from))
 	default:
-		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves (processor %s, %d instances)", v, spec.Processor, spec.Metadata.Instance))
+		s.eventLocked(EventNormal, "Running", fmt.Sprintf("version %d serves (processor %s, %d instances)", v, spec.ProcessorName(), spec.Metadata.Instance))
 	}
 	if loadTime > 0 {
 		m.opt.Metrics.ModelLoaded(s.Name, loadTime)

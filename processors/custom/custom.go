@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,7 +31,7 @@ import (
 	"github.com/eas-server/eas-server/processors/custom/frame"
 )
 
-func init() { processors.RegisterCustom(New) }
+func init() { processors.RegisterCustom(processors.CustomRuntime{New: New, WithHooks: WithHooks}) }
 
 // New makes the processor for a processor_type.
 func New(processorType string) (*processors.Engine, error) {
@@ -64,6 +65,9 @@ type Processor struct {
 
 // Configure checks processor_entry without any I/O.
 func (p *Processor) Configure(spec processors.Spec) error {
+	if spec.Logger == nil { // eas-server validate
+		spec.Logger = slog.New(slog.DiscardHandler)
+	}
 	p.spec = spec
 	e := spec.ProcessorEntry
 	if e == "" {
@@ -138,6 +142,9 @@ func maxFrame(spec processors.Spec) int {
 // findEntry resolves processor_entry inside the fetched package: the
 // package itself when it is a single file.
 func findEntry(kind, pkg, entry string) (path, dir string, err error) {
+	if pkg, err = filepath.Abs(pkg); err != nil { // the worker runs in another directory
+		return "", "", fmt.Errorf("processor_path: %w", err)
+	}
 	st, err := os.Stat(pkg)
 	if err != nil {
 		return "", "", fmt.Errorf("processor_path: %w", err)
