@@ -130,8 +130,8 @@ type Request struct {
 	// means context.Background() (warm-up). Read it with Ctx.
 	Context context.Context
 	Body    []byte // the (decompressed) request body
-	Path  string // extra path after /api/predict/<name>, "" or starting with "/"
-	Query string // raw query string
+	Path    string // extra path after /api/predict/<name>, "" or starting with "/"
+	Query   string // raw query string
 	// Header is the caller's headers, not a copy: read-only, and it holds
 	// the service's Authorization, which a processor must never forward.
 	Header http.Header
