@@ -5,17 +5,20 @@
 # scripts/gen-tree-models.py needs python3-xgboost (1.7.4) and python3-sklearn.
 # torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch)
 # and python3-torchvision (0.14: ResNet-18, MobileNetV3; pulls python3-pil).
-# Skips apt when all of them import already.
+# The custom processor tests (processors/custom) compile C with gcc and run
+# python processors on python3 with the venv module (python3-venv).
+# Skips apt when all of them are there already.
 #
 # Then scripts/build-k8s-tools.sh: the Kubernetes control plane, kwok and helm
 # that the tests of internal/kube and deploy run against (built once per
 # machine, about 20 minutes on 2 cores; instant afterwards).
 set -euo pipefail
-if ! /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch, torchvision, PIL' 2>/dev/null; then
+if ! /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch, torchvision, PIL, ensurepip, venv' 2>/dev/null ||
+	! command -v gcc >/dev/null; then
 	sudo=""
 	[[ "$(id -u)" == 0 ]] || sudo="sudo"
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy python3-venv gcc
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-xgboost python3-sklearn
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-torch python3-torchvision python3-pil
 fi
