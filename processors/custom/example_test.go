@@ -83,13 +83,13 @@ func TestEchoExamples(t *testing.T) {
 // answers JSON with what the same model answers over its protobuf door.
 func TestMLPHooksExample(t *testing.T) {
 	st := teststack.Start(t, example(t, "pytorch_mlp_json", nil), example(t, "pytorch_mlp", nil))
-	rng := rand.New(rand.NewPCG(1, 2))
 	var wg sync.WaitGroup
 	for i := range 12 { // at once: the model step batches
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			n := 1 + i%3
+			rng := rand.New(rand.NewPCG(1, uint64(i)))
 			rows := make([][]float32, n)
 			var flat []float32
 			for r := range rows {
