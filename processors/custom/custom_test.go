@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 const token = "t0ken"
 
 // buildLib compiles testdata/<name>.c into a shared library.
-func buildLib(t *testing.T, name string) string {
+func buildLib(t *testing.T, name string) string { return buildLibTB(t, name) }
+
+func buildLibTB(t testing.TB, name string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "lib"+name+".so")
 	cmd := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-Wall", "-o", out, filepath.Join("testdata", name+".c"))
@@ -329,5 +331,64 @@ func TestPythonRequirements(t *testing.T) {
 	code, prefix := post(t, st, "py", "sys.prefix")
 	if code != 200 || !strings.HasPrefix(prefix, venvs) {
 		t.Fatalf("sys.prefix %d %q, want a virtualenv under %s", code, prefix, venvs)
+	}
+}
+
+// TestRollingUpdateAndQueue: a modify loads new worker processes beside
+// the serving ones and switches between requests; the old processes go. A
+// custom processor's queue is the scheduler's: over worker_threads +
+// max_queue_size it answers 450.
+func TestRollingUpdateAndQueue(t *testing.T) {
+	t.Setenv("TEST_ALLSPARK_THREADS", "4") // allspark's worker_threads: 4 sleeps at once
+	py := filepath.Join(testdataDir(t), "state.py")
+	st := teststack.Start(t, spec("py", "python", py, `"model_config": {"prefix":"v1:"},`))
+	oldPID := workerPID(t, st, "py")
+	s, err := servicejson.Parse([]byte(spec("py", "python", py, `"model_config": {"prefix":"v2:"}, "metadata.rpc.max_queue_size": 1,`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Manager.Update("py", s); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := post(t, st, "py", "abc")
+		if code != 200 || (body != "v1:ABC" && body != "v2:ABC") {
+			t.Fatalf("during the update: %d %q", code, body)
+		}
+		if body == "v2:ABC" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the update did not switch")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for time.Now().Before(deadline) && syscall.Kill(oldPID, 0) == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(oldPID, 0); err == nil {
+		t.Errorf("the old version's worker %d still runs", oldPID)
+	}
+	// worker_threads 4, queue 1: of 12 sleeping requests at once, the ones
+	// beyond 5 are refused at once.
+	var wg sync.WaitGroup
+	var full atomic.Int64
+	for range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch code, body := post(t, st, "py", "sleep"); code {
+			case 450:
+				full.Add(1)
+			case 200:
+			default:
+				t.Errorf("sleep: %d %q", code, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if full.Load() < 12-5 {
+		t.Errorf("%d requests answered 450, want at least %d", full.Load(), 12-5)
 	}
 }

@@ -39,6 +39,7 @@ type pool struct {
 	mu      sync.Mutex
 	ready   []*worker     // handshaken, serving
 	changed chan struct{} // closed (and replaced) when ready or a worker's load changes
+	waiters int           // acquires waiting on changed
 	slots   int           // supervisors started
 	lastErr string        // why the latest process ended, for Healthy
 	closed  bool
@@ -360,8 +361,14 @@ func (p *pool) signalLocked() {
 // deadline.
 var errNoWorker = errors.New("no worker process of the custom processor is running")
 
-// acquire picks the ready worker with the most free threads, waiting for
-// one while none has a free thread.
+// pipelineDepth is how many requests a worker holds per thread: one it
+// runs and one waiting in its socket, so that it starts the next as soon
+// as it answers one instead of idling for a round trip through the
+// server. A request waits behind at most one other on its thread.
+const pipelineDepth = 2
+
+// acquire picks the ready worker with the most free room, waiting for one
+// while every worker holds pipelineDepth requests per thread.
 func (p *pool) acquire(ctx context.Context) (*worker, error) {
 	for {
 		p.mu.Lock()
@@ -372,7 +379,7 @@ func (p *pool) acquire(ctx context.Context) (*worker, error) {
 		var best *worker
 		bestFree := 0
 		for _, w := range p.ready {
-			if free := w.threads - w.inflight; free > bestFree {
+			if free := pipelineDepth*w.threads - w.inflight; free > bestFree {
 				best, bestFree = w, free
 			}
 		}
@@ -382,10 +389,17 @@ func (p *pool) acquire(ctx context.Context) (*worker, error) {
 			return best, nil
 		}
 		wait, none, why := p.changed, len(p.ready) == 0, p.lastErr
+		p.waiters++
 		p.mu.Unlock()
 		select {
 		case <-wait:
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
 		case <-ctx.Done():
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
 			if none {
 				return nil, &processors.StatusError{Code: http.StatusServiceUnavailable, Err: fmt.Errorf("%w (the last one ended: %s)", errNoWorker, why)}
 			}
@@ -397,7 +411,9 @@ func (p *pool) acquire(ctx context.Context) (*worker, error) {
 func (p *pool) release(w *worker) {
 	p.mu.Lock()
 	w.inflight--
-	p.signalLocked()
+	if p.waiters > 0 {
+		p.signalLocked()
+	}
 	p.mu.Unlock()
 }
 
