@@ -75,19 +75,25 @@ func newPool(name string, log *slog.Logger, init frame.InitInfo, command func(in
 // start runs the first process and, once it has said how many it wants
 // (allspark's worker_processes), the others, and returns when all are
 // ready or one failed to start. A failure closes the pool.
-func (p *pool) start(ctx context.Context) error {
+func (p *pool) start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	wait := func(ch <-chan startResult) (startResult, error) {
+		select {
+		case r := <-ch:
+			return r, r.err
+		case <-ctx.Done():
+			return startResult{}, ctx.Err()
+		}
+	}
 	first := make(chan startResult, 1)
 	p.supervise(0, first)
-	var r startResult
-	select {
-	case r = <-first:
-	case <-ctx.Done():
-		p.close()
-		return ctx.Err()
-	}
-	if r.err != nil {
-		p.close()
-		return r.err
+	r, err := wait(first)
+	if err != nil {
+		return err
 	}
 	n := min(max(r.processes, 1), maxProcesses)
 	rest := make(chan startResult, n)
@@ -95,15 +101,8 @@ func (p *pool) start(ctx context.Context) error {
 		p.supervise(i, rest)
 	}
 	for i := 1; i < n; i++ {
-		select {
-		case r = <-rest:
-		case <-ctx.Done():
-			p.close()
-			return ctx.Err()
-		}
-		if r.err != nil {
-			p.close()
-			return r.err
+		if _, err := wait(rest); err != nil {
+			return err
 		}
 	}
 	return nil
