@@ -116,14 +116,15 @@ func virtualenv(ctx context.Context, python, req string, log *slog.Logger) (stri
 	sum := sha256.Sum256(append([]byte(abs+"\x00"), reqs...))
 	root := os.Getenv(EnvVenvDir)
 	if root == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
+		// The user cache directory, else the temporary one (a pod's home
+		// is often read-only; its /tmp is not).
+		root = filepath.Join(os.TempDir(), "eas-server-venvs")
+		if cache, err := os.UserCacheDir(); err == nil && os.MkdirAll(filepath.Join(cache, "eas-server", "venvs"), 0o755) == nil {
+			root = filepath.Join(cache, "eas-server", "venvs")
 		}
-		root = filepath.Join(cache, "eas-server", "venvs")
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", fmt.Errorf("requirements.txt: the virtualenv directory: %w", err)
+		return "", fmt.Errorf("requirements.txt: the virtualenv directory (set %s): %w", EnvVenvDir, err)
 	}
 	dir := filepath.Join(root, hex.EncodeToString(sum[:])[:16])
 	venvPython := filepath.Join(dir, "bin", "python")
