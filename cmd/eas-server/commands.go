@@ -37,6 +37,8 @@ func processorsCmd() *cobra.Command {
 				info, _ := processors.Lookup(code)
 				fmt.Fprintf(w, "%s\t%s\n", code, info.Description)
 			}
+			fmt.Fprintln(w, "processor_type cpp\tcustom processor (processor_path): a shared library with EAS's C ABI, in worker processes")
+			fmt.Fprintln(w, "processor_type python\tcustom processor (processor_path): an allspark Python processor, in worker processes")
 			return w.Flush()
 		},
 	}

@@ -63,13 +63,13 @@ func TestValidate(t *testing.T) {
 
 func TestProcessorsListsEcho(t *testing.T) {
 	out, _, code := runCLI(t, "processors")
-	if code != 0 || !strings.Contains(out, "echo") || !strings.Contains(out, "pytorch_cpu_1.10") {
+	if code != 0 || !strings.Contains(out, "echo") || !strings.Contains(out, "pytorch_cpu_1.10") || !strings.Contains(out, "processor_type python") {
 		t.Fatalf("processors: exit %d, out %q", code, out)
 	}
 }
 
-// TestValidateTellsTheTruth: validate fails what deploy refuses (a custom
-// processor, a GPU service on a machine without one), passes files whose
+// TestValidateTellsTheTruth: validate fails what deploy refuses (a Java
+// processor, a custom processor's bad entry, a GPU service on a machine without one), passes files whose
 // only findings are no-effect keys, and says which keys those are.
 func TestValidateTellsTheTruth(t *testing.T) {
 	dir := t.TempDir()
