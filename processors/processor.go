@@ -46,6 +46,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -75,6 +76,10 @@ type Spec struct {
 	// WorkerThreads is metadata.rpc.worker_threads: how many runs the
 	// scheduler may have in flight at once.
 	WorkerThreads int
+	// Keepalive is metadata.rpc.keepalive, a request's deadline; work a
+	// processor does outside the scheduler (pre_process, post_process)
+	// keeps to it. 0 means none.
+	Keepalive time.Duration
 	// PreProcess and PostProcess are custom processors to run around this
 	// built-in one (service.json's pre_process, post_process); nil when
 	// none. WithHooks wraps an Engine to run them.

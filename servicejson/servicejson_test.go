@@ -452,7 +452,9 @@ func TestKnownKeysCoverProtocol(t *testing.T) {
 	for _, k := range []string{
 		"name", "processor", "model_path", "model_entry", "model_config", "oss_endpoint", "token",
 		"generate_token", "processor_path", "processor_entry", "processor_type", "processor_mainclass",
-		"processor_params", "warm_up_data_path", "autoscaler.min", "autoscaler.max", "autoscaler.strategies",
+		"processor_params", "warm_up_data_path", "pre_process.processor_path", "pre_process.processor_type",
+		"pre_process.processor_entry", "pre_process.model_config", "post_process.processor_path",
+		"post_process.processor_type", "post_process.processor_entry", "post_process.model_config", "autoscaler.min", "autoscaler.max", "autoscaler.strategies",
 		"autoscaler.scaleStrategies", "autoscaler.behavior.scaleUp.stabilizationWindowSeconds",
 		"autoscaler.behavior.scaleDown.stabilizationWindowSeconds",
 		"labels", "storage", "cloud.computing.instance_type", "containers", "networking",

@@ -82,9 +82,10 @@ func checkService(svc *servicejson.Service, target string) error {
 }
 
 // checkProcessor runs the processor's own Configure on svc, without I/O,
-// through the code deploy runs (service.Configure): a custom processor, a
-// code this build cannot serve, or a model_config the processor refuses is
-// found here, with deploy's message, rather than after a model download.
+// through the code deploy runs (service.Configure): a Java processor, a
+// custom processor's bad processor_entry, a code this build cannot serve,
+// or a model_config the processor refuses is found here, with deploy's
+// message, rather than after a model download.
 func checkProcessor(svc *servicejson.Service) error {
 	if svc.Processor != "" {
 		if _, ok := processors.Lookup(svc.Processor); !ok {

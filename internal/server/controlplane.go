@@ -127,10 +127,14 @@ func (mc managerControl) Versions(_ context.Context, name string) (VersionList, 
 func NewVersionObject(v service.VersionInfo) VersionObject {
 	vo := VersionObject{Version: v.Version, CreateTime: v.CreateTime, Current: v.Current, ServiceConfig: string(v.Config)}
 	var head struct {
-		Processor string `json:"processor"`
+		Processor     string `json:"processor"`
+		ProcessorType string `json:"processor_type"`
 	}
 	if json.Unmarshal(v.Config, &head) == nil {
 		vo.Processor = head.Processor
+		if vo.Processor == "" && head.ProcessorType != "" {
+			vo.Processor = "custom " + head.ProcessorType
+		}
 	}
 	return vo
 }

@@ -139,7 +139,7 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 	}
 	if !live.Engine.ServesTensors() {
 		live.Release()
-		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.Processor+", which is not a tensor model; call POST /api/predict/"+name+" instead")
+		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.ProcessorName()+", which is not a tensor model; call POST /api/predict/"+name+" instead")
 	}
 	return &serviceTarget{held{live, check}}, nil
 }

@@ -236,6 +236,7 @@ func ProcessorSpec(spec *servicejson.Service, maxModelBytes int64, log *slog.Log
 		Params:        spec.ProcessorParams,
 		Logger:        log,
 		WorkerThreads: spec.Metadata.RPC.WorkerThreads,
+		Keepalive:     spec.Metadata.RPC.Keepalive,
 	}
 	if spec.ProcessorPath != "" {
 		ps.Code = "custom_" + spec.ProcessorType

@@ -39,7 +39,7 @@ func (s *Service) observeLocked() {
 	}
 	proc := ""
 	if s.spec != nil {
-		proc = s.spec.Processor
+		proc = s.spec.ProcessorName()
 	}
 	if v := s.rec.CurrentVersion; v != s.shown.version || proc != s.shown.processor {
 		s.shown.version, s.shown.processor = v, proc

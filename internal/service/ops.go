@@ -557,8 +557,9 @@ func (m *Manager) precheck(spec *servicejson.Service) error {
 
 // Precheck runs the processor's Configure (no I/O: model_config and
 // model_path as written) before create and modify accept a service.json, so
-// what the background load would refuse at that step (a custom processor, a
-// code this build cannot serve, a bad model_config) is a 400 now, with the
+// what the background load would refuse at that step (a Java processor, a
+// custom processor's bad processor_entry, a code this build cannot serve, a
+// bad model_config) is a 400 now, with the
 // same message, instead of a Failed service a moment later. The Kubernetes
 // backend runs it too, before it writes any object.
 func Precheck(spec *servicejson.Service, maxModelBytes int64) error {

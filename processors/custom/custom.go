@@ -77,7 +77,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		return fmt.Errorf("processor_entry: %q must be a path inside processor_path's package (relative, no ..)", e)
 	}
 	switch {
-	case p.kind == "cpp" && !strings.Contains(filepath.Base(e), ".so"):
+	case p.kind == "cpp" && !isSharedLibrary(e):
 		return fmt.Errorf("processor_entry: %q is not a shared library; a cpp processor's entry is the .so file inside processor_path, e.g. \"libecho.so\"", e)
 	case p.kind == "python" && !strings.HasSuffix(e, ".py"):
 		return fmt.Errorf("processor_entry: %q is not a Python file; a python processor's entry is the .py file that calls run(), e.g. \"app.py\"", e)
@@ -139,6 +139,13 @@ func maxFrame(spec processors.Spec) int {
 	return int(min(spec.ModelLimit(), 1<<30))
 }
 
+// isSharedLibrary reports whether name looks like a shared library:
+// libx.so, or a versioned libx.so.1.2.
+func isSharedLibrary(name string) bool {
+	b := filepath.Base(name)
+	return strings.HasSuffix(b, ".so") || strings.Contains(b, ".so.")
+}
+
 // findEntry resolves processor_entry inside the fetched package: the
 // package itself when it is a single file.
 func findEntry(kind, pkg, entry string) (path, dir string, err error) {
@@ -173,7 +180,8 @@ func findEntry(kind, pkg, entry string) (path, dir string, err error) {
 func candidates(dir, ext string) string {
 	var found []string
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error { //nolint:errcheck // best effort
-		if err == nil && !d.IsDir() && strings.Contains(d.Name(), ext) && len(found) < 10 {
+		match := strings.HasSuffix(d.Name(), ext) || (ext == ".so" && isSharedLibrary(d.Name()))
+		if err == nil && !d.IsDir() && match && len(found) < 10 {
 			rel, _ := filepath.Rel(dir, p)
 			found = append(found, rel)
 		}
@@ -246,6 +254,10 @@ func (p *Processor) Metadata() processors.Metadata {
 // Decode keeps the body as the payload.
 func (p *Processor) Decode(req *processors.Request) ([]byte, error) { return req.Body, nil }
 
+// BatchKey lets any payloads share a run: a batch is several process calls
+// at once across the workers' threads.
+func (p *Processor) BatchKey([]byte) (string, bool) { return "", true }
+
 // Run sends each payload to a worker; several run at once.
 func (p *Processor) Run(ctx context.Context, batch [][]byte) ([]Result, error) {
 	p.mu.Lock()
@@ -305,6 +317,7 @@ func (p *Processor) Close() error {
 
 var (
 	_ processors.Typed[[]byte, Result] = (*Processor)(nil)
+	_ processors.Batcher[[]byte]       = (*Processor)(nil)
 	_ processors.Closer                = (*Processor)(nil)
 	_ processors.Healther              = (*Processor)(nil)
 )

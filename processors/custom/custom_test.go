@@ -94,16 +94,45 @@ func TestCppThroughTheStack(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			body := fmt.Sprintf("req-%d", i)
+			if i%4 == 0 {
+				body = "sleep" // a slow one lets the queue fill, so runs batch
+			}
 			if code, got := post(t, st, "batched", body); code != 200 || got != strings.ToUpper(body) {
 				t.Errorf("batched %q: %d %q", body, code, got)
 			}
 		}()
 	}
 	wg.Wait()
+	if sum, count := batchSizes(t, st, "batched"); count == 0 || sum <= count {
+		t.Errorf("batched: %v requests in %v runs; want runs of several", sum, count)
+	}
 	code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/upper", token, nil)
 	if code != 200 || !strings.Contains(string(meta), "cpp:libupper.so") {
 		t.Errorf("metadata: %d %s", code, meta)
 	}
+}
+
+// batchSizes reads eas_batch_size's sum and count for a service.
+func batchSizes(t *testing.T, st *teststack.Stack, name string) (sum, count float64) {
+	t.Helper()
+	mfs, err := st.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "eas_batch_size" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "service" && l.GetValue() == name {
+					sum += m.GetHistogram().GetSampleSum()
+					count += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return sum, count
 }
 
 // TestCppCrashIsolation: a request that crashes the worker, and a kill -9
@@ -390,5 +419,40 @@ func TestRollingUpdateAndQueue(t *testing.T) {
 	wg.Wait()
 	if full.Load() < 12-5 {
 		t.Errorf("%d requests answered 450, want at least %d", full.Load(), 12-5)
+	}
+	// sys.exit in a request on one of allspark's threads: that request
+	// gets the reason, and the process is replaced.
+	before := workerPID(t, st, "py")
+	if code, body := post(t, st, "py", "exit"); code != 500 || !strings.Contains(body, "process raised SystemExit: 3") {
+		t.Errorf("exit: %d %q", code, body)
+	}
+	waitNewPID(t, func() int { return workerPID(t, st, "py") }, before)
+}
+
+// TestHooksAroundEcho: pre_process and post_process around a built-in
+// processor, in one request; a hook's own status is the answer; a hook
+// past rpc.keepalive is a 408.
+func TestHooksAroundEcho(t *testing.T) {
+	py := filepath.Join(testdataDir(t), "state.py")
+	st := teststack.Start(t, fmt.Sprintf(`{"name": "hooked", "processor": "echo", "token": %q,
+		"pre_process": {"processor_path": %q, "processor_type": "python", "model_config": {"prefix": "pre:"}},
+		"post_process": {"processor_path": %q, "processor_type": "python", "model_config": "{\"prefix\": \"post:\"}"},
+		"metadata": {"instance": 1, "rpc": {"keepalive": 1000, "batching": true}}}`, token, py, py))
+	for _, tc := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{"abc", 200, "post:PRE:ABC"},
+		{"missing", 404, "pre_process: no such thing\n"},
+		{"sleep", 408, "pre_process did not answer within rpc.keepalive (1s)\n"},
+	} {
+		if code, got := post(t, st, "hooked", tc.body); code != tc.code || got != tc.want {
+			t.Errorf("%q: %d %q, want %d %q", tc.body, code, got, tc.code, tc.want)
+		}
+	}
+	code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/hooked", token, nil)
+	if code != 200 || !strings.Contains(string(meta), `"pre_process":"python:state.py"`) || !strings.Contains(string(meta), `"post_process":"python:state.py"`) {
+		t.Errorf("metadata: %d %s", code, meta)
 	}
 }

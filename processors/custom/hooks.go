@@ -57,6 +57,7 @@ func (h *hooked) Configure(spec processors.Spec) error {
 		hs := spec
 		hs.Code = "custom_" + x.hook.Type
 		hs.ProcessorType, hs.ProcessorEntry, hs.ModelConfig = x.hook.Type, x.hook.Entry, x.hook.Config
+		hs.ModelSource, hs.ModelEntry = "", "" // the model is the built-in processor's
 		hs.PreProcess, hs.PostProcess = nil, nil
 		hs.Logger = spec.Logger.With("hook", x.key)
 		if err := p.Configure(hs); err != nil {
@@ -140,8 +141,10 @@ func (h *hooked) Decode(req *processors.Request) (*hookPayload, error) {
 	return &hookPayload{ctx: ctx, inner: p}, nil
 }
 
-// hook runs one hook call and turns a status other than 200 into the
-// request's error, with the hook's body as the message.
+// hook runs one hook call, within rpc.keepalive, and turns a status other
+// than 200 into the request's error, with the hook's body as the message.
+// Hooks run on the request's goroutine, outside the scheduler, so they keep
+// to the deadline themselves.
 func (p *Processor) hook(ctx context.Context, key string, body []byte) ([]byte, error) {
 	p.mu.Lock()
 	pl := p.pool
@@ -149,8 +152,17 @@ func (p *Processor) hook(ctx context.Context, key string, body []byte) ([]byte, 
 	if pl == nil {
 		return nil, &processors.StatusError{Code: http.StatusServiceUnavailable, Err: errors.New(key + " is closed")}
 	}
+	if d := p.spec.Keepalive; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	r := pl.call(ctx, body)
 	switch {
+	case errors.Is(r.Err, context.DeadlineExceeded):
+		return nil, &processors.StatusError{Code: http.StatusRequestTimeout, Err: fmt.Errorf("%s did not answer within rpc.keepalive (%s)", key, p.spec.Keepalive)}
+	case errors.Is(r.Err, context.Canceled):
+		return nil, &processors.StatusError{Code: 499, Err: fmt.Errorf("%s: the client closed the request", key)}
 	case r.Err != nil:
 		return nil, r.Err
 	case r.Status != http.StatusOK:

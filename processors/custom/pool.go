@@ -356,8 +356,7 @@ func (p *pool) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// errNoWorker is what a request gets when no worker came up before its
-// deadline.
+// errNoWorker is why Healthy fails between a crash and the restart.
 var errNoWorker = errors.New("no worker process of the custom processor is running")
 
 // pipelineDepth is how many requests a worker holds per thread: one it
@@ -387,7 +386,7 @@ func (p *pool) acquire(ctx context.Context) (*worker, error) {
 			p.mu.Unlock()
 			return best, nil
 		}
-		wait, none, why := p.changed, len(p.ready) == 0, p.lastErr
+		wait := p.changed
 		p.waiters++
 		p.mu.Unlock()
 		select {
@@ -399,10 +398,7 @@ func (p *pool) acquire(ctx context.Context) (*worker, error) {
 			p.mu.Lock()
 			p.waiters--
 			p.mu.Unlock()
-			if none {
-				return nil, &processors.StatusError{Code: http.StatusServiceUnavailable, Err: fmt.Errorf("%w (the last one ended: %s)", errNoWorker, why)}
-			}
-			return nil, ctx.Err()
+			return nil, ctx.Err() // the request's deadline: 408, whether or not a worker is up
 		}
 	}
 }

@@ -1,6 +1,6 @@
 /* A custom processor in C with EAS's ABI: it answers the request body
  * unchanged. Build: gcc -shared -fPIC -O2 -o libecho.so echo.c
- * (make build-examples does, into examples/custom/cpp_echo/build/). */
+ * (make examples does, into examples/custom/cpp_echo/build/). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -244,7 +244,18 @@ class _Worker(object):
         call = self.proc._call
 
         def run(ident, body):
-            status, result = call(body)
+            try:
+                status, result = call(body)
+            except BaseException as e:
+                # SystemExit, KeyboardInterrupt: as in the one-thread loop,
+                # the process ends (and eas-server starts a new one), after
+                # answering this request.
+                traceback.print_exc(file=sys.stderr)
+                try:
+                    msg = "process raised %s: %s" % (type(e).__name__, e)
+                    self.send(_frame(ANSWER, ident, _STATUS.pack(500), msg.encode("utf-8", "replace")))
+                finally:
+                    os._exit(1)
             try:
                 self.send(_frame(ANSWER, ident, _STATUS.pack(status), result))
             except OSError:

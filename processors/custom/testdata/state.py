@@ -1,6 +1,6 @@
 """A python custom processor for the tests: state from initialize (a
-counter and model_config's prefix), and requests that raise, sleep past the
-deadline, answer a status of their own or the process id."""
+counter and model_config's prefix), and requests that raise, exit, sleep past
+the deadline, answer a status of their own or the process id."""
 import json
 import os
 import sys
@@ -23,6 +23,8 @@ class Stateful(allspark.BaseProcessor):
             raise ValueError("asked to raise")
         if data == b"sleep":
             time.sleep(2)
+        if data == b"exit":
+            sys.exit(3)
         if data == b"pid":
             return str(os.getpid()), 200
         if data == b"count":
