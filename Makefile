@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-torchscript deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-custom bench-torchscript deps test-deps proto clean
 
 all: build
 
@@ -74,6 +74,10 @@ proto:
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
 bench-batching:
 	bash scripts/bench-batching.sh
+
+## bench-custom: the custom processor ratios of BENCHMARKS.md (starts its own server)
+bench-custom:
+	bash scripts/bench-custom.sh
 
 ## bench-torchscript: the TorchScript ResNet-18 ratios of BENCHMARKS.md (starts its own server)
 bench-torchscript:

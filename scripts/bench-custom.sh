@@ -5,7 +5,10 @@
 # (examples/custom/cpp_echo) and the example Python echo processor
 # (examples/custom/python_echo: 2 worker processes, 1 thread each), at 1
 # and 64 clients, three alternating rounds (built-in, C, Python), with
-# `eas-server bench` (closed loop). Usage: scripts/bench-custom.sh [DURATION]
+# `eas-server bench` (closed loop). All three services get metadata.rpc.worker_threads
+# $WORKERS (32): a custom processor's run waits a round trip to its worker, so it needs more
+# runs in flight than the instant built-in echo to keep the worker busy.
+# Usage: scripts/bench-custom.sh [DURATION]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -24,7 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-rpc='"rpc":{"worker_threads":8,"max_queue_size":1024,"keepalive":60000}'
+WORKERS=${WORKERS:-32}
+rpc="\"rpc\":{\"worker_threads\":$WORKERS,\"max_queue_size\":1024,\"keepalive\":60000}"
 cat >"$work/echo.json" <<JSON
 {"name":"echo","processor":"echo","token":"bench","metadata":{"instance":1,$rpc}}
 JSON
@@ -60,11 +64,11 @@ for round in 1 2 3; do
 	done
 done
 
-$PY - "$DUR" "${rounds[@]}" <<'PYEOF'
+$PY - "$DUR" "$WORKERS" "${rounds[@]}" <<'PYEOF'
 import sys
-dur = sys.argv[1]
-rounds = [list(map(float, r.split())) for r in sys.argv[2:]]
-print(f"{dur} per measurement, 2 s warm-up, body [{{\"x\":1}}], worker_threads 8 for all three services.\n")
+dur, workers = sys.argv[1], sys.argv[2]
+rounds = [list(map(float, r.split())) for r in sys.argv[3:]]
+print(f"{dur} per measurement, 2 s warm-up, body [{{\"x\":1}}], worker_threads {workers} for all three services.\n")
 print("| measure | result | target | |")
 print("|---|---|---|---|")
 for c in (1, 64):

@@ -35,6 +35,14 @@ func BenchmarkCall(b *testing.B) {
 			}
 			defer p.(processors.Closer).Close()
 			body := []byte(`[{"x":1}]`)
+			b.Run("serial", func(b *testing.B) {
+				for b.Loop() {
+					p, _ := e.Decode(&processors.Request{Body: body})
+					if _, err := e.Run(context.Background(), []any{p}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 			b.SetParallelism(4)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
