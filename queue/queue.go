@@ -1,0 +1,800 @@
+// Package queue is the queue service of asynchronous services: durable
+// queues of frames (EAS's DataFrame: an index, bytes, tags) with consumer
+// windows, commits, negative acknowledgements, redelivery and dead
+// letters. A service's queues (its input and its sink) live in one Store,
+// so that moving a request's answer to the sink and committing the request
+// is one transaction: a crash leaves either both or neither.
+//
+// The embedded Store is bbolt (one file, copy-on-write B+tree, fsync per
+// transaction): it survives kill -9 without a recovery step, and db.Batch
+// coalesces concurrent puts into one transaction and one fsync.
+//
+// Delivery is at least once. An entry handed to a consumer (a watcher) and
+// not committed goes back to the ready set when the consumer goes away or
+// acknowledges it negatively, with its delivery count kept on disk; past
+// Config.MaxDelivery deliveries it is dead-lettered instead.
+package queue
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Errors a queue returns; the HTTP layer maps them to status codes.
+var (
+	ErrFull     = errors.New("queue is full")
+	ErrTooLarge = errors.New("payload larger than the queue's limit")
+	ErrEnded    = errors.New("queue is at its end of stream")
+	ErrClosed   = errors.New("queue is closed")
+	ErrNotFound = errors.New("no such index in the queue")
+)
+
+// RequestIDTag is the tag every frame carries: the request id Put made.
+const RequestIDTag = "requestId"
+
+// Config bounds a queue.
+type Config struct {
+	MaxLength   int  // entries; a full queue refuses Put (ErrFull)
+	MaxPayload  int  // bytes of one frame's data
+	MaxDelivery int  // deliveries before an entry is dead-lettered; <= 0: 5
+	AutoEvict   bool // a full queue drops its oldest ready entry instead of refusing
+}
+
+// Options tune a Store.
+type Options struct {
+	// SyncEachPut makes every Put its own transaction and fsync, instead
+	// of coalescing concurrent puts into one (bbolt's Batch). Both are
+	// durable once Put returns; batching is faster under load.
+	SyncEachPut bool
+}
+
+// Store holds the queues of one service in one bbolt file.
+type Store struct {
+	db   *bolt.DB
+	opts Options
+
+	mu     sync.Mutex
+	queues map[string]*Queue
+}
+
+// Open opens (or creates) the store at path.
+func Open(path string, opts Options) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("queue store %s: %w", path, err)
+	}
+	db.MaxBatchDelay = 2 * time.Millisecond
+	return &Store{db: db, opts: opts, queues: map[string]*Queue{}}, nil
+}
+
+// Close closes the store; its queues' watchers end.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	qs := s.queues
+	s.queues = map[string]*Queue{}
+	s.mu.Unlock()
+	for _, q := range qs {
+		q.close()
+	}
+	return s.db.Close()
+}
+
+// Queue opens the named queue, loading what the store holds of it.
+func (s *Store) Queue(name string, cfg Config) (*Queue, error) {
+	if cfg.MaxDelivery <= 0 {
+		cfg.MaxDelivery = 5
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues[name]; ok {
+		q.mu.Lock()
+		q.cfg = cfg
+		q.mu.Unlock()
+		return q, nil
+	}
+	q := &Queue{s: s, name: name, cfg: cfg, data: []byte(name + "/data"), meta: []byte(name + "/meta"),
+		entries: map[uint64]*entry{}, owner: map[uint64]*Watcher{}, watchers: map[*Watcher]bool{}, changed: make(chan struct{})}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		d, err := tx.CreateBucketIfNotExists(q.data)
+		if err != nil {
+			return err
+		}
+		m, err := tx.CreateBucketIfNotExists(q.meta)
+		if err != nil {
+			return err
+		}
+		if v := m.Get(keyLast); len(v) == 8 {
+			q.last = binary.BigEndian.Uint64(v)
+		}
+		q.ended = m.Get(keyEnded) != nil
+		return d.ForEach(func(k, v []byte) error {
+			var r record
+			if err := r.unmarshal(v); err != nil {
+				return fmt.Errorf("%s entry %d: %w", name, binary.BigEndian.Uint64(k), err)
+			}
+			idx := binary.BigEndian.Uint64(k)
+			e := &entry{index: idx, priority: r.Priority, deliveries: r.Deliveries, enqueued: r.Enqueued}
+			q.entries[idx] = e
+			heap.Push(&q.ready, e)
+			q.last = max(q.last, idx)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.queues[name] = q
+	return q, nil
+}
+
+var (
+	keyLast  = []byte("last")
+	keyEnded = []byte("ended")
+)
+
+// entry is what a queue keeps in memory of one stored entry.
+type entry struct {
+	index      uint64
+	priority   int64
+	deliveries int64
+	enqueued   int64
+	heapIdx    int // position in the ready heap; -1 when not ready
+}
+
+// readyHeap orders ready entries: higher priority first, then lower index.
+type readyHeap []*entry
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].priority != h[j].priority {
+		return h[i].priority > h[j].priority
+	}
+	return h[i].index < h[j].index
+}
+func (h readyHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *readyHeap) Push(x any) {
+	e := x.(*entry)
+	e.heapIdx = len(*h)
+	*h = append(*h, e)
+}
+func (h *readyHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	e.heapIdx = -1
+	return e
+}
+
+// Queue is one durable queue.
+type Queue struct {
+	s          *Store
+	name       string
+	data, meta []byte // bucket names
+
+	mu           sync.Mutex
+	cfg          Config
+	last         uint64
+	entries      map[uint64]*entry
+	ready        readyHeap
+	owner        map[uint64]*Watcher // delivered and not committed
+	watchers     map[*Watcher]bool
+	changed      chan struct{} // closed and replaced on every change
+	ended        bool
+	closed       bool
+	redeliveries int64
+	deadLetter   func(Frame, string) error
+}
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// SetDeadLetter sets where an entry goes after MaxDelivery deliveries (the
+// input queue's go to the sink, with the reason); nil drops them.
+func (q *Queue) SetDeadLetter(f func(Frame, string) error) {
+	q.mu.Lock()
+	q.deadLetter = f
+	q.mu.Unlock()
+}
+
+func (q *Queue) signalLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+func idxKey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
+
+// NewRequestID makes a request id.
+func NewRequestID() string {
+	var b [16]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail
+	return hex.EncodeToString(b[:])
+}
+
+// Put appends a frame and returns its index once it is on disk. tags may
+// be nil; the request id is added to them.
+func (q *Queue) Put(data []byte, tags map[string]string, priority int64) (uint64, string, error) {
+	id := tags[RequestIDTag]
+	if id == "" {
+		id = NewRequestID()
+	}
+	t := make(map[string]string, len(tags)+1)
+	for k, v := range tags {
+		t[k] = v
+	}
+	t[RequestIDTag] = id
+	q.mu.Lock()
+	switch {
+	case q.closed:
+		q.mu.Unlock()
+		return 0, "", ErrClosed
+	case q.ended:
+		q.mu.Unlock()
+		return 0, "", ErrEnded
+	case q.cfg.MaxPayload > 0 && len(data) > q.cfg.MaxPayload:
+		q.mu.Unlock()
+		return 0, "", fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(data), q.cfg.MaxPayload)
+	}
+	var evict []uint64
+	if q.cfg.MaxLength > 0 && len(q.entries) >= q.cfg.MaxLength {
+		if !q.cfg.AutoEvict || q.ready.Len() == 0 {
+			q.mu.Unlock()
+			return 0, "", fmt.Errorf("%w: %d entries, the limit", ErrFull, q.cfg.MaxLength)
+		}
+		evict = append(evict, q.oldestReadyLocked())
+	}
+	q.last++
+	idx := q.last
+	q.mu.Unlock()
+	r := record{Frame: Frame{Index: idx, Data: data, Tags: t}, Priority: priority, Enqueued: time.Now().UnixNano()}
+	val := r.marshal()
+	write := func(tx *bolt.Tx) error {
+		b := tx.Bucket(q.data)
+		for _, e := range evict {
+			if err := b.Delete(idxKey(e)); err != nil {
+				return err
+			}
+		}
+		if err := b.Put(idxKey(idx), val); err != nil {
+			return err
+		}
+		m := tx.Bucket(q.meta)
+		if v := m.Get(keyLast); len(v) == 8 && binary.BigEndian.Uint64(v) >= idx {
+			return nil
+		}
+		return m.Put(keyLast, idxKey(idx))
+	}
+	var err error
+	if q.s.opts.SyncEachPut {
+		err = q.s.db.Update(write)
+	} else {
+		err = q.s.db.Batch(write)
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	q.mu.Lock()
+	for _, e := range evict {
+		q.dropLocked(e)
+	}
+	e := &entry{index: idx, priority: priority, enqueued: r.Enqueued}
+	q.entries[idx] = e
+	heap.Push(&q.ready, e)
+	q.signalLocked()
+	q.mu.Unlock()
+	return idx, id, nil
+}
+
+// oldestReadyLocked is the ready entry with the lowest index.
+func (q *Queue) oldestReadyLocked() uint64 {
+	var oldest uint64
+	for _, e := range q.ready {
+		if oldest == 0 || e.index < oldest {
+			oldest = e.index
+		}
+	}
+	return oldest
+}
+
+// dropLocked forgets an entry (already deleted on disk).
+func (q *Queue) dropLocked(idx uint64) {
+	e, ok := q.entries[idx]
+	if !ok {
+		return
+	}
+	if e.heapIdx >= 0 && e.heapIdx < len(q.ready) && q.ready[e.heapIdx] == e {
+		heap.Remove(&q.ready, e.heapIdx)
+	}
+	delete(q.entries, idx)
+	if w := q.owner[idx]; w != nil {
+		delete(w.inflight, idx)
+		delete(q.owner, idx)
+	}
+}
+
+// read loads a frame from disk.
+func (q *Queue) read(tx *bolt.Tx, idx uint64) (record, bool, error) {
+	v := tx.Bucket(q.data).Get(idxKey(idx))
+	if v == nil {
+		return record{}, false, nil
+	}
+	var r record
+	if err := r.unmarshal(v); err != nil {
+		return record{}, false, err
+	}
+	r.Index = idx
+	return r, true, nil
+}
+
+// Matches reports whether tags hold every key and value of filter.
+func Matches(tags, filter map[string]string) bool {
+	for k, v := range filter {
+		if tags[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Get returns up to length frames from index from (0: the head) on whose
+// tags match filter, waiting up to timeout for one when there is none;
+// autoDelete deletes what it returns.
+func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error) {
+	if length <= 0 {
+		length = 1
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		q.mu.Lock()
+		wait := q.changed
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, ErrClosed
+		}
+		var out []Frame
+		err := q.s.db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket(q.data).Cursor()
+			for k, v := c.Seek(idxKey(from)); k != nil && len(out) < length; k, v = c.Next() {
+				var r record
+				if err := r.unmarshal(v); err != nil {
+					return err
+				}
+				if Matches(r.Tags, filter) {
+					r.Index = binary.BigEndian.Uint64(k)
+					out = append(out, r.Frame)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 {
+			if autoDelete {
+				idx := make([]uint64, len(out))
+				for i, f := range out {
+					idx[i] = f.Index
+				}
+				if err := q.Delete(idx...); err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-wait:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// Delete removes entries whatever their state; missing ones are skipped.
+func (q *Queue) Delete(indexes ...uint64) error {
+	err := q.s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(q.data)
+		for _, i := range indexes {
+			if err := b.Delete(idxKey(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	for _, i := range indexes {
+		q.dropLocked(i)
+	}
+	q.signalLocked()
+	q.mu.Unlock()
+	return nil
+}
+
+// Commit acknowledges delivered entries: they are done and deleted.
+func (q *Queue) Commit(indexes ...uint64) error { return q.Delete(indexes...) }
+
+// Truncate deletes every entry below index.
+func (q *Queue) Truncate(index uint64) error {
+	q.mu.Lock()
+	var idx []uint64
+	for i := range q.entries {
+		if i < index {
+			idx = append(idx, i)
+		}
+	}
+	q.mu.Unlock()
+	return q.Delete(idx...)
+}
+
+// End marks the end of the stream: Put is refused from now on, and
+// watchers end once the ready entries are delivered. force drops the ready
+// entries too.
+func (q *Queue) End(force bool) error {
+	if err := q.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(q.meta).Put(keyEnded, []byte{1}) }); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	q.ended = true
+	var drop []uint64
+	if force {
+		for _, e := range q.ready {
+			drop = append(drop, e.index)
+		}
+	}
+	q.signalLocked()
+	q.mu.Unlock()
+	if len(drop) > 0 {
+		return q.Delete(drop...)
+	}
+	return nil
+}
+
+// Negative returns delivered entries to the ready set (or dead-letters
+// those delivered MaxDelivery times), with the reason for a dead letter.
+func (q *Queue) Negative(reason string, indexes ...uint64) error {
+	var dead []uint64
+	q.mu.Lock()
+	for _, i := range indexes {
+		w := q.owner[i]
+		e := q.entries[i]
+		if w == nil || e == nil {
+			continue
+		}
+		delete(w.inflight, i)
+		delete(q.owner, i)
+		if e.deliveries >= int64(q.cfg.MaxDelivery) {
+			dead = append(dead, i)
+			continue
+		}
+		q.redeliveries++
+		heap.Push(&q.ready, e)
+	}
+	dl := q.deadLetter
+	q.signalLocked()
+	q.mu.Unlock()
+	for _, i := range dead {
+		if err := q.deadLetterOne(dl, i, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deadLetterOne hands an entry to the dead-letter function and deletes it.
+func (q *Queue) deadLetterOne(dl func(Frame, string) error, idx uint64, reason string) error {
+	var r record
+	var ok bool
+	err := q.s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		r, ok, err = q.read(tx, idx)
+		return err
+	})
+	if err != nil || !ok {
+		return err
+	}
+	msg := fmt.Sprintf("dead-lettered after %d deliveries: %s", r.Deliveries, reason)
+	if dl != nil {
+		return dl(r.Frame, msg) // it deletes the entry, with its own write
+	}
+	return q.Delete(idx)
+}
+
+// Stats are a queue's numbers for /metrics and desc.
+type Stats struct {
+	Length       int
+	InFlight     int
+	Consumers    int
+	OldestAge    time.Duration
+	Redeliveries int64
+	Last         uint64
+	First        uint64
+	Ended        bool
+	MaxLength    int
+	MaxPayload   int
+}
+
+// Stats reads the queue's numbers.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := Stats{Length: len(q.entries), InFlight: len(q.owner), Consumers: len(q.watchers), Redeliveries: q.redeliveries,
+		Last: q.last, Ended: q.ended, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+	var oldest int64
+	for i, e := range q.entries {
+		if st.First == 0 || i < st.First {
+			st.First = i
+		}
+		if oldest == 0 || e.enqueued < oldest {
+			oldest = e.enqueued
+		}
+	}
+	if oldest > 0 {
+		st.OldestAge = time.Since(time.Unix(0, oldest))
+	}
+	return st
+}
+
+// WaitRoom waits until the queue has room for one more entry.
+func (q *Queue) WaitRoom(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		wait, full, closed := q.changed, q.cfg.MaxLength > 0 && len(q.entries) >= q.cfg.MaxLength && !q.cfg.AutoEvict, q.closed
+		q.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case !full:
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (q *Queue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.signalLocked()
+	q.mu.Unlock()
+}
+
+// Watcher is one consumer: it receives ready entries, at most Window of
+// them uncommitted at once.
+type Watcher struct {
+	q          *Queue
+	window     int
+	from       uint64
+	filter     map[string]string
+	autoCommit bool
+	indexOnly  bool
+	inflight   map[uint64]bool
+	done       bool
+}
+
+// WatchOptions say what a watcher receives.
+type WatchOptions struct {
+	From       uint64            // skip entries below this index
+	Window     int               // uncommitted entries at once; <= 0: 1
+	Filter     map[string]string // only entries whose tags match
+	AutoCommit bool              // an entry is committed as it is delivered
+	IndexOnly  bool              // frames carry the index and tags, not the data
+}
+
+// Watch adds a consumer.
+func (q *Queue) Watch(o WatchOptions) *Watcher {
+	w := &Watcher{q: q, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+	q.mu.Lock()
+	q.watchers[w] = true
+	q.signalLocked()
+	q.mu.Unlock()
+	return w
+}
+
+// Next waits for the next entry this watcher may take and delivers it.
+// It returns io.EOF once the queue has ended and holds nothing ready.
+func (w *Watcher) Next(ctx context.Context) (Frame, error) {
+	q := w.q
+	for {
+		q.mu.Lock()
+		if w.done || q.closed {
+			q.mu.Unlock()
+			return Frame{}, ErrClosed
+		}
+		var e *entry
+		if len(w.inflight) < w.window {
+			e = w.takeLocked()
+		}
+		if e == nil {
+			if q.ended && q.ready.Len() == 0 && len(w.inflight) == 0 {
+				q.mu.Unlock()
+				return Frame{}, io.EOF
+			}
+			wait := q.changed
+			q.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return Frame{}, ctx.Err()
+			}
+		}
+		e.deliveries++
+		if !w.autoCommit {
+			q.owner[e.index] = w
+			w.inflight[e.index] = true
+		}
+		q.mu.Unlock()
+		f, err := w.deliver(e)
+		if err != nil {
+			return Frame{}, err
+		}
+		if f == nil {
+			continue // deleted meanwhile
+		}
+		return *f, nil
+	}
+}
+
+// takeLocked pops the first ready entry this watcher may take.
+func (w *Watcher) takeLocked() *entry {
+	q := w.q
+	if w.from == 0 && len(w.filter) == 0 {
+		if q.ready.Len() == 0 {
+			return nil
+		}
+		return heap.Pop(&q.ready).(*entry)
+	}
+	var best *entry
+	for _, e := range q.ready {
+		if e.index < w.from {
+			continue
+		}
+		if len(w.filter) > 0 && !w.matchesLocked(e) {
+			continue
+		}
+		if best == nil || readyHeap([]*entry{e, best}).Less(0, 1) {
+			best = e
+		}
+	}
+	if best != nil {
+		heap.Remove(&q.ready, best.heapIdx)
+	}
+	return best
+}
+
+// matchesLocked reads an entry's tags to match the filter.
+func (w *Watcher) matchesLocked(e *entry) bool {
+	ok := false
+	w.q.s.db.View(func(tx *bolt.Tx) error { //nolint:errcheck // a failed read matches nothing
+		r, found, err := w.q.read(tx, e.index)
+		ok = err == nil && found && Matches(r.Tags, w.filter)
+		return nil
+	})
+	return ok
+}
+
+// deliver records the delivery on disk (or the commit, with AutoCommit)
+// and returns the frame; nil when the entry is gone.
+func (w *Watcher) deliver(e *entry) (*Frame, error) {
+	q := w.q
+	var r record
+	var found bool
+	err := q.s.db.Batch(func(tx *bolt.Tx) error {
+		var err error
+		r, found, err = q.read(tx, e.index)
+		if err != nil || !found {
+			return err
+		}
+		if w.autoCommit {
+			return tx.Bucket(q.data).Delete(idxKey(e.index))
+		}
+		r.Deliveries = e.deliveries
+		return tx.Bucket(q.data).Put(idxKey(e.index), r.marshal())
+	})
+	if err == nil && w.autoCommit {
+		q.mu.Lock()
+		q.dropLocked(e.index)
+		q.signalLocked()
+		q.mu.Unlock()
+	}
+	if err != nil || !found {
+		return nil, err
+	}
+	f := r.Frame
+	if w.indexOnly {
+		f.Data = nil
+	}
+	return &f, nil
+}
+
+// Close ends the watcher; what it held uncommitted is redelivered (or
+// dead-lettered past MaxDelivery).
+func (w *Watcher) Close(reason string) error {
+	q := w.q
+	q.mu.Lock()
+	if w.done {
+		q.mu.Unlock()
+		return nil
+	}
+	w.done = true
+	delete(q.watchers, w)
+	held := make([]uint64, 0, len(w.inflight))
+	for i := range w.inflight {
+		held = append(held, i)
+	}
+	q.mu.Unlock()
+	return q.Negative(reason, held...)
+}
+
+// Transfer moves a delivered input entry's answer to sink in one
+// transaction: the answer is appended to sink and the input entry is
+// deleted, so a crash leaves the request either answered or still queued.
+func Transfer(input *Queue, index uint64, sink *Queue, answer Frame) (uint64, error) {
+	if input.s != sink.s {
+		return 0, errors.New("queue: Transfer between two stores")
+	}
+	sink.mu.Lock()
+	if sink.closed {
+		sink.mu.Unlock()
+		return 0, ErrClosed
+	}
+	sink.last++
+	idx := sink.last
+	sink.mu.Unlock()
+	r := record{Frame: answer, Enqueued: time.Now().UnixNano()}
+	r.Index = idx
+	val := r.marshal()
+	err := input.s.db.Batch(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(input.data).Delete(idxKey(index)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(sink.data).Put(idxKey(idx), val); err != nil {
+			return err
+		}
+		m := tx.Bucket(sink.meta)
+		if v := m.Get(keyLast); len(v) == 8 && binary.BigEndian.Uint64(v) >= idx {
+			return nil
+		}
+		return m.Put(keyLast, idxKey(idx))
+	})
+	if err != nil {
+		return 0, err
+	}
+	input.mu.Lock()
+	input.dropLocked(index)
+	input.signalLocked()
+	input.mu.Unlock()
+	sink.mu.Lock()
+	e := &entry{index: idx, enqueued: r.Enqueued}
+	sink.entries[idx] = e
+	heap.Push(&sink.ready, e)
+	sink.signalLocked()
+	sink.mu.Unlock()
+	return idx, nil
+}

@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func openQueues(t *testing.T, path string) (*Store, *Queue, *Queue) {
+	t.Helper()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := s.Queue("input", Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := s.Queue("sink", Config{MaxLength: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, in, sink
+}
+
+func TestPutGetWatchCommit(t *testing.T) {
+	ctx := context.Background()
+	s, in, _ := openQueues(t, filepath.Join(t.TempDir(), "q.db"))
+	defer s.Close()
+	i1, id1, err := in.Put([]byte("a"), map[string]string{"k": "v"}, 0)
+	if err != nil || i1 != 1 || id1 == "" {
+		t.Fatalf("put: %d %q %v", i1, id1, err)
+	}
+	i2, _, _ := in.Put([]byte("b"), nil, 0)
+	i3, _, _ := in.Put([]byte("urgent"), nil, 5)
+	if _, _, err := in.Put(make([]byte, 2<<10), nil, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("oversized put: %v", err)
+	}
+	fs, err := in.Get(ctx, 0, 10, 0, false, map[string]string{RequestIDTag: id1})
+	if err != nil || len(fs) != 1 || string(fs[0].Data) != "a" || fs[0].Tags["k"] != "v" {
+		t.Fatalf("get by request id: %+v %v", fs, err)
+	}
+	w := in.Watch(WatchOptions{Window: 2})
+	f, _ := w.Next(ctx)
+	if f.Index != i3 {
+		t.Errorf("first delivery %d, want the prioritized %d", f.Index, i3)
+	}
+	g, _ := w.Next(ctx)
+	if g.Index != i1 {
+		t.Errorf("second delivery %d, want %d", g.Index, i1)
+	}
+	// The window is full: Next waits until a commit.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	if _, err := w.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past the window: %v", err)
+	}
+	cancel()
+	if err := in.Commit(f.Index); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := w.Next(ctx); h.Index != i2 {
+		t.Errorf("after a commit: %d, want %d", h.Index, i2)
+	}
+	if st := in.Stats(); st.Length != 2 || st.InFlight != 2 || st.Consumers != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestRedeliveryAndDeadLetter: a consumer that goes away gives its entries
+// back; past MaxDelivery they are dead-lettered with the reason.
+func TestRedeliveryAndDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	s, in, sink := openQueues(t, filepath.Join(t.TempDir(), "q.db"))
+	defer s.Close()
+	var dead []string
+	in.SetDeadLetter(func(f Frame, reason string) error {
+		dead = append(dead, reason)
+		_, err := Transfer(in, f.Index, sink, Frame{Tags: f.Tags, Message: reason})
+		return err
+	})
+	idx, _, _ := in.Put([]byte("x"), nil, 0)
+	for round := 1; round <= 2; round++ {
+		w := in.Watch(WatchOptions{Window: 1})
+		f, err := w.Next(ctx)
+		if err != nil || f.Index != idx {
+			t.Fatalf("round %d: %+v %v", round, f, err)
+		}
+		if err := w.Close("consumer gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dead) != 1 || dead[0] != "dead-lettered after 2 deliveries: consumer gone" {
+		t.Fatalf("dead letters %q", dead)
+	}
+	fs, _ := sink.Get(ctx, 0, 10, 0, false, nil)
+	if len(fs) != 1 || fs[0].Message != dead[0] {
+		t.Errorf("sink %+v", fs)
+	}
+	if st := in.Stats(); st.Length != 0 || st.Redeliveries != 1 {
+		t.Errorf("input stats %+v", st)
+	}
+}
+
+// TestReopenKeepsEverything: entries, the last index, delivery counts and
+// the end of stream survive closing the store (as after a crash: bbolt
+// commits are durable when Put returns).
+func TestReopenKeepsEverything(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "q.db")
+	s, in, sink := openQueues(t, path)
+	for i := range 5 {
+		if _, _, err := in.Put(fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := in.Watch(WatchOptions{Window: 2})
+	a, _ := w.Next(ctx)
+	if _, err := Transfer(in, a.Index, sink, Frame{Data: []byte("answer"), Tags: a.Tags}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := w.Next(ctx) // delivered, never answered: the crash
+	if err := in.Delete(5); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s, in, sink = openQueues(t, path)
+	defer s.Close()
+	if st := in.Stats(); st.Length != 3 || st.Last != 5 {
+		t.Fatalf("after reopen: %+v", st)
+	}
+	if idx, _, _ := in.Put([]byte("new"), nil, 0); idx != 6 {
+		t.Errorf("an index is never reused: %d", idx)
+	}
+	fs, _ := sink.Get(ctx, 0, 10, 0, false, nil)
+	if len(fs) != 1 || string(fs[0].Data) != "answer" || fs[0].Tags[RequestIDTag] != a.Tags[RequestIDTag] {
+		t.Errorf("sink after reopen: %+v", fs)
+	}
+	w = in.Watch(WatchOptions{Window: 10})
+	got, _ := w.Next(ctx)
+	if got.Index != b.Index {
+		t.Errorf("the unanswered entry comes first again: %d, want %d", got.Index, b.Index)
+	}
+}
+
+func TestEndAndWaitRoom(t *testing.T) {
+	ctx := context.Background()
+	s, in, sink := openQueues(t, filepath.Join(t.TempDir(), "q.db"))
+	defer s.Close()
+	for i := range 3 {
+		if _, _, err := sink.Put(fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := sink.Put([]byte("4th"), nil, 0); !errors.Is(err, ErrFull) {
+		t.Errorf("full sink: %v", err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	roomed := make(chan error, 1)
+	go func() { defer wg.Done(); roomed <- sink.WaitRoom(ctx) }()
+	select {
+	case err := <-roomed:
+		t.Fatalf("WaitRoom returned on a full queue: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := sink.Truncate(2); err != nil { // drops index 1
+		t.Fatal(err)
+	}
+	if err := <-roomed; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	in.Put([]byte("last"), nil, 0)
+	if err := in.End(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := in.Put([]byte("late"), nil, 0); !errors.Is(err, ErrEnded) {
+		t.Errorf("put after the end: %v", err)
+	}
+	w := in.Watch(WatchOptions{AutoCommit: true})
+	if f, err := w.Next(ctx); err != nil || string(f.Data) != "last" {
+		t.Fatalf("the entry before the end: %+v %v", f, err)
+	}
+	if _, err := w.Next(ctx); err != io.EOF {
+		t.Errorf("after the last entry: %v, want EOF", err)
+	}
+}

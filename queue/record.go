@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Frame is one entry of a queue as clients see it: EAS's DataFrame.
+type Frame struct {
+	Index   uint64
+	Data    []byte
+	Tags    map[string]string
+	Message string
+}
+
+// record is what the store keeps per entry: the frame and its delivery
+// state. It is encoded with protobuf's wire format (field numbers below),
+// so that a field added later reads old records.
+type record struct {
+	Frame
+	Priority   int64
+	Deliveries int64 // times handed to a consumer
+	Enqueued   int64 // unix nanoseconds
+}
+
+const (
+	fData       = 1
+	fTag        = 2 // repeated: a message of key (1) and value (2)
+	fMessage    = 3
+	fPriority   = 4
+	fDeliveries = 5
+	fEnqueued   = 6
+)
+
+func (r *record) marshal() []byte {
+	b := make([]byte, 0, len(r.Data)+64)
+	b = protowire.AppendTag(b, fData, protowire.BytesType)
+	b = protowire.AppendBytes(b, r.Data)
+	keys := make([]string, 0, len(r.Tags))
+	for k := range r.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var kv []byte
+		kv = protowire.AppendTag(kv, 1, protowire.BytesType)
+		kv = protowire.AppendString(kv, k)
+		kv = protowire.AppendTag(kv, 2, protowire.BytesType)
+		kv = protowire.AppendString(kv, r.Tags[k])
+		b = protowire.AppendTag(b, fTag, protowire.BytesType)
+		b = protowire.AppendBytes(b, kv)
+	}
+	if r.Message != "" {
+		b = protowire.AppendTag(b, fMessage, protowire.BytesType)
+		b = protowire.AppendString(b, r.Message)
+	}
+	for _, f := range []struct {
+		num protowire.Number
+		v   int64
+	}{{fPriority, r.Priority}, {fDeliveries, r.Deliveries}, {fEnqueued, r.Enqueued}} {
+		if f.v != 0 {
+			b = protowire.AppendTag(b, f.num, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(f.v))
+		}
+	}
+	return b
+}
+
+var errCorrupt = errors.New("queue: corrupt record")
+
+func (r *record) unmarshal(b []byte) error {
+	*r = record{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errCorrupt
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errCorrupt
+			}
+			b = b[n:]
+			switch num {
+			case fData:
+				r.Data = append([]byte(nil), v...)
+			case fMessage:
+				r.Message = string(v)
+			case fTag:
+				k, val, err := parseTag(v)
+				if err != nil {
+					return err
+				}
+				if r.Tags == nil {
+					r.Tags = map[string]string{}
+				}
+				r.Tags[k] = val
+			}
+		case typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errCorrupt
+			}
+			b = b[n:]
+			switch num {
+			case fPriority:
+				r.Priority = int64(v)
+			case fDeliveries:
+				r.Deliveries = int64(v)
+			case fEnqueued:
+				r.Enqueued = int64(v)
+			}
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return errCorrupt
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+func parseTag(b []byte) (k, v string, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType {
+			return "", "", fmt.Errorf("%w: tag entry", errCorrupt)
+		}
+		b = b[n:]
+		s, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return "", "", fmt.Errorf("%w: tag entry", errCorrupt)
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			k = string(s)
+		case 2:
+			v = string(s)
+		}
+	}
+	return k, v, nil
+}
