@@ -361,6 +361,14 @@ func validate(s *Service, mentioned map[string]bool, errs *Errors) {
 		validateLocation(k, locationOf(s, k), errs)
 	}
 	validateHooks(s, mentioned, errs)
+	if !s.IsAsync() {
+		for p := range mentioned {
+			if strings.HasPrefix(p, "queue.") {
+				errs.add(p, `applies to asynchronous services only; add "metadata": {"type": "Async"} or remove the queue section`)
+				break
+			}
+		}
+	}
 	if t := s.Cloud.InstanceType; s.given["cloud.computing.instance_type"] && !instanceTypeRule.MatchString(t) {
 		errs.add("cloud.computing.instance_type", "must look like ecs.c6.xlarge or ecs.gn6i-c4g1.xlarge (lowercase, dotted), got %q", t)
 	}

@@ -58,6 +58,9 @@ type Service struct {
 	Networking json.RawMessage   // kept as given; nil when absent
 	Runtime    Runtime
 	Metadata   Metadata
+	// Queue is the queue section of an asynchronous service
+	// (metadata.type "Async"), defaults filled in.
+	Queue Queue
 
 	// Raw is the document as Parse received it (less a UTF-8 byte order
 	// mark), so that the server persists exactly what the user wrote,
@@ -77,6 +80,24 @@ func (s *Service) ProcessorName() string {
 		return "custom " + s.ProcessorType
 	}
 	return s.Processor
+}
+
+// IsAsync reports whether the service is asynchronous (metadata.type
+// "Async").
+func (s *Service) IsAsync() bool { return s.Metadata.Type == "Async" }
+
+// Queue is the queue section: the input queue (source), the sink and the
+// redelivery limit.
+type Queue struct {
+	Source, Sink QueueLimits
+	MaxDelivery  int // deliveries of a request before it is dead-lettered; default 5
+}
+
+// QueueLimits bound one queue.
+type QueueLimits struct {
+	MaxLength    int  // entries; default 10000
+	MaxPayloadKB int  // KB of one entry; default 8192
+	AutoEvict    bool // a full queue drops its oldest entry instead of refusing
 }
 
 // Hook is pre_process or post_process: a custom processor's package, type
@@ -102,7 +123,10 @@ type Metadata struct {
 	QoS               string
 	Region            string
 	WorkspaceID       string
-	EnableGRPC        bool
+	// Type is "Async" for an asynchronous service (requests go through
+	// its input queue, answers to its sink); "" for a synchronous one.
+	Type       string
+	EnableGRPC bool
 	// TerminationGracePeriod is metadata.eas.termination_grace_period: how
 	// long a stopping instance may drain. Default 30s.
 	TerminationGracePeriod time.Duration
@@ -229,12 +253,20 @@ const (
 	DefaultMaxQueueSize           = 64
 	DefaultBatcher                = "concat"
 	DefaultTerminationGracePeriod = 30 * time.Second
+	DefaultQueueLength            = 10000
+	DefaultQueuePayloadKB         = 8192
+	DefaultMaxDelivery            = 5
 )
 
 // applyDefaults sets every default. Parse calls it before it applies the
 // keys of the document, so a value given explicitly (even 0) always wins.
 func (s *Service) applyDefaults() {
 	s.Metadata.TerminationGracePeriod = DefaultTerminationGracePeriod
+	s.Queue = Queue{
+		Source:      QueueLimits{MaxLength: DefaultQueueLength, MaxPayloadKB: DefaultQueuePayloadKB},
+		Sink:        QueueLimits{MaxLength: DefaultQueueLength, MaxPayloadKB: DefaultQueuePayloadKB},
+		MaxDelivery: DefaultMaxDelivery,
+	}
 	s.Metadata.RPC = RPC{
 		MaxBatchSize:    DefaultMaxBatchSize,
 		MaxBatchTimeout: DefaultMaxBatchTimeout,
