@@ -1,0 +1,416 @@
+package queue
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/websocket"
+)
+
+// The headers the attributes name (meta.header.*): the SDKs send the
+// caller's identity and a put's priority in them.
+const (
+	HeaderUser      = "X-Eas-Queueservice-User"
+	HeaderGroup     = "X-Eas-Queueservice-Group"
+	HeaderPriority  = "X-Eas-Queueservice-Priority"
+	HeaderRequestID = "X-Eas-Queueservice-Request-Id"
+)
+
+// Op is what a queue API call does.
+type Op int
+
+// The queue API's operations.
+const (
+	OpPut Op = iota
+	OpEnd
+	OpAttrs
+	OpGet
+	OpWatch
+	OpCommit
+	OpNegative
+	OpDelete
+	OpTruncate
+)
+
+// Call is one parsed queue API call.
+type Call struct {
+	Op         Op
+	Tags       map[string]string // Put: the entry's tags; Get, Watch: the filter
+	Priority   int64
+	Index      uint64
+	Length     int
+	Timeout    time.Duration
+	AutoDelete bool
+	Raw        bool
+	Window     int
+	IndexOnly  bool
+	AutoCommit bool
+	Force      bool
+	Indexes    []uint64
+}
+
+// maxGetLength bounds one Get; maxTimeout bounds its wait.
+const (
+	maxGetLength = 10000
+	maxTimeout   = 10 * time.Minute
+	maxIndexes   = 10000
+)
+
+// ParseCall reads a call from its method and query: the parameters are
+// EAS's (_index_, _length_, _timeout_, _auto_delete_, _raw_, _watch_,
+// _window_, _index_only_, _auto_commit_, _indexes_, _negative_, _trunc_,
+// _eos_, _force_, _attrs_, _priority_); any other parameter is a tag.
+func ParseCall(method string, q url.Values) (Call, error) {
+	c := Call{Length: 1, Window: 1}
+	var err error
+	flag := func(name string) bool {
+		if err != nil {
+			return false
+		}
+		v := q.Get(name)
+		if v == "" {
+			return false
+		}
+		b, e := strconv.ParseBool(v)
+		if e != nil {
+			err = fmt.Errorf("%s: %q is not a boolean; use true or false", name, v)
+		}
+		return b
+	}
+	num := func(name string, lo, hi uint64) uint64 {
+		if err != nil || q.Get(name) == "" {
+			return 0
+		}
+		n, e := strconv.ParseUint(q.Get(name), 10, 64)
+		if e != nil || n < lo || n > hi {
+			err = fmt.Errorf("%s: %q is not a number from %d to %d", name, q.Get(name), lo, hi)
+		}
+		return n
+	}
+	for k, vs := range q {
+		if !strings.HasPrefix(k, "_") && len(vs) > 0 {
+			if c.Tags == nil {
+				c.Tags = map[string]string{}
+			}
+			c.Tags[k] = vs[0]
+		}
+	}
+	switch method {
+	case http.MethodPost:
+		c.Op = OpPut
+		if flag("_eos_") {
+			c.Op, c.Force = OpEnd, flag("_force_")
+		}
+		if p := q.Get("_priority_"); p != "" && err == nil {
+			c.Priority, err = parsePriority(p)
+		}
+	case http.MethodGet:
+		switch {
+		case flag("_attrs_"):
+			c.Op = OpAttrs
+		case flag("_watch_"):
+			c.Op = OpWatch
+			c.Index = num("_index_", 0, 1<<63)
+			if w := num("_window_", 1, 1<<20); w > 0 {
+				c.Window = int(w)
+			}
+			c.IndexOnly, c.AutoCommit = flag("_index_only_"), flag("_auto_commit_")
+		default:
+			c.Op = OpGet
+			c.Index = num("_index_", 0, 1<<63)
+			if l := num("_length_", 1, maxGetLength); l > 0 {
+				c.Length = int(l)
+			}
+			c.AutoDelete, c.Raw = flag("_auto_delete_"), flag("_raw_")
+			if t := q.Get("_timeout_"); t != "" && err == nil {
+				c.Timeout, err = parseTimeout(t)
+			}
+		}
+	case http.MethodPut:
+		c.Op = OpCommit
+		if flag("_negative_") {
+			c.Op = OpNegative
+		}
+		if err == nil {
+			c.Indexes, err = parseIndexes(q.Get("_indexes_"))
+		}
+	case http.MethodDelete:
+		c.Op = OpDelete
+		if flag("_trunc_") {
+			c.Op = OpTruncate
+			if q.Get("_index_") == "" && err == nil {
+				err = errors.New("_trunc_ needs _index_: the entries below it are deleted")
+			}
+			c.Index = num("_index_", 0, 1<<63)
+		} else if err == nil {
+			c.Indexes, err = parseIndexes(q.Get("_indexes_"))
+		}
+	default:
+		return c, fmt.Errorf("method %s is not a queue operation; use POST, GET, PUT or DELETE", method)
+	}
+	return c, err
+}
+
+func parsePriority(s string) (int64, error) {
+	p, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || p < 0 {
+		return 0, fmt.Errorf("priority: %q is not a number >= 0", s)
+	}
+	return p, nil
+}
+
+// parseTimeout reads a Go duration ("5s", what the Go SDK sends) or a
+// number of seconds.
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, e := strconv.ParseFloat(s, 64)
+		if e != nil || n != n {
+			return 0, fmt.Errorf("_timeout_: %q is neither a duration (5s) nor a number of seconds", s)
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	if d < 0 || d > maxTimeout {
+		return 0, fmt.Errorf("_timeout_: %s is outside 0..%s", d, maxTimeout)
+	}
+	return d, nil
+}
+
+func parseIndexes(s string) ([]uint64, error) {
+	if s == "" {
+		return nil, errors.New("_indexes_ is required: a comma-separated list of indexes, e.g. _indexes_=1,2,3")
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > maxIndexes {
+		return nil, fmt.Errorf("_indexes_: %d indexes, at most %d at once", len(parts), maxIndexes)
+	}
+	out := make([]uint64, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("_indexes_: %q is not an index", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// API serves one queue over HTTP, as EAS's queue service does.
+type API struct {
+	Queue   *Queue
+	Name    string // the queue's name in the attributes: <service> or <service>/sink
+	MaxBody int64  // the largest body a put reads
+}
+
+// StatusOf maps a queue error to an HTTP status.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrFull):
+		return http.StatusTooManyRequests
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrEnded):
+		return http.StatusConflict
+	case errors.Is(err, ErrClosed):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, context.Canceled):
+		return 499
+	}
+	return http.StatusInternalServerError
+}
+
+func fail(w http.ResponseWriter, code int, msg string) int {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, msg+"\n") //nolint:errcheck // the client may be gone
+	return code
+}
+
+// mediaOf picks the codec the client accepts: JSON when it asks for JSON,
+// else protobuf (the SDKs' default).
+func mediaOf(r *http.Request) string {
+	if strings.Contains(r.Header.Get("Accept"), MediaJSON) {
+		return MediaJSON
+	}
+	return MediaProtobuf
+}
+
+// Serve answers one call and returns the status sent.
+func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
+	c, err := ParseCall(r.Method, r.URL.Query())
+	if err != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodDelete {
+			w.Header().Set("Allow", "GET, POST, PUT, DELETE")
+			return fail(w, http.StatusMethodNotAllowed, err.Error())
+		}
+		return fail(w, http.StatusBadRequest, err.Error())
+	}
+	q := a.Queue
+	switch c.Op {
+	case OpPut:
+		if h := r.Header.Get(HeaderPriority); h != "" {
+			if c.Priority, err = parsePriority(h); err != nil {
+				return fail(w, http.StatusBadRequest, err.Error())
+			}
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBody))
+		if err != nil {
+			return fail(w, http.StatusRequestEntityTooLarge, "reading the body: "+err.Error())
+		}
+		idx, id, err := q.Put(body, c.Tags, c.Priority)
+		if err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		w.Header().Set(HeaderRequestID, id)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, strconv.FormatUint(idx, 10)) //nolint:errcheck
+		return http.StatusOK
+	case OpEnd:
+		if err := q.End(c.Force); err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		return http.StatusOK
+	case OpAttrs:
+		attrs := a.Attributes()
+		media := mediaOf(r)
+		w.Header().Set("Content-Type", media)
+		if media == MediaJSON {
+			return writeJSON(w, attrs)
+		}
+		w.Write(AppendAttributes(nil, attrs)) //nolint:errcheck
+		return http.StatusOK
+	case OpGet:
+		frames, err := q.Get(r.Context(), c.Index, c.Length, c.Timeout, c.AutoDelete, c.Tags)
+		if err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		if c.Raw {
+			if len(frames) == 0 {
+				return fail(w, http.StatusNotFound, "no entry matches")
+			}
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Write(frames[0].Data) //nolint:errcheck
+			return http.StatusOK
+		}
+		media := mediaOf(r)
+		w.Header().Set("Content-Type", media)
+		w.Write(EncodeFrames(media, frames)) //nolint:errcheck
+		return http.StatusOK
+	case OpWatch:
+		return a.watch(w, r, c)
+	case OpCommit:
+		if err := q.Commit(c.Indexes...); err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		return http.StatusOK
+	case OpNegative:
+		r.ParseForm() //nolint:errcheck // a missing reason is still a negative ack
+		reason := strings.TrimSpace(r.PostForm.Get("_code_") + " " + r.PostForm.Get("_reason_"))
+		if reason == "" {
+			reason = "negative acknowledgement"
+		}
+		if err := q.Negative(reason, c.Indexes...); err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		return http.StatusOK
+	case OpDelete:
+		if err := q.Delete(c.Indexes...); err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		return http.StatusOK
+	case OpTruncate:
+		if err := q.Truncate(c.Index); err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		return http.StatusOK
+	}
+	return fail(w, http.StatusBadRequest, "unknown queue operation")
+}
+
+// Attributes are what GET ?_attrs_=true answers: the keys the SDKs need.
+func (a *API) Attributes() map[string]string {
+	st := a.Queue.Stats()
+	state := "Normal"
+	if st.Ended {
+		state = "End"
+	}
+	return map[string]string{
+		"meta.backend":           "eas-server",
+		"meta.name":              a.Name,
+		"meta.state":             state,
+		"meta.maxPayloadBytes":   strconv.Itoa(st.MaxPayload),
+		"meta.header.user":       HeaderUser,
+		"meta.header.group":      HeaderGroup,
+		"meta.header.priority":   HeaderPriority,
+		"stream.length":          strconv.Itoa(st.Length),
+		"stream.approxMaxLength": strconv.Itoa(st.MaxLength),
+		"stream.lastEntry":       strconv.FormatUint(st.Last, 10),
+		"stream.firstEntry":      strconv.FormatUint(st.First, 10),
+		"consumers.status.total": strconv.Itoa(st.Consumers),
+	}
+}
+
+// watch streams frames to a consumer: over a websocket (one binary
+// message per DataFrameProto) when the request asks to upgrade, else as a
+// stream of length-delimited frames (a 4-byte big-endian length, then the
+// frame). The consumer's uncommitted entries are redelivered when it goes.
+func (a *API) watch(w http.ResponseWriter, r *http.Request, c Call) int {
+	media := mediaOf(r)
+	opts := WatchOptions{From: c.Index, Window: c.Window, Filter: c.Tags, AutoCommit: c.AutoCommit, IndexOnly: c.IndexOnly}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		websocket.Server{Handler: func(ws *websocket.Conn) {
+			ws.PayloadType = websocket.BinaryFrame
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			go func() { // reads answer the client's pings and see it go
+				defer cancel()
+				var b []byte
+				for websocket.Message.Receive(ws, &b) == nil {
+				}
+			}()
+			wt := a.Queue.Watch(opts)
+			defer wt.Close("the consumer disconnected")
+			for {
+				f, err := wt.Next(ctx)
+				if err != nil {
+					return
+				}
+				if websocket.Message.Send(ws, EncodeFrame(media, f)) != nil {
+					return
+				}
+			}
+		}}.ServeHTTP(w, r)
+		return http.StatusSwitchingProtocols
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", media)
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	wt := a.Queue.Watch(opts)
+	defer wt.Close("the consumer disconnected")
+	for {
+		f, err := wt.Next(r.Context())
+		if err != nil {
+			return http.StatusOK
+		}
+		b := EncodeFrame(media, f)
+		var h [4]byte
+		binary.BigEndian.PutUint32(h[:], uint32(len(b)))
+		if _, err := w.Write(append(h[:], b...)); err != nil {
+			return http.StatusOK
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
