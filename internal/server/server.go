@@ -23,12 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eas-server/eas-server/auth"
-	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/internal/decompress"
+	"github.com/eas-server/eas-server/internal/httpstatus"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/scheduler"
 )
 
 // DefaultMaxBodyBytes is the default request body limit (64 MiB).
@@ -480,31 +479,14 @@ func notServing(name string, st service.Status, msg string) string {
 	return out
 }
 
-// statusOf maps an error from a processor or the scheduler to a status code.
-// It is the one place where errors become codes.
+// statusOf maps an error from a processor or the scheduler to a status code:
+// the front's own refusals, then httpstatus.Of, the one map.
 func statusOf(err error) int {
-	var se *processors.StatusError
 	var fe *frontError
-	switch {
-	case errors.As(err, &fe):
+	if errors.As(err, &fe) {
 		return fe.code
-	case errors.As(err, &se):
-		return se.Code
-	case badinput.Is(err):
-		return http.StatusBadRequest
-	case errors.Is(err, scheduler.ErrQueueFull):
-		return 450
-	case errors.Is(err, scheduler.ErrRateLimited):
-		return http.StatusTooManyRequests
-	case errors.Is(err, scheduler.ErrDeadline):
-		return http.StatusRequestTimeout
-	case errors.Is(err, scheduler.ErrCanceled):
-		return 499
-	case errors.Is(err, scheduler.ErrStopped):
-		return http.StatusServiceUnavailable
-	default: // *scheduler.PanicError and processor failures
-		return http.StatusInternalServerError
 	}
+	return httpstatus.Of(err)
 }
 
 func (s *Server) failErr(c *gin.Context, err error) int {
