@@ -25,6 +25,7 @@ import (
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/decompress"
 	"github.com/eas-server/eas-server/internal/httpstatus"
+	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
@@ -342,6 +343,9 @@ func (s *Server) predict(c *gin.Context) {
 // *version is set to the service version that answered it.
 func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) int {
 	req := c.Request
+	if code, ok := s.serveQueue(c, name, extra, version); ok {
+		return code
+	}
 	if req.Method != http.MethodPost && req.Method != http.MethodGet {
 		c.Header("Allow", "GET, POST")
 		return s.fail(c, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed; use POST to predict or GET for the model's metadata")
@@ -528,3 +532,33 @@ func humanBytes(n int64) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// serveQueue answers the queue API of an asynchronous service: its input
+// queue at /api/predict/<name>, its sink at /api/predict/<name>/sink.
+// ok is false for a synchronous service.
+func (s *Server) serveQueue(c *gin.Context, name, extra string, version *int) (code int, ok bool) {
+	svc, found := s.opt.Manager.Get(name)
+	if !found || svc.Queues() == nil {
+		return 0, false
+	}
+	req := c.Request
+	live, _, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
+	if err != nil {
+		return s.failErr(c, err), true
+	}
+	defer live.Release()
+	if !live.Spec.IsAsync() {
+		return 0, false // modified into a synchronous service
+	}
+	*version = live.Version
+	qs := svc.Queues()
+	api := queue.API{Queue: qs.Input, Name: name, MaxBody: s.opt.MaxBodyBytes}
+	switch extra {
+	case "":
+	case "/sink":
+		api.Queue, api.Name = qs.Sink, name+"/sink"
+	default:
+		return s.fail(c, http.StatusNotFound, "an asynchronous service has two queues: /api/predict/"+name+" (requests) and /api/predict/"+name+"/sink (answers)"), true
+	}
+	return api.Serve(c.Writer, req), true
+}

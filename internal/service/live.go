@@ -28,8 +28,9 @@ type Live struct {
 	Scheduler *scheduler.Scheduler
 	Started   time.Time // when this version began to serve
 
-	model *model
-	refs  atomic.Int64 // requests holding this Live
+	model     *model
+	refs      atomic.Int64 // requests holding this Live
+	consumers *consumers   // an asynchronous version's instances; nil for a synchronous one
 }
 
 // Instances is the number of replicas this version runs
@@ -86,6 +87,9 @@ func (mgr *Manager) newLive(version int, spec *servicejson.Service, token string
 // requests that hold it (at most the termination grace period), drains its
 // scheduler and closes the model when no other Live uses it.
 func (mgr *Manager) retire(ctx context.Context, l *Live, log *slog.Logger) {
+	if l.consumers != nil {
+		l.consumers.stop() // no more requests from the input queue
+	}
 	grace := l.Spec.Metadata.TerminationGracePeriod
 	if grace <= 0 {
 		grace = servicejson.DefaultTerminationGracePeriod

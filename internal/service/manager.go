@@ -63,6 +63,9 @@ type Options struct {
 	// MaxModelBytes bounds one service's model: each download and what a
 	// processor reads at load (0 = processors.DefaultMaxModelBytes).
 	MaxModelBytes int64
+	// QueueSyncEachPut makes every put into an asynchronous service's
+	// queue its own fsync instead of one per batch of concurrent puts.
+	QueueSyncEachPut bool
 }
 
 // Manager holds every service. It is safe for concurrent use.
@@ -456,6 +459,9 @@ func (m *Manager) Shutdown(ctx context.Context) {
 			defer s.op.Unlock()
 			if l := s.live.Swap(nil); l != nil {
 				m.retire(ctx, l, m.log.With("service", s.Name))
+			}
+			if qs := s.Queues(); qs != nil {
+				qs.close()
 			}
 			s.mu.Lock()
 			s.setStatusLocked(Stopped, "server shut down", "")

@@ -158,6 +158,17 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 		}
 	}
 
+	if spec.IsAsync() {
+		qs, err := m.queuesFor(s, spec)
+		if err != nil {
+			m.retire(context.Background(), nl, log)
+			err = fmt.Errorf("queue service: %w", err)
+			m.loadFailed(s, v, old, err)
+			return err
+		}
+		nl.consumers = startConsumers(nl, qs, log)
+	}
+
 	s.mu.Lock()
 	if s.deleted { // deleted while loading: nothing may serve
 		s.mu.Unlock()
@@ -492,6 +503,9 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	}()
 	if l := s.live.Swap(nil); l != nil {
 		m.retire(ctx, l, m.log.With("service", name))
+	}
+	if qs := s.Queues(); qs != nil {
+		qs.close() // its file goes with the service's directory
 	}
 	m.opt.Metrics.Forget(name) // a deleted service leaves no series behind
 	// Its downloads go too: partial files and cache entries no other

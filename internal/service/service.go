@@ -118,6 +118,7 @@ type Service struct {
 	// outcome can go on at once.
 	busy    bool
 	deleted bool
+	queues  *Queues // an asynchronous service's queue service; nil until its first load
 
 	mgr   *Manager // logs the events and keeps the metrics (observe.go); nil in bare tests
 	shown shown    // what the metrics show of the service

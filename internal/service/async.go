@@ -1,0 +1,201 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/eas-server/eas-server/internal/httpstatus"
+	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/queue"
+	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/servicejson"
+)
+
+// StatusTag is the sink tag that holds a request's HTTP status; a failed
+// request's frame also carries the error as its message.
+const StatusTag = "status"
+
+// Queues is an asynchronous service's queue service: the input queue
+// (/api/predict/<name>) and the sink (/api/predict/<name>/sink), in one
+// store in the service's state directory.
+type Queues struct {
+	store       *queue.Store
+	Input, Sink *queue.Queue
+	dir         string // a temporary directory to remove on close; "" in the state dir
+}
+
+// queuesFor opens (once) the queues of an asynchronous service and sets
+// their limits from spec.
+func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues == nil {
+		var path, tmp string
+		if m.persistent() {
+			if err := os.MkdirAll(m.svcDir(s.Name), 0o755); err != nil {
+				return nil, err
+			}
+			path = filepath.Join(m.svcDir(s.Name), "queues.db")
+		} else {
+			var err error
+			if tmp, err = os.MkdirTemp("", "eas-queues-"); err != nil {
+				return nil, err
+			}
+			path = filepath.Join(tmp, "queues.db")
+		}
+		st, err := queue.Open(path, queue.Options{SyncEachPut: m.opt.QueueSyncEachPut})
+		if err != nil {
+			return nil, err
+		}
+		s.queues = &Queues{store: st, dir: tmp}
+	}
+	qs := s.queues
+	lim := func(l servicejson.QueueLimits) queue.Config {
+		return queue.Config{MaxLength: l.MaxLength, MaxPayload: l.MaxPayloadKB << 10, MaxDelivery: spec.Queue.MaxDelivery, AutoEvict: l.AutoEvict}
+	}
+	var err error
+	if qs.Input, err = qs.store.Queue("input", lim(spec.Queue.Source)); err != nil {
+		return nil, err
+	}
+	if qs.Sink, err = qs.store.Queue("sink", lim(spec.Queue.Sink)); err != nil {
+		return nil, err
+	}
+	in, sink := qs.Input, qs.Sink
+	in.SetDeadLetter(func(f queue.Frame, reason string) error {
+		tags := maps.Clone(f.Tags)
+		tags[StatusTag] = "500"
+		_, err := queue.Transfer(in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
+		return err
+	})
+	return qs, nil
+}
+
+// close closes the store (and removes a temporary one).
+func (q *Queues) close() {
+	q.store.Close() //nolint:errcheck // closing at delete or shutdown
+	if q.dir != "" {
+		os.RemoveAll(q.dir)
+	}
+}
+
+// Queues returns an asynchronous service's queues; nil for a synchronous
+// one (or before its first load).
+func (s *Service) Queues() *Queues {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queues
+}
+
+// consumers are the instances of an asynchronous version taking requests
+// from the input queue: metadata.instance consumers, each holding at most
+// metadata.rpc.worker_threads requests (its window) at once, each request
+// run through the version's scheduler and processor like a synchronous one
+// and its answer moved to the sink in the same transaction that commits it.
+type consumers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startConsumers starts l's consumers on qs.
+func startConsumers(l *Live, qs *Queues, log *slog.Logger) *consumers {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumers{cancel: cancel}
+	window := max(l.Spec.Metadata.RPC.WorkerThreads, 1)
+	for i := range max(l.Spec.Metadata.Instance, 1) {
+		w := qs.Input.Watch(queue.WatchOptions{Window: window})
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			var inflight sync.WaitGroup
+			defer func() {
+				inflight.Wait()
+				w.Close("the instance stopped") //nolint:errcheck // what it held goes back to the queue
+			}()
+			for {
+				f, err := w.Next(ctx)
+				if err != nil {
+					if !errors.Is(err, context.Canceled) && !errors.Is(err, queue.ErrClosed) {
+						log.Warn("async instance stopped taking requests", "instance", i, "err", err)
+					}
+					return
+				}
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					answer(ctx, l, qs, f, log)
+				}()
+			}
+		}()
+	}
+	return c
+}
+
+// stop stops taking requests and waits for the ones running; those cut
+// short go back to the input queue.
+func (c *consumers) stop() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// answer runs one request and moves its answer to the sink. A run cut
+// short by the instance stopping leaves the request in the input queue.
+func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.Logger) {
+	if err := qs.Sink.WaitRoom(ctx); err != nil { // back pressure: a full sink pauses the instance
+		return
+	}
+	body, err := run(ctx, l, f.Data)
+	if ctx.Err() != nil {
+		return
+	}
+	tags := maps.Clone(f.Tags)
+	out := queue.Frame{Tags: tags, Data: body}
+	if err != nil {
+		tags[StatusTag] = strconv.Itoa(httpstatus.Of(err))
+		out.Message, out.Data = err.Error(), nil
+	} else {
+		tags[StatusTag] = "200"
+	}
+	if _, err := queue.Transfer(qs.Input, f.Index, qs.Sink, out); err != nil {
+		log.Error("async answer not written; the request stays queued", "index", f.Index, "err", err)
+	}
+}
+
+// run is one request through the processor, as the synchronous door runs
+// it; a full scheduler queue is waited out rather than answered 450.
+func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
+	p, err := l.Engine.Decode(&processors.Request{Context: ctx, Body: body})
+	if err != nil {
+		return nil, err
+	}
+	var r any
+	for {
+		r, err = l.Scheduler.Do(ctx, p)
+		if !errors.Is(err, scheduler.ErrQueueFull) {
+			break
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp, err := l.Engine.Encode(p, r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Status != 0 && resp.Status != 200 {
+		return nil, &processors.StatusError{Code: resp.Status, Err: fmt.Errorf("%s", resp.Body)}
+	}
+	return resp.Body, nil
+}
