@@ -25,10 +25,10 @@ import (
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/decompress"
 	"github.com/eas-server/eas-server/internal/httpstatus"
-	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/queue"
 )
 
 // DefaultMaxBodyBytes is the default request body limit (64 MiB).
