@@ -727,6 +727,7 @@ func (w *Watcher) deliver(e *entry) (*Frame, error) {
 		return nil, err
 	}
 	f := r.Frame
+	f.Deliveries = e.deliveries
 	if w.indexOnly {
 		f.Data = nil
 	}

@@ -14,6 +14,9 @@ type Frame struct {
 	Data    []byte
 	Tags    map[string]string
 	Message string
+	// Deliveries is how many times a watcher has been handed this entry,
+	// this time included (not on the wire).
+	Deliveries int64
 }
 
 // record is what the store keeps per entry: the frame and its delivery

@@ -23,6 +23,10 @@ import (
 // request's frame also carries the error as its message.
 const StatusTag = "status"
 
+// DeliveriesTag is set on the answer of a request that was delivered more
+// than once (its first instance died or stopped): how many times.
+const DeliveriesTag = "deliveries"
+
 // Queues is an asynchronous service's queue service: the input queue
 // (/api/predict/<name>) and the sink (/api/predict/<name>/sink), in one
 // store in the service's state directory.
@@ -156,6 +160,9 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 		return
 	}
 	tags := maps.Clone(f.Tags)
+	if f.Deliveries > 1 {
+		tags[DeliveriesTag] = strconv.FormatInt(f.Deliveries, 10) // a redelivery: an instance stopped holding it
+	}
 	out := queue.Frame{Tags: tags, Data: body}
 	if err != nil {
 		tags[StatusTag] = strconv.Itoa(httpstatus.Of(err))
