@@ -268,6 +268,10 @@ func descCmd() *cobra.Command {
 			if obj.PendingVersion != 0 {
 				rows = append(rows[:8], append([][2]string{{"PendingVersion", strconv.Itoa(obj.PendingVersion)}}, rows[8:]...)...)
 			}
+			for _, q := range obj.Queues {
+				rows = append(rows, [2]string{"Queue " + q.Queue, fmt.Sprintf("length %d/%d, in flight %d, consumers %d, oldest %.1fs, redeliveries %d",
+					q.Length, q.MaxLength, q.InFlight, q.Consumers, q.OldestAgeSec, q.Redeliveries)})
+			}
 			box(w, rows)
 			return nil
 		})

@@ -26,6 +26,8 @@ type Metrics struct {
 	queueWait  *prometheus.HistogramVec
 	compute    *prometheus.HistogramVec
 	queueDepth *depthCollector
+	// asyncQueues reports the queues of asynchronous services.
+	asyncQueues *queueCollector
 	// unknownFields counts answers whose records carried keys the model
 	// does not read (model_config unknown_fields "warn").
 	unknownFields *prometheus.CounterVec
@@ -101,6 +103,68 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// QueueStat is one queue of an asynchronous service at scrape time.
+type QueueStat struct {
+	Service, Queue string // queue: "input" or "sink"
+	Length         int
+	InFlight       int
+	Consumers      int
+	OldestAge      time.Duration
+	Redeliveries   int64
+}
+
+// queueCollector reports the queues of asynchronous services at scrape
+// time.
+type queueCollector struct {
+	length, inFlight, consumers, oldest, redeliveries *prometheus.Desc
+	mu                                                sync.RWMutex
+	fn                                                func() []QueueStat
+}
+
+func newQueueCollector() *queueCollector {
+	l := []string{"service", "queue"}
+	return &queueCollector{
+		length:       prometheus.NewDesc("eas_async_queue_length", "Entries in an asynchronous service's queue (input or sink).", l, nil),
+		inFlight:     prometheus.NewDesc("eas_async_queue_in_flight", "Entries delivered to consumers and not yet committed.", l, nil),
+		consumers:    prometheus.NewDesc("eas_async_queue_consumers", "Consumers watching the queue (the service's instances on input).", l, nil),
+		oldest:       prometheus.NewDesc("eas_async_queue_oldest_age_seconds", "Age of the oldest entry in the queue; 0 when empty.", l, nil),
+		redeliveries: prometheus.NewDesc("eas_async_queue_redeliveries_total", "Entries given back to the queue (a consumer gone, a negative acknowledgement) since the server started.", l, nil),
+	}
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{q.length, q.inFlight, q.consumers, q.oldest, q.redeliveries} {
+		ch <- d
+	}
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q.mu.RLock()
+	fn := q.fn
+	q.mu.RUnlock()
+	if fn == nil {
+		return
+	}
+	for _, s := range fn() {
+		ch <- prometheus.MustNewConstMetric(q.length, prometheus.GaugeValue, float64(s.Length), s.Service, s.Queue)
+		ch <- prometheus.MustNewConstMetric(q.inFlight, prometheus.GaugeValue, float64(s.InFlight), s.Service, s.Queue)
+		ch <- prometheus.MustNewConstMetric(q.consumers, prometheus.GaugeValue, float64(s.Consumers), s.Service, s.Queue)
+		ch <- prometheus.MustNewConstMetric(q.oldest, prometheus.GaugeValue, s.OldestAge.Seconds(), s.Service, s.Queue)
+		ch <- prometheus.MustNewConstMetric(q.redeliveries, prometheus.CounterValue, float64(s.Redeliveries), s.Service, s.Queue)
+	}
+}
+
+// SetAsyncQueuesFunc sets the function that reports the asynchronous
+// services' queues at scrape time.
+func (m *Metrics) SetAsyncQueuesFunc(fn func() []QueueStat) {
+	if m == nil {
+		return
+	}
+	m.asyncQueues.mu.Lock()
+	m.asyncQueues.fn = fn
+	m.asyncQueues.mu.Unlock()
+}
+
 // New registers the collectors on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	latency := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -121,7 +185,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "eas_compute_seconds", Help: "Duration of one model run (a whole batch), by service.", Buckets: latency,
 		}, []string{"service"}),
-		queueDepth: &depthCollector{desc: prometheus.NewDesc("eas_queue_depth", "Requests waiting for a worker, by service.", []string{"service"}, nil)},
+		asyncQueues: newQueueCollector(),
+		queueDepth:  &depthCollector{desc: prometheus.NewDesc("eas_queue_depth", "Requests waiting for a worker, by service.", []string{"service"}, nil)},
 		unknownFields: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eas_unknown_fields_total", Help: "Answered requests whose records carried keys that are not model features, by service.",
 		}, []string{"service"}),
@@ -145,6 +210,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "eas_build_info", Help: "1, labelled with the server's version, the Go version that built it and its VCS revision.",
 		}, []string{"version", "goversion", "revision"}),
 	}
+	reg.MustRegister(m.asyncQueues)
 	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields,
 		m.inFlight, m.serviceInfo, m.serviceState, m.loadSeconds, m.loadFailures, m.buildInfo)
 	return m

@@ -1,6 +1,10 @@
 package server
 
-import "time"
+import (
+	"time"
+
+	"github.com/eas-server/eas-server/internal/service"
+)
 
 // The control plane's wire types, named after EAS's OpenAPI (2021-07-01) so
 // that EAS tooling and habits carry over. The CLI decodes the same types.
@@ -30,6 +34,9 @@ type ServiceObject struct {
 	// Progress is the download of PendingVersion's model while it runs;
 	// absent otherwise.
 	Progress *ProgressObject `json:",omitempty"`
+	// Queues are an asynchronous service's input queue and sink: length,
+	// in flight, consumers, oldest entry; absent for a synchronous one.
+	Queues []service.QueueInfo `json:",omitempty"`
 }
 
 // ServiceList answers GET /api/v2/services.

@@ -289,6 +289,7 @@ func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
 		RunningInstance:  in.RunningInstance,
 		TotalInstance:    in.TotalInstance,
 		Progress:         progressObject(in.Progress),
+		Queues:           in.Queues,
 	}
 }
 

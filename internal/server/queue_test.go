@@ -218,3 +218,43 @@ func TestQueueAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncQueuesInDescAndMetrics: desc shows the queues' lengths and
+// consumers; /metrics exports them.
+func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
+	ctx := context.Background()
+	st := teststack.Start(t, asyncSpec("seen", `{"sleep_ms": 600000}`, 1, 1))
+	in, _ := queues(st, "seen")
+	for range 3 {
+		if _, _, err := in.Put(ctx, []byte("x"), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := st.Manager.Describe("seen")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Queues) == 2 && info.Queues[0].Queue == "input" && info.Queues[0].Length == 3 && info.Queues[0].InFlight == 1 && info.Queues[0].Consumers == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("desc queues: %+v", info.Queues)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, body, _ := teststack.Do(t, http.MethodGet, st.URL+"/metrics", "", nil)
+	for _, want := range []string{
+		`eas_async_queue_length{queue="input",service="seen"} 3`,
+		`eas_async_queue_in_flight{queue="input",service="seen"} 1`,
+		`eas_async_queue_consumers{queue="input",service="seen"} 1`,
+		`eas_async_queue_length{queue="sink",service="seen"} 0`,
+		`eas_async_queue_oldest_age_seconds{queue="input",service="seen"}`,
+		`eas_async_queue_redeliveries_total{queue="input",service="seen"} 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/httpstatus"
+	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/scheduler"
@@ -205,4 +206,43 @@ func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
 		return nil, &processors.StatusError{Code: resp.Status, Err: fmt.Errorf("%s", resp.Body)}
 	}
 	return resp.Body, nil
+}
+
+// QueueInfo is one queue of an asynchronous service, for desc.
+type QueueInfo struct {
+	Queue        string  `json:"Queue"` // input or sink
+	Length       int     `json:"Length"`
+	MaxLength    int     `json:"MaxLength"`
+	InFlight     int     `json:"InFlight"`
+	Consumers    int     `json:"Consumers"`
+	OldestAgeSec float64 `json:"OldestAgeSeconds"`
+	Redeliveries int64   `json:"Redeliveries"`
+	LastIndex    uint64  `json:"LastIndex"`
+}
+
+// queueInfos describes an asynchronous service's queues; nil for a
+// synchronous service.
+func queueInfos(qs *Queues) []QueueInfo {
+	if qs == nil || qs.Input == nil {
+		return nil
+	}
+	var out []QueueInfo
+	for _, q := range []*queue.Queue{qs.Input, qs.Sink} {
+		st := q.Stats()
+		out = append(out, QueueInfo{Queue: q.Name(), Length: st.Length, MaxLength: st.MaxLength, InFlight: st.InFlight,
+			Consumers: st.Consumers, OldestAgeSec: st.OldestAge.Seconds(), Redeliveries: st.Redeliveries, LastIndex: st.Last})
+	}
+	return out
+}
+
+// asyncQueueStats lists every asynchronous service's queues for /metrics.
+func (m *Manager) asyncQueueStats() []metrics.QueueStat {
+	var out []metrics.QueueStat
+	for _, s := range m.List() {
+		for _, qi := range queueInfos(s.Queues()) {
+			out = append(out, metrics.QueueStat{Service: s.Name, Queue: qi.Queue, Length: qi.Length, InFlight: qi.InFlight,
+				Consumers: qi.Consumers, OldestAge: time.Duration(qi.OldestAgeSec * float64(time.Second)), Redeliveries: qi.Redeliveries})
+		}
+	}
+	return out
 }

@@ -94,6 +94,7 @@ func NewManager(opt Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}
 	opt.Metrics.SetQueueDepthFunc(m.queueDepths)
+	opt.Metrics.SetAsyncQueuesFunc(m.asyncQueueStats)
 	return m
 }
 

@@ -48,6 +48,9 @@ type Info struct {
 	// Progress is the download of the version being loaded; nil when
 	// none runs.
 	Progress *Progress
+	// Queues are an asynchronous service's input queue and sink; nil for
+	// a synchronous service.
+	Queues []QueueInfo
 }
 
 // VersionInfo describes one stored version of a service.
@@ -192,6 +195,7 @@ func (s *Service) infoLocked() Info {
 	if l := s.live.Load(); l != nil {
 		in.RunningInstance = l.Instances()
 	}
+	in.Queues = queueInfos(s.queues)
 	if p := s.progress; p != nil && s.pending != 0 && p.Version == s.pending {
 		cp := *p
 		in.Progress = &cp
