@@ -205,7 +205,7 @@ func parseIndexes(s string) ([]uint64, error) {
 
 // API serves one queue over HTTP, as EAS's queue service does.
 type API struct {
-	Queue   *Queue
+	Queue   Queue
 	Name    string // the queue's name in the attributes: <service> or <service>/sink
 	MaxBody int64  // the largest body a put reads
 }

@@ -64,7 +64,7 @@ type Store struct {
 	opts Options
 
 	mu     sync.Mutex
-	queues map[string]*Queue
+	queues map[string]*boltQueue
 }
 
 // Open opens (or creates) the store at path.
@@ -74,14 +74,14 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("queue store %s: %w", path, err)
 	}
 	db.MaxBatchDelay = 2 * time.Millisecond
-	return &Store{db: db, opts: opts, queues: map[string]*Queue{}}, nil
+	return &Store{db: db, opts: opts, queues: map[string]*boltQueue{}}, nil
 }
 
 // Close closes the store; its queues' watchers end.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	qs := s.queues
-	s.queues = map[string]*Queue{}
+	s.queues = map[string]*boltQueue{}
 	s.mu.Unlock()
 	for _, q := range qs {
 		q.close()
@@ -90,7 +90,7 @@ func (s *Store) Close() error {
 }
 
 // Queue opens the named queue, loading what the store holds of it.
-func (s *Store) Queue(name string, cfg Config) (*Queue, error) {
+func (s *Store) Queue(name string, cfg Config) (Queue, error) {
 	if cfg.MaxDelivery <= 0 {
 		cfg.MaxDelivery = 5
 	}
@@ -102,8 +102,8 @@ func (s *Store) Queue(name string, cfg Config) (*Queue, error) {
 		q.mu.Unlock()
 		return q, nil
 	}
-	q := &Queue{s: s, name: name, cfg: cfg, data: []byte(name + "/data"), meta: []byte(name + "/meta"),
-		entries: map[uint64]*entry{}, owner: map[uint64]*Watcher{}, watchers: map[*Watcher]bool{}, changed: make(chan struct{})}
+	q := &boltQueue{s: s, name: name, cfg: cfg, data: []byte(name + "/data"), meta: []byte(name + "/meta"),
+		entries: map[uint64]*entry{}, owner: map[uint64]*boltWatcher{}, watchers: map[*boltWatcher]bool{}, changed: make(chan struct{})}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		d, err := tx.CreateBucketIfNotExists(q.data)
 		if err != nil {
@@ -178,8 +178,8 @@ func (h *readyHeap) Pop() any {
 	return e
 }
 
-// Queue is one durable queue.
-type Queue struct {
+// boltQueue is one durable queue of a Store.
+type boltQueue struct {
 	s          *Store
 	name       string
 	data, meta []byte // bucket names
@@ -189,8 +189,8 @@ type Queue struct {
 	last         uint64
 	entries      map[uint64]*entry
 	ready        readyHeap
-	owner        map[uint64]*Watcher // delivered and not committed
-	watchers     map[*Watcher]bool
+	owner        map[uint64]*boltWatcher // delivered and not committed
+	watchers     map[*boltWatcher]bool
 	changed      chan struct{} // closed and replaced on every change
 	ended        bool
 	closed       bool
@@ -199,17 +199,17 @@ type Queue struct {
 }
 
 // Name is the queue's name.
-func (q *Queue) Name() string { return q.name }
+func (q *boltQueue) Name() string { return q.name }
 
 // SetDeadLetter sets where an entry goes after MaxDelivery deliveries (the
 // input queue's go to the sink, with the reason); nil drops them.
-func (q *Queue) SetDeadLetter(f func(Frame, string) error) {
+func (q *boltQueue) SetDeadLetter(f func(Frame, string) error) {
 	q.mu.Lock()
 	q.deadLetter = f
 	q.mu.Unlock()
 }
 
-func (q *Queue) signalLocked() {
+func (q *boltQueue) signalLocked() {
 	close(q.changed)
 	q.changed = make(chan struct{})
 }
@@ -225,7 +225,7 @@ func NewRequestID() string {
 
 // Put appends a frame and returns its index once it is on disk. tags may
 // be nil; the request id is added to them.
-func (q *Queue) Put(data []byte, tags map[string]string, priority int64) (uint64, string, error) {
+func (q *boltQueue) Put(data []byte, tags map[string]string, priority int64) (uint64, string, error) {
 	id := tags[RequestIDTag]
 	if id == "" {
 		id = NewRequestID()
@@ -298,7 +298,7 @@ func (q *Queue) Put(data []byte, tags map[string]string, priority int64) (uint64
 }
 
 // oldestReadyLocked is the ready entry with the lowest index.
-func (q *Queue) oldestReadyLocked() uint64 {
+func (q *boltQueue) oldestReadyLocked() uint64 {
 	var oldest uint64
 	for _, e := range q.ready {
 		if oldest == 0 || e.index < oldest {
@@ -309,7 +309,7 @@ func (q *Queue) oldestReadyLocked() uint64 {
 }
 
 // dropLocked forgets an entry (already deleted on disk).
-func (q *Queue) dropLocked(idx uint64) {
+func (q *boltQueue) dropLocked(idx uint64) {
 	e, ok := q.entries[idx]
 	if !ok {
 		return
@@ -325,7 +325,7 @@ func (q *Queue) dropLocked(idx uint64) {
 }
 
 // read loads a frame from disk.
-func (q *Queue) read(tx *bolt.Tx, idx uint64) (record, bool, error) {
+func (q *boltQueue) read(tx *bolt.Tx, idx uint64) (record, bool, error) {
 	v := tx.Bucket(q.data).Get(idxKey(idx))
 	if v == nil {
 		return record{}, false, nil
@@ -351,7 +351,7 @@ func Matches(tags, filter map[string]string) bool {
 // Get returns up to length frames from index from (0: the head) on whose
 // tags match filter, waiting up to timeout for one when there is none;
 // autoDelete deletes what it returns.
-func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error) {
+func (q *boltQueue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error) {
 	if length <= 0 {
 		length = 1
 	}
@@ -411,7 +411,7 @@ func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.D
 }
 
 // Delete removes entries whatever their state; missing ones are skipped.
-func (q *Queue) Delete(indexes ...uint64) error {
+func (q *boltQueue) Delete(indexes ...uint64) error {
 	err := q.s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(q.data)
 		for _, i := range indexes {
@@ -434,10 +434,10 @@ func (q *Queue) Delete(indexes ...uint64) error {
 }
 
 // Commit acknowledges delivered entries: they are done and deleted.
-func (q *Queue) Commit(indexes ...uint64) error { return q.Delete(indexes...) }
+func (q *boltQueue) Commit(indexes ...uint64) error { return q.Delete(indexes...) }
 
 // Truncate deletes every entry below index.
-func (q *Queue) Truncate(index uint64) error {
+func (q *boltQueue) Truncate(index uint64) error {
 	q.mu.Lock()
 	var idx []uint64
 	for i := range q.entries {
@@ -452,7 +452,7 @@ func (q *Queue) Truncate(index uint64) error {
 // End marks the end of the stream: Put is refused from now on, and
 // watchers end once the ready entries are delivered. force drops the ready
 // entries too.
-func (q *Queue) End(force bool) error {
+func (q *boltQueue) End(force bool) error {
 	if err := q.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(q.meta).Put(keyEnded, []byte{1}) }); err != nil {
 		return err
 	}
@@ -474,7 +474,7 @@ func (q *Queue) End(force bool) error {
 
 // Negative returns delivered entries to the ready set (or dead-letters
 // those delivered MaxDelivery times), with the reason for a dead letter.
-func (q *Queue) Negative(reason string, indexes ...uint64) error {
+func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 	var dead []uint64
 	q.mu.Lock()
 	for _, i := range indexes {
@@ -504,7 +504,7 @@ func (q *Queue) Negative(reason string, indexes ...uint64) error {
 }
 
 // deadLetterOne hands an entry to the dead-letter function and deletes it.
-func (q *Queue) deadLetterOne(dl func(Frame, string) error, idx uint64, reason string) error {
+func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, reason string) error {
 	var r record
 	var ok bool
 	err := q.s.db.View(func(tx *bolt.Tx) error {
@@ -537,7 +537,7 @@ type Stats struct {
 }
 
 // Stats reads the queue's numbers.
-func (q *Queue) Stats() Stats {
+func (q *boltQueue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := Stats{Length: len(q.entries), InFlight: len(q.owner), Consumers: len(q.watchers), Redeliveries: q.redeliveries,
@@ -558,7 +558,7 @@ func (q *Queue) Stats() Stats {
 }
 
 // WaitRoom waits until the queue has room for one more entry.
-func (q *Queue) WaitRoom(ctx context.Context) error {
+func (q *boltQueue) WaitRoom(ctx context.Context) error {
 	for {
 		q.mu.Lock()
 		wait, full, closed := q.changed, q.cfg.MaxLength > 0 && len(q.entries) >= q.cfg.MaxLength && !q.cfg.AutoEvict, q.closed
@@ -577,17 +577,17 @@ func (q *Queue) WaitRoom(ctx context.Context) error {
 	}
 }
 
-func (q *Queue) close() {
+func (q *boltQueue) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.signalLocked()
 	q.mu.Unlock()
 }
 
-// Watcher is one consumer: it receives ready entries, at most Window of
+// boltWatcher is one consumer of a boltQueue: it receives ready entries, at most Window of
 // them uncommitted at once.
-type Watcher struct {
-	q          *Queue
+type boltWatcher struct {
+	q          *boltQueue
 	window     int
 	from       uint64
 	filter     map[string]string
@@ -607,8 +607,8 @@ type WatchOptions struct {
 }
 
 // Watch adds a consumer.
-func (q *Queue) Watch(o WatchOptions) *Watcher {
-	w := &Watcher{q: q, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+func (q *boltQueue) Watch(o WatchOptions) Watcher {
+	w := &boltWatcher{q: q, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
 	q.mu.Lock()
 	q.watchers[w] = true
 	q.signalLocked()
@@ -618,7 +618,7 @@ func (q *Queue) Watch(o WatchOptions) *Watcher {
 
 // Next waits for the next entry this watcher may take and delivers it.
 // It returns io.EOF once the queue has ended and holds nothing ready.
-func (w *Watcher) Next(ctx context.Context) (Frame, error) {
+func (w *boltWatcher) Next(ctx context.Context) (Frame, error) {
 	q := w.q
 	for {
 		q.mu.Lock()
@@ -662,7 +662,7 @@ func (w *Watcher) Next(ctx context.Context) (Frame, error) {
 }
 
 // takeLocked pops the first ready entry this watcher may take.
-func (w *Watcher) takeLocked() *entry {
+func (w *boltWatcher) takeLocked() *entry {
 	q := w.q
 	if w.from == 0 && len(w.filter) == 0 {
 		if q.ready.Len() == 0 {
@@ -689,7 +689,7 @@ func (w *Watcher) takeLocked() *entry {
 }
 
 // matchesLocked reads an entry's tags to match the filter.
-func (w *Watcher) matchesLocked(e *entry) bool {
+func (w *boltWatcher) matchesLocked(e *entry) bool {
 	ok := false
 	w.q.s.db.View(func(tx *bolt.Tx) error { //nolint:errcheck // a failed read matches nothing
 		r, found, err := w.q.read(tx, e.index)
@@ -701,7 +701,7 @@ func (w *Watcher) matchesLocked(e *entry) bool {
 
 // deliver records the delivery on disk (or the commit, with AutoCommit)
 // and returns the frame; nil when the entry is gone.
-func (w *Watcher) deliver(e *entry) (*Frame, error) {
+func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 	q := w.q
 	var r record
 	var found bool
@@ -736,7 +736,7 @@ func (w *Watcher) deliver(e *entry) (*Frame, error) {
 
 // Close ends the watcher; what it held uncommitted is redelivered (or
 // dead-lettered past MaxDelivery).
-func (w *Watcher) Close(reason string) error {
+func (w *boltWatcher) Close(reason string) error {
 	q := w.q
 	q.mu.Lock()
 	if w.done {
@@ -756,9 +756,11 @@ func (w *Watcher) Close(reason string) error {
 // Transfer moves a delivered input entry's answer to sink in one
 // transaction: the answer is appended to sink and the input entry is
 // deleted, so a crash leaves the request either answered or still queued.
-func Transfer(input *Queue, index uint64, sink *Queue, answer Frame) (uint64, error) {
-	if input.s != sink.s {
-		return 0, errors.New("queue: Transfer between two stores")
+func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint64, error) {
+	input, ok1 := in.(*boltQueue)
+	sink, ok2 := out.(*boltQueue)
+	if !ok1 || !ok2 || input.s != s || sink.s != s {
+		return 0, errors.New("queue: Transfer between queues of another store")
 	}
 	sink.mu.Lock()
 	if sink.closed {

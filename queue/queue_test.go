@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-func openQueues(t *testing.T, path string) (*Store, *Queue, *Queue) {
+func openQueues(t *testing.T, path string) (*Store, Queue, Queue) {
 	t.Helper()
 	s, err := Open(path, Options{})
 	if err != nil {
@@ -80,7 +80,7 @@ func TestRedeliveryAndDeadLetter(t *testing.T) {
 	var dead []string
 	in.SetDeadLetter(func(f Frame, reason string) error {
 		dead = append(dead, reason)
-		_, err := Transfer(in, f.Index, sink, Frame{Tags: f.Tags, Message: reason})
+		_, err := s.Transfer(in, f.Index, sink, Frame{Tags: f.Tags, Message: reason})
 		return err
 	})
 	idx, _, _ := in.Put([]byte("x"), nil, 0)
@@ -120,7 +120,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 	w := in.Watch(WatchOptions{Window: 2})
 	a, _ := w.Next(ctx)
-	if _, err := Transfer(in, a.Index, sink, Frame{Data: []byte("answer"), Tags: a.Tags}); err != nil {
+	if _, err := s.Transfer(in, a.Index, sink, Frame{Data: []byte("answer"), Tags: a.Tags}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := w.Next(ctx) // delivered, never answered: the crash

@@ -32,8 +32,8 @@ const DeliveriesTag = "deliveries"
 // (/api/predict/<name>) and the sink (/api/predict/<name>/sink), in one
 // store in the service's state directory.
 type Queues struct {
-	store       *queue.Store
-	Input, Sink *queue.Queue
+	store       queue.Backend
+	Input, Sink queue.Queue
 	dir         string // a temporary directory to remove on close; "" in the state dir
 }
 
@@ -77,7 +77,7 @@ func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, err
 	in.SetDeadLetter(func(f queue.Frame, reason string) error {
 		tags := maps.Clone(f.Tags)
 		tags[StatusTag] = "500"
-		_, err := queue.Transfer(in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
+		_, err := qs.store.Transfer(in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
 		return err
 	})
 	return qs, nil
@@ -171,7 +171,7 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 	} else {
 		tags[StatusTag] = "200"
 	}
-	if _, err := queue.Transfer(qs.Input, f.Index, qs.Sink, out); err != nil {
+	if _, err := qs.store.Transfer(qs.Input, f.Index, qs.Sink, out); err != nil {
 		log.Error("async answer not written; the request stays queued", "index", f.Index, "err", err)
 	}
 }
@@ -227,7 +227,7 @@ func queueInfos(qs *Queues) []QueueInfo {
 		return nil
 	}
 	var out []QueueInfo
-	for _, q := range []*queue.Queue{qs.Input, qs.Sink} {
+	for _, q := range []queue.Queue{qs.Input, qs.Sink} {
 		st := q.Stats()
 		out = append(out, QueueInfo{Queue: q.Name(), Length: st.Length, MaxLength: st.MaxLength, InFlight: st.InFlight,
 			Consumers: st.Consumers, OldestAgeSec: st.OldestAge.Seconds(), Redeliveries: st.Redeliveries, LastIndex: st.Last})

@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"context"
+	"time"
+)
+
+// Backend holds a service's queues: the embedded Store, or a broker
+// (package queue/jetstream) when the queues must outlive one machine.
+type Backend interface {
+	// Queue opens the named queue ("input", "sink") with its limits.
+	Queue(name string, cfg Config) (Queue, error)
+	// Transfer appends answer to out and removes the delivered entry
+	// index from in, as one step: a crash leaves the request answered or
+	// still queued, not both (the embedded store: one transaction; a
+	// broker: deduplicated by the request id).
+	Transfer(in Queue, index uint64, out Queue, answer Frame) (uint64, error)
+	Close() error
+}
+
+// Queue is one queue of frames with consumer windows, as EAS's queue
+// service defines it; the queue API (API) and an asynchronous service's
+// instances use it.
+type Queue interface {
+	Name() string
+	// Put appends a frame and returns its index and request id once it is
+	// durable.
+	Put(data []byte, tags map[string]string, priority int64) (uint64, string, error)
+	// Get reads up to length frames from index from (0: the head) whose
+	// tags match filter, waiting up to timeout for one.
+	Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error)
+	// Watch adds a consumer.
+	Watch(o WatchOptions) Watcher
+	// Commit acknowledges delivered entries (they are done and removed).
+	Commit(indexes ...uint64) error
+	// Negative gives delivered entries back (or dead-letters them past
+	// the delivery limit).
+	Negative(reason string, indexes ...uint64) error
+	Delete(indexes ...uint64) error
+	// Truncate deletes the entries below index.
+	Truncate(index uint64) error
+	// End ends the stream; force drops what is still queued.
+	End(force bool) error
+	Stats() Stats
+	// WaitRoom waits until the queue can take one more entry.
+	WaitRoom(ctx context.Context) error
+	// SetDeadLetter sets where an entry goes after its last delivery.
+	SetDeadLetter(f func(Frame, string) error)
+}
+
+// Watcher is one consumer of a queue.
+type Watcher interface {
+	// Next waits for the next entry the consumer may take (within its
+	// window) and delivers it; io.EOF after the end of the stream.
+	Next(ctx context.Context) (Frame, error)
+	// Close ends the consumer; what it held uncommitted is redelivered.
+	Close(reason string) error
+}
+
+var (
+	_ Backend = (*Store)(nil)
+	_ Queue   = (*boltQueue)(nil)
+	_ Watcher = (*boltWatcher)(nil)
+)
