@@ -1,0 +1,599 @@
+// Package jetstream keeps an asynchronous service's queues on a NATS
+// JetStream server instead of the embedded store, so that the queues
+// outlive one machine (serve --queue-broker nats://host:4222).
+//
+// Each queue is a work-queue stream, EAS_<service>_<queue>, whose subjects
+// are eas.<service>.<queue>.<request id>: the stream sequence is the
+// queue index, and a request id finds its entry with one last-message-by-
+// subject lookup. Consumers share one durable pull consumer per queue, so
+// each entry goes to one of them; each watcher fetches only while it holds
+// fewer than its window, acknowledges on commit (which removes the entry)
+// and naks on a negative acknowledgement or when it goes. An entry
+// delivered past the delivery limit is dead-lettered by this package (the
+// consumer's own MaxDeliver would strand it).
+//
+// Differences from the embedded store, all of them JetStream's: no
+// priorities (entries are delivered in order); a consumer that dies
+// without closing has its entries redelivered after AckWait (30 s), not at
+// once; and Transfer is a publish deduplicated by the request id followed
+// by the acknowledgement, so a crash between the two is absorbed by the
+// stream's duplicate window (10 minutes) rather than by one transaction.
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eas-server/eas-server/queue"
+)
+
+// AckWait is how long an entry held by a consumer that vanished waits
+// before it is redelivered.
+var AckWait = 30 * time.Second
+
+const (
+	dupWindow  = 10 * time.Minute
+	tagsHeader = "Eas-Tags" // the tags, as a JSON object (header names lose their case)
+	msgHeader  = "Eas-Message"
+	consumerID = "eas-instances"
+)
+
+// Backend is one service's queues on a JetStream server.
+type Backend struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	service string
+	meta    jetstream.KeyValue
+
+	mu     sync.Mutex
+	queues map[string]*Queue
+}
+
+// Open connects to the JetStream server at url for service's queues.
+func Open(ctx context.Context, url, service string) (*Backend, error) {
+	nc, err := nats.Connect(url, nats.Name("eas-server "+service), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("queue broker %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: streamName(service, "META"), Storage: jetstream.FileStorage})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("queue broker %s: JetStream: %w (start nats-server with -js)", url, err)
+	}
+	return &Backend{nc: nc, js: js, service: service, meta: kv, queues: map[string]*Queue{}}, nil
+}
+
+// streamName makes a stream name from a service name (letters, digits, _).
+func streamName(service, queue string) string {
+	return "EAS_" + service + "_" + strings.ToUpper(queue)
+}
+
+// Close disconnects; the queues stay on the server.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	for _, q := range b.queues {
+		q.close()
+	}
+	b.mu.Unlock()
+	b.nc.Close()
+	return nil
+}
+
+// Queue creates or updates the queue's stream and consumer.
+func (b *Backend) Queue(name string, cfg queue.Config) (queue.Queue, error) {
+	if cfg.MaxDelivery <= 0 {
+		cfg.MaxDelivery = 5
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	subject := "eas." + b.service + "." + name
+	sc := jetstream.StreamConfig{
+		Name: streamName(b.service, name), Subjects: []string{subject + ".>"},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+		Discard: jetstream.DiscardNew, Duplicates: dupWindow,
+	}
+	if cfg.MaxLength > 0 {
+		sc.MaxMsgs = int64(cfg.MaxLength)
+	}
+	if cfg.MaxPayload > 0 {
+		sc.MaxMsgSize = int32(min(cfg.MaxPayload+64<<10, 1<<30)) // room for the tag headers
+	}
+	if cfg.AutoEvict {
+		sc.Discard = jetstream.DiscardOld
+	}
+	st, err := b.js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: stream %s: %w", name, sc.Name, err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: consumerID, AckPolicy: jetstream.AckExplicitPolicy, AckWait: AckWait,
+		MaxAckPending: -1, MaxDeliver: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: consumer: %w", name, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queues[name]
+	if q == nil {
+		q = &Queue{b: b, name: name, subject: subject, stream: st, cons: cons, held: map[uint64]held{}, watchers: map[*Watcher]bool{}, quit: make(chan struct{})}
+		b.queues[name] = q
+	}
+	q.mu.Lock()
+	q.cfg = cfg
+	q.stream, q.cons = st, cons
+	q.mu.Unlock()
+	return q, nil
+}
+
+// Transfer publishes the answer (deduplicated by the request id, so a
+// redelivered request answers once) and then acknowledges the input
+// entry, which removes it.
+func (b *Backend) Transfer(in queue.Queue, index uint64, out queue.Queue, answer queue.Frame) (uint64, error) {
+	input, ok1 := in.(*Queue)
+	sink, ok2 := out.(*Queue)
+	if !ok1 || !ok2 {
+		return 0, errors.New("jetstream: Transfer between queues of another backend")
+	}
+	id := answer.Tags[queue.RequestIDTag]
+	if id == "" {
+		id = queue.NewRequestID()
+	}
+	idx, err := sink.publish(answer.Data, answer.Tags, answer.Message, "answer-"+id)
+	if err != nil {
+		return 0, err
+	}
+	return idx, input.Commit(index)
+}
+
+// Queue is one queue on the JetStream server.
+type Queue struct {
+	b       *Backend
+	name    string
+	subject string
+
+	mu         sync.Mutex
+	cfg        queue.Config
+	stream     jetstream.Stream
+	cons       jetstream.Consumer
+	held       map[uint64]held // delivered, not yet acknowledged
+	watchers   map[*Watcher]bool
+	deadLetter func(queue.Frame, string) error
+	redeliver  int64
+	quit       chan struct{}
+}
+
+type held struct {
+	msg jetstream.Msg
+	w   *Watcher
+}
+
+// Name is the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// SetDeadLetter sets where an entry goes after its last delivery.
+func (q *Queue) SetDeadLetter(f func(queue.Frame, string) error) {
+	q.mu.Lock()
+	q.deadLetter = f
+	q.mu.Unlock()
+}
+
+func (q *Queue) ended() bool {
+	_, err := q.b.meta.Get(context.Background(), q.name+".ended")
+	return err == nil
+}
+
+// Put publishes a frame; the stream sequence is its index.
+func (q *Queue) Put(data []byte, tags map[string]string, _ int64) (uint64, string, error) {
+	if q.cfg.MaxPayload > 0 && len(data) > q.cfg.MaxPayload {
+		return 0, "", fmt.Errorf("%w: %d bytes, limit %d", queue.ErrTooLarge, len(data), q.cfg.MaxPayload)
+	}
+	if q.ended() {
+		return 0, "", queue.ErrEnded
+	}
+	t := maps.Clone(tags)
+	if t == nil {
+		t = map[string]string{}
+	}
+	id := t[queue.RequestIDTag]
+	if id == "" {
+		id = queue.NewRequestID()
+		t[queue.RequestIDTag] = id
+	}
+	idx, err := q.publish(data, t, "", id)
+	return idx, id, err
+}
+
+func (q *Queue) publish(data []byte, tags map[string]string, message, msgID string) (uint64, error) {
+	m := nats.NewMsg(q.subject + "." + subjectToken(tags[queue.RequestIDTag]))
+	m.Data = data
+	if len(tags) > 0 {
+		b, _ := json.Marshal(tags)
+		m.Header.Set(tagsHeader, string(b))
+	}
+	if message != "" {
+		m.Header.Set(msgHeader, message)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := q.b.js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID))
+	if err != nil {
+		if strings.Contains(err.Error(), "maximum messages") {
+			return 0, fmt.Errorf("%w: %v", queue.ErrFull, err)
+		}
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// subjectToken keeps a request id usable as a subject token.
+func subjectToken(id string) string {
+	if id == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '*' || r == '>' || r <= ' ' {
+			return '_'
+		}
+		return r
+	}, id)
+}
+
+// frameOf reads a stored message back into a frame.
+func frameOf(seq uint64, data []byte, h nats.Header) queue.Frame {
+	f := queue.Frame{Index: seq, Data: data, Tags: map[string]string{}}
+	if t := h.Get(tagsHeader); t != "" {
+		json.Unmarshal([]byte(t), &f.Tags) //nolint:errcheck // written by publish
+	}
+	if m := h.Get(msgHeader); m != "" {
+		f.Message = m
+	}
+	return f
+}
+
+// Get reads frames by index (or by request id), waiting up to timeout.
+func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]queue.Frame, error) {
+	if length <= 0 {
+		length = 1
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := q.scan(ctx, from, length, filter)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 {
+			if autoDelete {
+				for _, f := range out {
+					q.Delete(f.Index) //nolint:errcheck // gone already is fine
+				}
+			}
+			return out, nil
+		}
+		if time.Until(deadline) <= 0 {
+			return nil, nil
+		}
+		select {
+		case <-time.After(min(50*time.Millisecond, time.Until(deadline))):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (q *Queue) scan(ctx context.Context, from uint64, length int, filter map[string]string) ([]queue.Frame, error) {
+	if id := filter[queue.RequestIDTag]; id != "" {
+		m, err := q.stream.GetLastMsgForSubject(ctx, q.subject+"."+subjectToken(id))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := frameOf(m.Sequence, m.Data, m.Header)
+		if m.Sequence < from || !queue.Matches(f.Tags, filter) {
+			return nil, nil
+		}
+		return []queue.Frame{f}, nil
+	}
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []queue.Frame
+	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq && len(out) < length && info.State.Msgs > 0; seq++ {
+		m, err := q.stream.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if f := frameOf(m.Sequence, m.Data, m.Header); queue.Matches(f.Tags, filter) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Watch adds a consumer: a watcher fetching from the shared durable
+// consumer while it holds fewer than its window. From and Filter are not
+// applied on a broker (the durable consumer delivers in order).
+func (q *Queue) Watch(o queue.WatchOptions) queue.Watcher {
+	w := &Watcher{q: q, window: max(o.Window, 1), autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+	q.mu.Lock()
+	q.watchers[w] = true
+	q.mu.Unlock()
+	return w
+}
+
+// Commit acknowledges entries: a work-queue stream removes them.
+func (q *Queue) Commit(indexes ...uint64) error {
+	for _, i := range indexes {
+		q.mu.Lock()
+		h, ok := q.held[i]
+		delete(q.held, i)
+		if ok {
+			delete(h.w.inflight, i)
+		}
+		q.mu.Unlock()
+		if ok {
+			if err := h.msg.DoubleAck(context.Background()); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := q.stream.DeleteMsg(context.Background(), i); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !isNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
+
+// Negative gives entries back at once (nak), or dead-letters those
+// delivered MaxDelivery times.
+func (q *Queue) Negative(reason string, indexes ...uint64) error {
+	for _, i := range indexes {
+		q.mu.Lock()
+		h, ok := q.held[i]
+		delete(q.held, i)
+		if ok {
+			delete(h.w.inflight, i)
+		}
+		dl, limit := q.deadLetter, q.cfg.MaxDelivery
+		q.mu.Unlock()
+		if !ok {
+			continue
+		}
+		md, err := h.msg.Metadata()
+		if err == nil && md.NumDelivered >= uint64(limit) {
+			if err := q.dead(h.msg, dl, fmt.Sprintf("dead-lettered after %d deliveries: %s", md.NumDelivered, reason)); err != nil {
+				return err
+			}
+			continue
+		}
+		q.mu.Lock()
+		q.redeliver++
+		q.mu.Unlock()
+		if err := h.msg.Nak(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dead hands a message to the dead-letter function (which removes it
+// through Transfer) or terminates it.
+func (q *Queue) dead(m jetstream.Msg, dl func(queue.Frame, string) error, reason string) error {
+	md, _ := m.Metadata()
+	f := frameOf(md.Sequence.Stream, m.Data(), m.Headers())
+	if dl != nil {
+		q.mu.Lock()
+		q.held[f.Index] = held{msg: m, w: &Watcher{inflight: map[uint64]bool{}}}
+		q.mu.Unlock()
+		return dl(f, reason)
+	}
+	return m.Term()
+}
+
+// Delete removes entries whatever their state.
+func (q *Queue) Delete(indexes ...uint64) error {
+	for _, i := range indexes {
+		q.mu.Lock()
+		if h, ok := q.held[i]; ok {
+			delete(h.w.inflight, i)
+			delete(q.held, i)
+		}
+		q.mu.Unlock()
+		if err := q.stream.DeleteMsg(context.Background(), i); err != nil && !isNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Truncate purges the entries below index.
+func (q *Queue) Truncate(index uint64) error {
+	return q.stream.Purge(context.Background(), jetstream.WithPurgeSequence(index))
+}
+
+// End marks the end of the stream in the backend's key-value bucket.
+func (q *Queue) End(force bool) error {
+	if _, err := q.b.meta.Put(context.Background(), q.name+".ended", []byte("1")); err != nil {
+		return err
+	}
+	if force {
+		return q.stream.Purge(context.Background())
+	}
+	return nil
+}
+
+// Stats reads the stream's and the consumer's numbers.
+func (q *Queue) Stats() queue.Stats {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	q.mu.Lock()
+	st := queue.Stats{Consumers: len(q.watchers), InFlight: len(q.held), Redeliveries: q.redeliver, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+	q.mu.Unlock()
+	if info, err := q.stream.Info(ctx); err == nil {
+		st.Length, st.First, st.Last = int(info.State.Msgs), info.State.FirstSeq, info.State.LastSeq
+		if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
+			st.OldestAge = time.Since(info.State.FirstTime)
+		}
+	}
+	st.Ended = q.ended()
+	return st
+}
+
+// WaitRoom polls until the stream holds fewer than MaxLength entries.
+func (q *Queue) WaitRoom(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		limit, evict := q.cfg.MaxLength, q.cfg.AutoEvict
+		q.mu.Unlock()
+		if limit <= 0 || evict {
+			return nil
+		}
+		if st := q.Stats(); st.Length < limit {
+			return nil
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-q.quit:
+			return queue.ErrClosed
+		}
+	}
+}
+
+func (q *Queue) close() {
+	q.mu.Lock()
+	select {
+	case <-q.quit:
+	default:
+		close(q.quit)
+	}
+	q.mu.Unlock()
+}
+
+// Watcher is one consumer of a Queue.
+type Watcher struct {
+	q          *Queue
+	window     int
+	autoCommit bool
+	indexOnly  bool
+	inflight   map[uint64]bool // guarded by q.mu
+	done       bool
+}
+
+// Next fetches the next entry while the watcher holds fewer than its
+// window; io.EOF once the stream has ended and nothing is left.
+func (w *Watcher) Next(ctx context.Context) (queue.Frame, error) {
+	q := w.q
+	for {
+		q.mu.Lock()
+		full, done := len(w.inflight) >= w.window, w.done
+		q.mu.Unlock()
+		if done {
+			return queue.Frame{}, queue.ErrClosed
+		}
+		if full {
+			select {
+			case <-time.After(5 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return queue.Frame{}, ctx.Err()
+			case <-q.quit:
+				return queue.Frame{}, queue.ErrClosed
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		m, err := q.cons.Next(jetstream.FetchContext(fctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return queue.Frame{}, ctx.Err()
+			}
+			select {
+			case <-q.quit:
+				return queue.Frame{}, queue.ErrClosed
+			default:
+			}
+			if q.ended() {
+				if st := q.Stats(); st.Length == 0 {
+					return queue.Frame{}, io.EOF
+				}
+			}
+			continue // nothing yet
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		f := frameOf(md.Sequence.Stream, m.Data(), m.Headers())
+		f.Deliveries = int64(md.NumDelivered)
+		q.mu.Lock()
+		limit, dl := q.cfg.MaxDelivery, q.deadLetter
+		q.mu.Unlock()
+		if md.NumDelivered > uint64(limit) { // given back too often: a dead letter
+			q.dead(m, dl, fmt.Sprintf("dead-lettered after %d deliveries", md.NumDelivered-1)) //nolint:errcheck // logged by the caller's next step
+			continue
+		}
+		if w.autoCommit {
+			if err := m.DoubleAck(ctx); err != nil {
+				return queue.Frame{}, err
+			}
+		} else {
+			q.mu.Lock()
+			q.held[f.Index] = held{msg: m, w: w}
+			w.inflight[f.Index] = true
+			q.mu.Unlock()
+		}
+		if w.indexOnly {
+			f.Data = nil
+		}
+		return f, nil
+	}
+}
+
+// Close naks what the watcher holds, so it is redelivered at once.
+func (w *Watcher) Close(reason string) error {
+	q := w.q
+	q.mu.Lock()
+	if w.done {
+		q.mu.Unlock()
+		return nil
+	}
+	w.done = true
+	delete(q.watchers, w)
+	var idx []uint64
+	for i := range w.inflight {
+		idx = append(idx, i)
+	}
+	q.mu.Unlock()
+	return q.Negative(reason, idx...)
+}
+
+var (
+	_ queue.Backend = (*Backend)(nil)
+	_ queue.Queue   = (*Queue)(nil)
+	_ queue.Watcher = (*Watcher)(nil)
+)

@@ -1,0 +1,184 @@
+// Package queuetest is the behaviour every queue.Backend keeps, as a test
+// suite: the embedded store and the JetStream backend run the same one.
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/eas-server/eas-server/queue"
+)
+
+// Caps says what a backend supports beyond the common behaviour.
+type Caps struct {
+	Priority bool // a put's priority orders delivery
+}
+
+// Run runs the suite; open makes a new, empty backend for each test.
+func Run(t *testing.T, open func(t *testing.T) queue.Backend, caps Caps) {
+	t.Run("PutGetWatchCommit", func(t *testing.T) { putGetWatchCommit(t, open(t), caps) })
+	t.Run("RedeliveryAndDeadLetter", func(t *testing.T) { redeliveryAndDeadLetter(t, open(t)) })
+	t.Run("TransferDeleteTruncateEnd", func(t *testing.T) { transferDeleteTruncateEnd(t, open(t)) })
+}
+
+func queues(t *testing.T, b queue.Backend) (queue.Queue, queue.Queue) {
+	t.Helper()
+	t.Cleanup(func() { b.Close() })
+	in, err := b.Queue("input", queue.Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := b.Queue("sink", queue.Config{MaxLength: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in, sink
+}
+
+func next(t *testing.T, w queue.Watcher) queue.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	return f
+}
+
+func putGetWatchCommit(t *testing.T, b queue.Backend, caps Caps) {
+	ctx := context.Background()
+	in, _ := queues(t, b)
+	i1, id1, err := in.Put([]byte("a"), map[string]string{"k": "v"}, 0)
+	if err != nil || i1 == 0 || id1 == "" {
+		t.Fatalf("put: %d %q %v", i1, id1, err)
+	}
+	i2, _, _ := in.Put([]byte("b"), nil, 0)
+	i3, _, _ := in.Put([]byte("c"), nil, 7)
+	if !(i1 < i2 && i2 < i3) {
+		t.Errorf("indexes %d %d %d do not ascend", i1, i2, i3)
+	}
+	if _, _, err := in.Put(make([]byte, 2<<10), nil, 0); !errors.Is(err, queue.ErrTooLarge) {
+		t.Errorf("oversized put: %v", err)
+	}
+	fs, err := in.Get(ctx, 0, 10, 0, false, map[string]string{queue.RequestIDTag: id1})
+	if err != nil || len(fs) != 1 || string(fs[0].Data) != "a" || fs[0].Tags["k"] != "v" || fs[0].Index != i1 {
+		t.Fatalf("get by request id: %+v %v", fs, err)
+	}
+	fs, err = in.Get(ctx, i2, 10, 0, false, nil)
+	if err != nil || len(fs) != 2 || fs[0].Index != i2 {
+		t.Fatalf("get from an index: %+v %v", fs, err)
+	}
+	w := in.Watch(queue.WatchOptions{Window: 2})
+	defer w.Close("done")
+	f, g := next(t, w), next(t, w)
+	if caps.Priority && f.Index != i3 {
+		t.Errorf("first delivery %d, want the prioritized %d", f.Index, i3)
+	}
+	if f.Index == g.Index || f.Deliveries != 1 {
+		t.Errorf("deliveries %+v %+v", f, g)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	if _, err := w.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past the window: %v, want a wait", err)
+	}
+	cancel()
+	if err := in.Commit(f.Index); err != nil {
+		t.Fatal(err)
+	}
+	h := next(t, w)
+	if h.Index == f.Index || h.Index == g.Index {
+		t.Errorf("after a commit: %d again", h.Index)
+	}
+	if st := in.Stats(); st.Length != 2 || st.Consumers != 1 {
+		t.Errorf("stats %+v: want 2 entries (one committed), 1 consumer", st)
+	}
+}
+
+func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
+	ctx := context.Background()
+	in, sink := queues(t, b)
+	var dead []string
+	in.SetDeadLetter(func(f queue.Frame, reason string) error {
+		dead = append(dead, reason)
+		_, err := b.Transfer(in, f.Index, sink, queue.Frame{Tags: f.Tags, Message: reason})
+		return err
+	})
+	idx, id, _ := in.Put([]byte("x"), nil, 0)
+	for round := 1; round <= 2; round++ {
+		w := in.Watch(queue.WatchOptions{Window: 1})
+		f := next(t, w)
+		if f.Index != idx || f.Deliveries != int64(round) {
+			t.Fatalf("round %d: %+v", round, f)
+		}
+		if err := w.Close("consumer gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dead) != 1 || dead[0] != "dead-lettered after 2 deliveries: consumer gone" {
+		t.Fatalf("dead letters %q", dead)
+	}
+	fs, err := sink.Get(ctx, 0, 10, time.Second, false, map[string]string{queue.RequestIDTag: id})
+	if err != nil || len(fs) != 1 || fs[0].Message != dead[0] {
+		t.Errorf("sink %+v %v", fs, err)
+	}
+	if fs, _ := in.Get(ctx, 0, 10, 0, false, nil); len(fs) != 0 {
+		t.Errorf("the dead letter is still in the input queue: %+v", fs)
+	}
+}
+
+func transferDeleteTruncateEnd(t *testing.T, b queue.Backend) {
+	ctx := context.Background()
+	in, sink := queues(t, b)
+	idx, id, _ := in.Put([]byte("q"), map[string]string{"user": "u"}, 0)
+	w := in.Watch(queue.WatchOptions{Window: 1})
+	f := next(t, w)
+	if _, err := b.Transfer(in, f.Index, sink, queue.Frame{Data: []byte("answer"), Tags: f.Tags}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close("done") //nolint:errcheck
+	fs, err := sink.Get(ctx, 0, 1, time.Second, false, map[string]string{queue.RequestIDTag: id})
+	if err != nil || len(fs) != 1 || string(fs[0].Data) != "answer" || fs[0].Tags["user"] != "u" {
+		t.Fatalf("the answer: %+v %v", fs, err)
+	}
+	if fs, _ := in.Get(ctx, idx, 1, 0, false, nil); len(fs) != 0 {
+		t.Errorf("the answered request is still queued: %+v", fs)
+	}
+	var idxs []uint64
+	for i := range 4 {
+		x, _, err := sink.Put(fmt.Appendf(nil, "s%d", i), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idxs = append(idxs, x)
+	}
+	if err := sink.Delete(idxs[3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Truncate(idxs[1]); err != nil {
+		t.Fatal(err)
+	}
+	fs, _ = sink.Get(ctx, 0, 10, 0, false, nil)
+	if len(fs) != 2 || string(fs[0].Data) != "s1" || string(fs[1].Data) != "s2" {
+		t.Errorf("after delete and truncate: %+v", fs)
+	}
+	if err := sink.End(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sink.Put([]byte("late"), nil, 0); !errors.Is(err, queue.ErrEnded) {
+		t.Errorf("put after the end: %v", err)
+	}
+	sw := sink.Watch(queue.WatchOptions{Window: 10, AutoCommit: true})
+	defer sw.Close("done")
+	next(t, sw)
+	next(t, sw)
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := sw.Next(ectx); err != io.EOF {
+		t.Errorf("after the last entry of an ended queue: %v, want EOF", err)
+	}
+}
