@@ -49,9 +49,10 @@ BENCH_MODULES := trees/bench pmml/bench
 ## test: lint, race-enabled tests, allocation tests without -race, the
 ## benchmark modules' correctness tests, and the examples validate.
 ## EAS_REQUIRE_K8S=1: a missing Kubernetes test tool fails the tests of
-## internal/kube and deploy instead of skipping them.
+## internal/kube and deploy instead of skipping them; EAS_REQUIRE_NATS=1
+## does the same for nats-server and the JetStream queue backend.
 test: test-deps build lint
-	EAS_REQUIRE_K8S=1 $(GO) test -race -count=1 -timeout 20m ./...
+	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
 	GO=$(GO) bash scripts/test-bench-modules.sh
 	./$(BIN) validate $(EXAMPLES)

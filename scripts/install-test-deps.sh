@@ -6,7 +6,8 @@
 # torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch)
 # and python3-torchvision (0.14: ResNet-18, MobileNetV3; pulls python3-pil).
 # The custom processor tests (processors/custom) compile C with gcc and run
-# python processors on python3 with the venv module (python3-venv).
+# python processors on python3 with the venv module (python3-venv). The
+# JetStream queue backend's tests run Debian's nats-server.
 # Skips apt when all of them are there already.
 #
 # Then scripts/build-k8s-tools.sh: the Kubernetes control plane, kwok and helm
@@ -14,11 +15,11 @@
 # machine, about 20 minutes on 2 cores; instant afterwards).
 set -euo pipefail
 if ! /usr/bin/python3 -c 'import onnx, numpy, xgboost, sklearn, torch, torchvision, PIL, ensurepip, venv' 2>/dev/null ||
-	! command -v gcc >/dev/null; then
+	! command -v gcc >/dev/null || ! { command -v nats-server || test -x /usr/sbin/nats-server; } >/dev/null; then
 	sudo=""
 	[[ "$(id -u)" == 0 ]] || sudo="sudo"
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy python3-venv gcc
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-onnx python3-numpy python3-venv gcc nats-server
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-xgboost python3-sklearn
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-torch python3-torchvision python3-pil
 fi

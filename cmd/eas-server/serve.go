@@ -45,6 +45,8 @@ type serveFlags struct {
 	onnxRuntime string
 	cacheBytes  int64
 	maxModel    int64
+	queueBroker string // --queue-broker: asynchronous services' queues on NATS JetStream
+	queueSync   bool   // --queue-fsync-each-put
 	// downloadIdle and downloadTimeout bound model downloads.
 	downloadIdle, downloadTimeout time.Duration
 	grpcListen                    string
@@ -86,6 +88,8 @@ func serveCmd() *cobra.Command {
 	fl.IntVar(&f.gcPercent, "gc-percent", 400, "Go GC target percentage when $GOGC is unset; models live outside the Go heap (ONNX Runtime) or are small, so trading heap for less GC CPU pays (100 = Go's default)")
 	fl.StringVar(&f.pprofListen, "pprof-listen", "", "address for Go's pprof profiling endpoints (keep it on loopback), e.g. 127.0.0.1:6060; empty = off")
 	fl.StringVar(&f.grpcListen, "grpc-listen", "", "address for the KServe v2 gRPC inference service (GRPCInferenceService), e.g. :8081; empty = off")
+	fl.StringVar(&f.queueBroker, "queue-broker", "", "keep asynchronous services' queues on a NATS JetStream server (nats://host:4222) instead of in <state-dir>; empty = embedded")
+	fl.BoolVar(&f.queueSync, "queue-fsync-each-put", false, "fsync every put into an embedded queue on its own, instead of once per batch of concurrent puts (both are durable when the put answers; batching is faster)")
 	fl.Int64Var(&f.maxModel, "max-model-size", processors.DefaultMaxModelBytes, "most bytes of one service's model: each download (storage) and what a processor reads at load; larger models fail the deploy")
 	fl.DurationVar(&f.downloadIdle, "download-idle-timeout", storage.DefaultIdleTimeout, "a model download attempt that receives no byte for this long fails (and is retried)")
 	fl.DurationVar(&f.downloadTimeout, "download-timeout", 6*time.Hour, "most time one model download may take, retries included (0 = no limit)")
@@ -151,7 +155,8 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, MaxModelBytes: f.maxModel,
 		IdleTimeout: f.downloadIdle, FetchTimeout: f.downloadTimeout, Logger: log}
-	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher, MaxModelBytes: f.maxModel})
+	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher, MaxModelBytes: f.maxModel,
+		QueueBroker: f.queueBroker, QueueSyncEachPut: f.queueSync})
 	registerCacheMetrics(reg, fetcher)
 	zones, err := parseZones(f.sigZones)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/queue"
+	"github.com/eas-server/eas-server/queue/jetstream/natstest"
 )
 
 const asyncToken = "async-token"
@@ -256,5 +257,43 @@ func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestAsyncOnJetStream: the same service with its queues on a real NATS
+// JetStream server.
+func TestAsyncOnJetStream(t *testing.T) {
+	ctx := context.Background()
+	st := teststack.New(t, teststack.Options{QueueBroker: natstest.Start(t)}, asyncSpec("onnats", `{}`, 2, 2))
+	in, sink := queues(st, "onnats")
+	ids := map[string]string{}
+	for i := range 10 {
+		body := fmt.Sprintf("n%d", i)
+		_, id, err := in.Put(ctx, []byte(body), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = body
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	ch, err := sink.Watch(wctx, 0, 5, false, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for f := range ch {
+		if want := ids[f.Tags[queue.RequestIDTag]]; string(f.Data) != want || f.Tags["status"] != "200" {
+			t.Errorf("answer %+v, want %q", f, want)
+		}
+		if got++; got == len(ids) {
+			break
+		}
+	}
+	if got != len(ids) {
+		t.Fatalf("%d answers, want %d", got, len(ids))
+	}
+	if a, err := in.Attributes(ctx); err != nil || a["stream.length"] != "0" {
+		t.Errorf("input after the answers: %v %v", a, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/queue"
+	"github.com/eas-server/eas-server/queue/jetstream"
 	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 )
@@ -42,6 +43,15 @@ type Queues struct {
 func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.queues == nil && m.opt.QueueBroker != "" {
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		b, err := jetstream.Open(ctx, m.opt.QueueBroker, s.Name)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		s.queues = &Queues{store: b}
+	}
 	if s.queues == nil {
 		var path, tmp string
 		if m.persistent() {

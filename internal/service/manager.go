@@ -66,6 +66,9 @@ type Options struct {
 	// QueueSyncEachPut makes every put into an asynchronous service's
 	// queue its own fsync instead of one per batch of concurrent puts.
 	QueueSyncEachPut bool
+	// QueueBroker, when set, keeps asynchronous services' queues on a NATS
+	// JetStream server (nats://host:4222) instead of the state dir.
+	QueueBroker string
 }
 
 // Manager holds every service. It is safe for concurrent use.

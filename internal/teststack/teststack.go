@@ -38,6 +38,9 @@ type Options struct {
 	// Logger receives the manager's log (and the processors'); nil
 	// discards it.
 	Logger *slog.Logger
+	// QueueBroker keeps asynchronous services' queues on this NATS
+	// JetStream server; "" embeds them.
+	QueueBroker string
 }
 
 // Stack is a running stack; it is closed when the test ends.
@@ -57,7 +60,7 @@ func New(t testing.TB, opt Options, services ...string) *Stack {
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
 	state := t.TempDir()
-	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt, Logger: opt.Logger})
+	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt, Logger: opt.Logger, QueueBroker: opt.QueueBroker})
 	for _, js := range services {
 		spec, err := servicejson.Parse([]byte(js))
 		if err != nil {
