@@ -69,11 +69,17 @@ type Store struct {
 
 // Open opens (or creates) the store at path.
 func Open(path string, opts Options) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	// The freelist is not written at each commit (it is rebuilt by a scan
+	// at open): a queue deletes as much as it writes, and an array
+	// freelist written per commit grows with the churn and slows every
+	// commit.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("queue store %s: %w", path, err)
 	}
-	db.MaxBatchDelay = 2 * time.Millisecond
+	// A batch forms while the previous one commits (bbolt has one writer
+	// at a time), so the timer only needs to let concurrent callers join.
+	db.MaxBatchDelay = 200 * time.Microsecond
 	return &Store{db: db, opts: opts, queues: map[string]*boltQueue{}}, nil
 }
 
@@ -475,7 +481,7 @@ func (q *boltQueue) End(force bool) error {
 // Negative returns delivered entries to the ready set (or dead-letters
 // those delivered MaxDelivery times), with the reason for a dead letter.
 func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
-	var dead []uint64
+	var dead []*entry
 	q.mu.Lock()
 	for _, i := range indexes {
 		w := q.owner[i]
@@ -486,7 +492,7 @@ func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 		delete(w.inflight, i)
 		delete(q.owner, i)
 		if e.deliveries >= int64(q.cfg.MaxDelivery) {
-			dead = append(dead, i)
+			dead = append(dead, e)
 			continue
 		}
 		q.redeliveries++
@@ -495,8 +501,8 @@ func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 	dl := q.deadLetter
 	q.signalLocked()
 	q.mu.Unlock()
-	for _, i := range dead {
-		if err := q.deadLetterOne(dl, i, reason); err != nil {
+	for _, e := range dead {
+		if err := q.deadLetterOne(dl, e.index, e.deliveries, reason); err != nil {
 			return err
 		}
 	}
@@ -504,7 +510,7 @@ func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 }
 
 // deadLetterOne hands an entry to the dead-letter function and deletes it.
-func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, reason string) error {
+func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, deliveries int64, reason string) error {
 	var r record
 	var ok bool
 	err := q.s.db.View(func(tx *bolt.Tx) error {
@@ -515,7 +521,7 @@ func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, reas
 	if err != nil || !ok {
 		return err
 	}
-	msg := fmt.Sprintf("dead-lettered after %d deliveries: %s", r.Deliveries, reason)
+	msg := fmt.Sprintf("dead-lettered after %d deliveries: %s", deliveries, reason)
 	if dl != nil {
 		return dl(r.Frame, msg) // it deletes the entry, with its own write
 	}
@@ -699,29 +705,34 @@ func (w *boltWatcher) matchesLocked(e *entry) bool {
 	return ok
 }
 
-// deliver records the delivery on disk (or the commit, with AutoCommit)
-// and returns the frame; nil when the entry is gone.
+// deliver reads the entry and returns its frame (nil when it is gone).
+// Its disk write (the delivery count; with AutoCommit the delete) happens
+// in the background: a consumer does not wait for a write per entry it
+// takes, and a crash before the write lands costs a count one short or,
+// with AutoCommit, one more delivery.
 func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 	q := w.q
 	var r record
 	var found bool
-	err := q.s.db.Batch(func(tx *bolt.Tx) error {
+	var err error
+	err = q.s.db.View(func(tx *bolt.Tx) error {
 		var err error
 		r, found, err = q.read(tx, e.index)
-		if err != nil || !found {
-			return err
-		}
-		if w.autoCommit {
-			return tx.Bucket(q.data).Delete(idxKey(e.index))
-		}
-		r.Deliveries = e.deliveries
-		return tx.Bucket(q.data).Put(idxKey(e.index), r.marshal())
+		return err
 	})
-	if err == nil && w.autoCommit {
+	switch {
+	case err != nil || !found:
+	case w.autoCommit:
+		// Gone for every other consumer now; off the disk in the
+		// background (a crash before that delivers it once more: at least
+		// once, as any uncommitted delivery).
 		q.mu.Lock()
 		q.dropLocked(e.index)
 		q.signalLocked()
 		q.mu.Unlock()
+		go q.s.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(q.data).Delete(idxKey(e.index)) }) //nolint:errcheck
+	default:
+		go q.noteDelivery(e.index, e.deliveries)
 	}
 	if err != nil || !found {
 		return nil, err
@@ -732,6 +743,19 @@ func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 		f.Data = nil
 	}
 	return &f, nil
+}
+
+// noteDelivery writes an entry's delivery count, unless the entry is gone
+// (answered meanwhile) or holds a higher count already.
+func (q *boltQueue) noteDelivery(idx uint64, deliveries int64) {
+	q.s.db.Batch(func(tx *bolt.Tx) error { //nolint:errcheck // a lost count is one short, nothing more
+		r, found, err := q.read(tx, idx)
+		if err != nil || !found || r.Deliveries >= deliveries {
+			return err
+		}
+		r.Deliveries = deliveries
+		return tx.Bucket(q.data).Put(idxKey(idx), r.marshal())
+	})
 }
 
 // Close ends the watcher; what it held uncommitted is redelivered (or

@@ -1,0 +1,126 @@
+// Command queuebench measures an asynchronous service: producers put
+// requests into its input queue for a duration (closed loop: each waits
+// for its put's answer before the next), while one watcher takes the
+// answers from the sink (websocket, auto commit) and matches them to their
+// puts by request id. It prints JSON: puts per second and the put latency,
+// and the end-to-end latency from put to answer received.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/eas-server/eas-server/queue"
+)
+
+func main() {
+	url := flag.String("url", "", "the service: http://host:port/api/predict/<name>")
+	token := flag.String("token", "", "the service token")
+	producers := flag.Int("producers", 64, "concurrent producers")
+	dur := flag.Duration("d", 10*time.Second, "how long to put")
+	size := flag.Int("size", 64, "bytes per request")
+	flag.Parse()
+	if err := run(*url, *token, *producers, *dur, *size); err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(url, token string, producers int, dur time.Duration, size int) error {
+	ctx := context.Background()
+	in := &queue.Client{URL: url, Token: token}
+	sink := &queue.Client{URL: url + "/sink", Token: token}
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var e2e []time.Duration
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := sink.Watch(wctx, 0, 1000, false, true, false)
+	if err != nil {
+		return err
+	}
+	got := make(chan struct{})
+	answers := 0
+	go func() {
+		defer close(got)
+		for f := range ch {
+			now := time.Now()
+			mu.Lock()
+			if t, ok := sent[f.Tags[queue.RequestIDTag]]; ok {
+				e2e = append(e2e, now.Sub(t))
+			}
+			answers++
+			mu.Unlock()
+		}
+	}()
+	body := make([]byte, size)
+	var putLat []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(dur)
+	puts := 0
+	var putErr error
+	for range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			for time.Now().Before(end) {
+				t := time.Now()
+				_, id, err := in.Put(ctx, body, nil, 0)
+				if err != nil {
+					mu.Lock()
+					putErr = err
+					mu.Unlock()
+					return
+				}
+				d := time.Since(t)
+				lat = append(lat, d)
+				mu.Lock()
+				sent[id] = t
+				mu.Unlock()
+			}
+			mu.Lock()
+			putLat = append(putLat, lat...)
+			puts += len(lat)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if putErr != nil {
+		return putErr
+	}
+	// Wait for the answers still on their way.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		done := len(e2e) >= puts
+		mu.Unlock()
+		if done {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-got
+	pct := func(ds []time.Duration, p float64) float64 {
+		if len(ds) == 0 {
+			return 0
+		}
+		slices.Sort(ds)
+		return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000
+	}
+	out := map[string]any{
+		"producers": producers, "puts": puts, "puts_per_second": float64(puts) / elapsed.Seconds(),
+		"put_p50_ms": pct(putLat, .5), "put_p99_ms": pct(putLat, .99),
+		"answers": len(e2e), "e2e_p50_ms": pct(e2e, .5), "e2e_p99_ms": pct(e2e, .99),
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
+}
