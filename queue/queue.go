@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -36,7 +37,6 @@ var (
 	ErrTooLarge = errors.New("payload larger than the queue's limit")
 	ErrEnded    = errors.New("queue is at its end of stream")
 	ErrClosed   = errors.New("queue is closed")
-	ErrNotFound = errors.New("no such index in the queue")
 )
 
 // RequestIDTag is the tag every frame carries: the request id Put made.
@@ -791,6 +791,17 @@ func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint6
 		sink.mu.Unlock()
 		return 0, ErrClosed
 	}
+	if limit := sink.cfg.MaxPayload; limit > 0 && len(answer.Data) > limit {
+		// The request is answered all the same: with the reason.
+		answer.Message = fmt.Sprintf("the answer of %d bytes is larger than the sink's limit of %d bytes (queue.sink.max_payload_size_kb)", len(answer.Data), limit)
+		answer.Data = nil
+		answer.Tags = maps.Clone(answer.Tags)
+		answer.Tags["status"] = "413"
+	}
+	var evict []uint64
+	if sink.cfg.AutoEvict && sink.cfg.MaxLength > 0 && len(sink.entries) >= sink.cfg.MaxLength && sink.ready.Len() > 0 {
+		evict = append(evict, sink.oldestReadyLocked())
+	}
 	sink.last++
 	idx := sink.last
 	sink.mu.Unlock()
@@ -800,6 +811,11 @@ func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint6
 	err := input.s.db.Batch(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(input.data).Delete(idxKey(index)); err != nil {
 			return err
+		}
+		for _, e := range evict {
+			if err := tx.Bucket(sink.data).Delete(idxKey(e)); err != nil {
+				return err
+			}
 		}
 		if err := tx.Bucket(sink.data).Put(idxKey(idx), val); err != nil {
 			return err
@@ -818,6 +834,9 @@ func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint6
 	input.signalLocked()
 	input.mu.Unlock()
 	sink.mu.Lock()
+	for _, x := range evict {
+		sink.dropLocked(x)
+	}
 	e := &entry{index: idx, enqueued: r.Enqueued}
 	sink.entries[idx] = e
 	heap.Push(&sink.ready, e)

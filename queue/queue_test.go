@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,5 +190,46 @@ func TestEndAndWaitRoom(t *testing.T) {
 	}
 	if _, err := w.Next(ctx); err != io.EOF {
 		t.Errorf("after the last entry: %v, want EOF", err)
+	}
+}
+
+// TestTransferKeepsTheSinkLimits: an answer over the sink's payload limit
+// becomes its reason (status 413); a full auto-evicting sink drops its
+// oldest entry for the new answer.
+func TestTransferKeepsTheSinkLimits(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "q.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in, _ := s.Queue("input", Config{MaxLength: 10})
+	sink, _ := s.Queue("sink", Config{MaxLength: 2, MaxPayload: 4, AutoEvict: true})
+	w := in.Watch(WatchOptions{Window: 10})
+	for i := range 3 {
+		in.Put(fmt.Appendf(nil, "%d", i), nil, 0)
+		f, _ := w.Next(ctx)
+		data := []byte("ok")
+		if i == 0 {
+			data = []byte("too large")
+		}
+		if _, err := s.Transfer(in, f.Index, sink, Frame{Data: data, Tags: f.Tags}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, _ := sink.Get(ctx, 0, 10, 0, false, nil)
+	if len(fs) != 2 || string(fs[0].Data) != "ok" || string(fs[1].Data) != "ok" {
+		t.Fatalf("sink after eviction: %+v", fs)
+	}
+	s2, _ := Open(filepath.Join(t.TempDir(), "q2.db"), Options{})
+	defer s2.Close()
+	in2, _ := s2.Queue("input", Config{})
+	sink2, _ := s2.Queue("sink", Config{MaxPayload: 4})
+	in2.Put([]byte("x"), nil, 0)
+	f, _ := in2.Watch(WatchOptions{}).Next(ctx)
+	s2.Transfer(in2, f.Index, sink2, Frame{Data: []byte("too large"), Tags: f.Tags})
+	fs, _ = sink2.Get(ctx, 0, 1, 0, false, nil)
+	if len(fs) != 1 || fs[0].Data != nil || fs[0].Tags["status"] != "413" || !strings.Contains(fs[0].Message, "larger than the sink's limit") {
+		t.Errorf("an oversized answer: %+v", fs)
 	}
 }

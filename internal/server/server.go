@@ -6,6 +6,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -542,7 +543,7 @@ func (s *Server) serveQueue(c *gin.Context, name, extra string, version *int) (c
 		return 0, false
 	}
 	req := c.Request
-	live, _, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
+	live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
 	if err != nil {
 		return s.failErr(c, err), true
 	}
@@ -550,6 +551,13 @@ func (s *Server) serveQueue(c *gin.Context, name, extra string, version *int) (c
 	if !live.Spec.IsAsync() {
 		return 0, false // modified into a synchronous service
 	}
+	// The body is read here, under the size limit, so that a signed
+	// request's Content-MD5 is checked before the queue takes it.
+	body, status, err := s.readBody(c, "", check)
+	if err != nil {
+		return s.fail(c, status, err.Error()), true
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
 	*version = live.Version
 	qs := svc.Queues()
 	api := queue.API{Queue: qs.Input, Name: name, MaxBody: s.opt.MaxBodyBytes}

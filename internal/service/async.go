@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -137,7 +138,7 @@ func startConsumers(l *Live, qs *Queues, log *slog.Logger) *consumers {
 			for {
 				f, err := w.Next(ctx)
 				if err != nil {
-					if !errors.Is(err, context.Canceled) && !errors.Is(err, queue.ErrClosed) {
+					if !errors.Is(err, context.Canceled) && !errors.Is(err, queue.ErrClosed) && !errors.Is(err, io.EOF) {
 						log.Warn("async instance stopped taking requests", "instance", i, "err", err)
 					}
 					return
@@ -187,7 +188,8 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 }
 
 // run is one request through the processor, as the synchronous door runs
-// it; a full scheduler queue is waited out rather than answered 450.
+// it; a full scheduler queue or the rate limit (rpc.rate_limit) is waited
+// out rather than answered 450 or 429: the input queue is the queue.
 func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
 	p, err := l.Engine.Decode(&processors.Request{Context: ctx, Body: body})
 	if err != nil {
@@ -196,7 +198,7 @@ func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
 	var r any
 	for {
 		r, err = l.Scheduler.Do(ctx, p)
-		if !errors.Is(err, scheduler.ErrQueueFull) {
+		if !errors.Is(err, scheduler.ErrQueueFull) && !errors.Is(err, scheduler.ErrRateLimited) {
 			break
 		}
 		select {
