@@ -6,8 +6,8 @@
 // is one transaction: a crash leaves either both or neither.
 //
 // The embedded Store is bbolt (one file, copy-on-write B+tree, fsync per
-// transaction): it survives kill -9 without a recovery step, and db.Batch
-// coalesces concurrent puts into one transaction and one fsync.
+// transaction): it survives kill -9 without a recovery step, and a group
+// commit (commit.go) gives concurrent writes one transaction and one fsync.
 //
 // Delivery is at least once. An entry handed to a consumer (a watcher) and
 // not committed goes back to the ready set when the consumer goes away or
@@ -53,15 +53,16 @@ type Config struct {
 // Options tune a Store.
 type Options struct {
 	// SyncEachPut makes every Put its own transaction and fsync, instead
-	// of coalescing concurrent puts into one (bbolt's Batch). Both are
-	// durable once Put returns; batching is faster under load.
+	// of joining the group commit of concurrent writes. Both are durable
+	// once Put returns; the group commit is faster under load.
 	SyncEachPut bool
 }
 
 // Store holds the queues of one service in one bbolt file.
 type Store struct {
-	db   *bolt.DB
-	opts Options
+	db     *bolt.DB
+	opts   Options
+	commit *committer
 
 	mu     sync.Mutex
 	queues map[string]*boltQueue
@@ -77,10 +78,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue store %s: %w", path, err)
 	}
-	// A batch forms while the previous one commits (bbolt has one writer
-	// at a time), so the timer only needs to let concurrent callers join.
-	db.MaxBatchDelay = 200 * time.Microsecond
-	return &Store{db: db, opts: opts, queues: map[string]*boltQueue{}}, nil
+	return &Store{db: db, opts: opts, queues: map[string]*boltQueue{}, commit: newCommitter(db)}, nil
 }
 
 // Close closes the store; its queues' watchers end.
@@ -92,6 +90,7 @@ func (s *Store) Close() error {
 	for _, q := range qs {
 		q.close()
 	}
+	s.commit.close()
 	return s.db.Close()
 }
 
@@ -286,7 +285,7 @@ func (q *boltQueue) Put(data []byte, tags map[string]string, priority int64) (ui
 	if q.s.opts.SyncEachPut {
 		err = q.s.db.Update(write)
 	} else {
-		err = q.s.db.Batch(write)
+		err = q.s.commit.do(write)
 	}
 	if err != nil {
 		return 0, "", err
@@ -418,7 +417,7 @@ func (q *boltQueue) Get(ctx context.Context, from uint64, length int, timeout ti
 
 // Delete removes entries whatever their state; missing ones are skipped.
 func (q *boltQueue) Delete(indexes ...uint64) error {
-	err := q.s.db.Update(func(tx *bolt.Tx) error {
+	err := q.s.commit.do(func(tx *bolt.Tx) error {
 		b := tx.Bucket(q.data)
 		for _, i := range indexes {
 			if err := b.Delete(idxKey(i)); err != nil {
@@ -730,7 +729,7 @@ func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 		q.dropLocked(e.index)
 		q.signalLocked()
 		q.mu.Unlock()
-		go q.s.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(q.data).Delete(idxKey(e.index)) }) //nolint:errcheck
+		go q.s.commit.do(func(tx *bolt.Tx) error { return tx.Bucket(q.data).Delete(idxKey(e.index)) }) //nolint:errcheck
 	default:
 		go q.noteDelivery(e.index, e.deliveries)
 	}
@@ -748,7 +747,7 @@ func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 // noteDelivery writes an entry's delivery count, unless the entry is gone
 // (answered meanwhile) or holds a higher count already.
 func (q *boltQueue) noteDelivery(idx uint64, deliveries int64) {
-	q.s.db.Batch(func(tx *bolt.Tx) error { //nolint:errcheck // a lost count is one short, nothing more
+	q.s.commit.do(func(tx *bolt.Tx) error { //nolint:errcheck // a lost count is one short, nothing more
 		r, found, err := q.read(tx, idx)
 		if err != nil || !found || r.Deliveries >= deliveries {
 			return err
@@ -808,7 +807,7 @@ func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint6
 	r := record{Frame: answer, Enqueued: time.Now().UnixNano()}
 	r.Index = idx
 	val := r.marshal()
-	err := input.s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.commit.do(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(input.data).Delete(idxKey(index)); err != nil {
 			return err
 		}

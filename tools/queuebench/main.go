@@ -3,7 +3,8 @@
 // for its put's answer before the next), while one watcher takes the
 // answers from the sink (websocket, auto commit) and matches them to their
 // puts by request id. It prints JSON: puts per second and the put latency,
-// and the end-to-end latency from put to answer received.
+// and the end-to-end latency from put to answer received. With -puts-only
+// it only puts, into the queue -url names.
 package main
 
 import (
@@ -25,14 +26,15 @@ func main() {
 	producers := flag.Int("producers", 64, "concurrent producers")
 	dur := flag.Duration("d", 10*time.Second, "how long to put")
 	size := flag.Int("size", 64, "bytes per request")
+	putsOnly := flag.Bool("puts-only", false, "put into the queue at -url itself and watch nothing (the queue's put capacity)")
 	flag.Parse()
-	if err := run(*url, *token, *producers, *dur, *size); err != nil {
+	if err := run(*url, *token, *producers, *dur, *size, *putsOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, token string, producers int, dur time.Duration, size int) error {
+func run(url, token string, producers int, dur time.Duration, size int, putsOnly bool) error {
 	ctx := context.Background()
 	in := &queue.Client{URL: url, Token: token}
 	sink := &queue.Client{URL: url + "/sink", Token: token}
@@ -41,9 +43,16 @@ func run(url, token string, producers int, dur time.Duration, size int) error {
 	var e2e []time.Duration
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := sink.Watch(wctx, 0, 1000, false, true, false)
-	if err != nil {
-		return err
+	var ch <-chan queue.Frame
+	if putsOnly {
+		none := make(chan queue.Frame)
+		close(none)
+		ch = none
+	} else {
+		var err error
+		if ch, err = sink.Watch(wctx, 0, 1000, false, true, false); err != nil {
+			return err
+		}
 	}
 	got := make(chan struct{})
 	answers := 0
@@ -99,7 +108,7 @@ func run(url, token string, producers int, dur time.Duration, size int) error {
 	}
 	// Wait for the answers still on their way.
 	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	for !putsOnly && time.Now().Before(deadline) {
 		mu.Lock()
 		done := len(e2e) >= puts
 		mu.Unlock()
