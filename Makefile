@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-custom bench-torchscript deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript deps test-deps proto clean
 
 all: build
 
@@ -75,6 +75,10 @@ proto:
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
 bench-batching:
 	bash scripts/bench-batching.sh
+
+## bench-async: the asynchronous service numbers of BENCHMARKS.md (starts its own servers)
+bench-async:
+	bash scripts/bench-async.sh
 
 ## bench-custom: the custom processor ratios of BENCHMARKS.md (starts its own server)
 bench-custom:

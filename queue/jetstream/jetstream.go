@@ -502,6 +502,7 @@ type Watcher struct {
 	indexOnly  bool
 	inflight   map[uint64]bool // guarded by q.mu
 	done       bool
+	buf        []jetstream.Msg // fetched, not yet handed out (they count toward the window)
 }
 
 // Next fetches the next entry while the watcher holds fewer than its
@@ -525,9 +526,7 @@ func (w *Watcher) Next(ctx context.Context) (queue.Frame, error) {
 				return queue.Frame{}, queue.ErrClosed
 			}
 		}
-		fctx, cancel := context.WithTimeout(ctx, time.Second)
-		m, err := q.cons.Next(jetstream.FetchContext(fctx))
-		cancel()
+		m, err := w.fetch(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return queue.Frame{}, ctx.Err()
@@ -574,6 +573,33 @@ func (w *Watcher) Next(ctx context.Context) (queue.Frame, error) {
 	}
 }
 
+// fetch hands out the next fetched message, fetching as many as the
+// window has room for in one pull request when none is left.
+func (w *Watcher) fetch(ctx context.Context) (jetstream.Msg, error) {
+	if len(w.buf) > 0 {
+		m := w.buf[0]
+		w.buf = w.buf[1:]
+		return m, nil
+	}
+	w.q.mu.Lock()
+	room := w.window - len(w.inflight)
+	w.q.mu.Unlock()
+	// What is there now, up to the room; when nothing is, wait for one.
+	if batch, err := w.q.cons.FetchNoWait(max(room, 1)); err == nil {
+		for m := range batch.Messages() {
+			w.buf = append(w.buf, m)
+		}
+	}
+	if len(w.buf) == 0 {
+		fctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return w.q.cons.Next(jetstream.FetchContext(fctx))
+	}
+	m := w.buf[0]
+	w.buf = w.buf[1:]
+	return m, nil
+}
+
 // Close naks what the watcher holds, so it is redelivered at once.
 func (w *Watcher) Close(reason string) error {
 	q := w.q
@@ -588,7 +614,12 @@ func (w *Watcher) Close(reason string) error {
 	for i := range w.inflight {
 		idx = append(idx, i)
 	}
+	buf := w.buf
+	w.buf = nil
 	q.mu.Unlock()
+	for _, m := range buf { // fetched, never handed out: back at once
+		m.Nak() //nolint:errcheck // the ack wait redelivers it otherwise
+	}
 	return q.Negative(reason, idx...)
 }
 

@@ -39,8 +39,10 @@ func run(url, token string, producers int, dur time.Duration, size int, putsOnly
 	in := &queue.Client{URL: url, Token: token}
 	sink := &queue.Client{URL: url + "/sink", Token: token}
 	var mu sync.Mutex
+	// An answer may arrive before its put's caller has noted the id, so
+	// both sides are noted and joined at the end.
 	sent := map[string]time.Time{}
-	var e2e []time.Duration
+	recv := map[string]time.Time{}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var ch <-chan queue.Frame
@@ -61,9 +63,7 @@ func run(url, token string, producers int, dur time.Duration, size int, putsOnly
 		for f := range ch {
 			now := time.Now()
 			mu.Lock()
-			if t, ok := sent[f.Tags[queue.RequestIDTag]]; ok {
-				e2e = append(e2e, now.Sub(t))
-			}
+			recv[f.Tags[queue.RequestIDTag]] = now
 			answers++
 			mu.Unlock()
 		}
@@ -110,7 +110,7 @@ func run(url, token string, producers int, dur time.Duration, size int, putsOnly
 	deadline := time.Now().Add(60 * time.Second)
 	for !putsOnly && time.Now().Before(deadline) {
 		mu.Lock()
-		done := len(e2e) >= puts
+		done := answers >= puts
 		mu.Unlock()
 		if done {
 			break
@@ -119,6 +119,12 @@ func run(url, token string, producers int, dur time.Duration, size int, putsOnly
 	}
 	cancel()
 	<-got
+	var e2e []time.Duration
+	for id, t := range sent {
+		if r, ok := recv[id]; ok {
+			e2e = append(e2e, r.Sub(t))
+		}
+	}
 	pct := func(ds []time.Duration, p float64) float64 {
 		if len(ds) == 0 {
 			return 0
