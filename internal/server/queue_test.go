@@ -34,8 +34,13 @@ func queues(st *teststack.Stack, name string) (*queue.Client, *queue.Client) {
 // the request's id and tags, over a websocket watch and an HTTP stream.
 func TestAsyncServiceAnswersThroughTheSink(t *testing.T) {
 	ctx := context.Background()
-	st := teststack.Start(t, asyncSpec("aecho", `{"panic_on": "boom"}`, 2, 2))
+	st := teststack.Start(t, asyncSpec("aecho", `{"panic_on": "boom"}`, 2, 2),
+		`{"name": "sync", "processor": "echo", "token": "async-token", "metadata": {"instance": 1}}`)
 	in, sink := queues(st, "aecho")
+	// A synchronous service beside it answers as ever.
+	if code, body, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/sync", asyncToken, []byte("now")); code != 200 || string(body) != "now" {
+		t.Errorf("the synchronous service: %d %q", code, body)
+	}
 	attrs, err := in.Attributes(ctx)
 	if err != nil || attrs["meta.header.user"] == "" || attrs["meta.name"] != "aecho" || attrs["meta.header.priority"] == "" {
 		t.Fatalf("attributes %v %v", attrs, err)
