@@ -48,12 +48,14 @@ run() {
 	local mod="$1" tests="$2" out
 	echo "test-bench-modules: $mod: $tests"
 	out="$(cd "$mod" && "$GO" test -count=1 -v -run "$tests" . 2>&1)" || { echo "$out"; die "$mod failed"; }
-	echo "$out" | grep -E '^(--- |ok|PASS|FAIL)|^ +[a-z_]+_test\.go:' || true
-	if echo "$out" | grep -q -- '--- SKIP'; then
+	grep -E '^(--- |ok|PASS|FAIL)|^ +[a-z_]+_test\.go:' <<<"$out" || true
+	# Here-strings, not pipes: with pipefail, grep -q leaving early makes
+	# the echo before it fail with SIGPIPE.
+	if grep -q -- '--- SKIP' <<<"$out"; then
 		echo "$out"
 		die "$mod: a test skipped"
 	fi
-	echo "$out" | grep -q -- '--- PASS' || { echo "$out"; die "$mod: no test ran"; }
+	grep -q -- '--- PASS' <<<"$out" || { echo "$out"; die "$mod: no test ran"; }
 }
 run trees/bench '^TestBenchModelExact$'
 run pmml/bench '^TestSameAnswers$'
