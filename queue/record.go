@@ -3,7 +3,6 @@ package queue
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -42,20 +41,7 @@ func (r *record) marshal() []byte {
 	b := make([]byte, 0, len(r.Data)+64)
 	b = protowire.AppendTag(b, fData, protowire.BytesType)
 	b = protowire.AppendBytes(b, r.Data)
-	keys := make([]string, 0, len(r.Tags))
-	for k := range r.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		var kv []byte
-		kv = protowire.AppendTag(kv, 1, protowire.BytesType)
-		kv = protowire.AppendString(kv, k)
-		kv = protowire.AppendTag(kv, 2, protowire.BytesType)
-		kv = protowire.AppendString(kv, r.Tags[k])
-		b = protowire.AppendTag(b, fTag, protowire.BytesType)
-		b = protowire.AppendBytes(b, kv)
-	}
+	b = appendMap(b, fTag, r.Tags)
 	if r.Message != "" {
 		b = protowire.AppendTag(b, fMessage, protowire.BytesType)
 		b = protowire.AppendString(b, r.Message)

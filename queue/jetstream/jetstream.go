@@ -345,13 +345,7 @@ func (q *Queue) Watch(o queue.WatchOptions) queue.Watcher {
 // Commit acknowledges entries: a work-queue stream removes them.
 func (q *Queue) Commit(indexes ...uint64) error {
 	for _, i := range indexes {
-		q.mu.Lock()
-		h, ok := q.held[i]
-		delete(q.held, i)
-		if ok {
-			delete(h.w.inflight, i)
-		}
-		q.mu.Unlock()
+		h, ok := q.take(i)
 		if ok {
 			if err := h.msg.DoubleAck(context.Background()); err != nil {
 				return err
@@ -365,18 +359,26 @@ func (q *Queue) Commit(indexes ...uint64) error {
 	return nil
 }
 
+// take removes a delivered entry from its watcher's hold.
+func (q *Queue) take(i uint64) (held, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	h, ok := q.held[i]
+	if ok {
+		delete(q.held, i)
+		delete(h.w.inflight, i)
+	}
+	return h, ok
+}
+
 func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
 
 // Negative gives entries back at once (nak), or dead-letters those
 // delivered MaxDelivery times.
 func (q *Queue) Negative(reason string, indexes ...uint64) error {
 	for _, i := range indexes {
+		h, ok := q.take(i)
 		q.mu.Lock()
-		h, ok := q.held[i]
-		delete(q.held, i)
-		if ok {
-			delete(h.w.inflight, i)
-		}
 		dl, limit := q.deadLetter, q.cfg.MaxDelivery
 		q.mu.Unlock()
 		if !ok {
@@ -416,12 +418,7 @@ func (q *Queue) dead(m jetstream.Msg, dl func(queue.Frame, string) error, reason
 // Delete removes entries whatever their state.
 func (q *Queue) Delete(indexes ...uint64) error {
 	for _, i := range indexes {
-		q.mu.Lock()
-		if h, ok := q.held[i]; ok {
-			delete(h.w.inflight, i)
-			delete(q.held, i)
-		}
-		q.mu.Unlock()
+		q.take(i)
 		if err := q.stream.DeleteMsg(context.Background(), i); err != nil && !isNotFound(err) {
 			return err
 		}
