@@ -112,6 +112,7 @@ gateway:
 	{"cache-oss", `
 cachePVC: model-cache
 ossSecret: oss-credentials
+queueBroker: nats://nats:4222
 adminToken: chosen-admin-token
 shutdownGrace: 45s
 serviceImage:
@@ -422,7 +423,7 @@ func TestControllerArgs(t *testing.T) {
 			}
 		}
 		for _, a := range c.Args {
-			if strings.HasPrefix(a, "--cache-pvc") || strings.HasPrefix(a, "--oss-secret") {
+			if strings.HasPrefix(a, "--cache-pvc") || strings.HasPrefix(a, "--oss-secret") || strings.HasPrefix(a, "--queue-broker") {
 				t.Errorf("controller args %q: %s without its value set", c.Args, a)
 			}
 		}
@@ -465,7 +466,7 @@ func TestControllerArgs(t *testing.T) {
 		objs := render(t, ns, valueSets[2].values)
 		d := convert[appsv1.Deployment](t, find(t, objs, "Deployment", "eas-eas-server-controller"))
 		c := d.Spec.Template.Spec.Containers[0]
-		for _, a := range []string{"--cache-pvc=model-cache", "--oss-secret=oss-credentials", "--shutdown-grace=45s",
+		for _, a := range []string{"--cache-pvc=model-cache", "--oss-secret=oss-credentials", "--queue-broker=nats://nats:4222", "--shutdown-grace=45s",
 			"--image=registry.example.com/eas-server-torch:0.1.0-torch", "--image-pull-policy=Always"} {
 			if !slices.Contains(c.Args, a) {
 				t.Errorf("controller args %q lack %q", c.Args, a)

@@ -27,6 +27,7 @@ type podFlags struct {
 	cachePVC   string
 	ossSecret  string
 	grace      time.Duration
+	broker     string
 }
 
 func (f *podFlags) add(cmd *cobra.Command, defaultImage string) {
@@ -36,6 +37,7 @@ func (f *podFlags) add(cmd *cobra.Command, defaultImage string) {
 	fl.StringVar(&f.pullPolicy, "image-pull-policy", "", "Always, IfNotPresent or Never (default: Kubernetes' rule for the tag)")
 	fl.StringVar(&f.cachePVC, "cache-pvc", "", "PersistentVolumeClaim the pods share as their model cache, so they restart warm (default: an emptyDir per pod)")
 	fl.StringVar(&f.ossSecret, "oss-secret", "", "Secret whose keys OSS_ACCESS_KEY_ID, OSS_ACCESS_KEY_SECRET, OSS_SESSION_TOKEN, OSS_ENDPOINT become the pods' environment")
+	fl.StringVar(&f.broker, "queue-broker", "", "NATS JetStream server (nats://host:4222) the pods of asynchronous services keep their queues on, so that every pod serves the same queues (default: each pod's own)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "the pods' serve --shutdown-grace when a service.json gives no metadata.eas.termination_grace_period")
 }
 
@@ -46,7 +48,7 @@ func (f *podFlags) options() (kube.Options, error) {
 		return kube.Options{}, fmt.Errorf("--image-pull-policy: must be Always, IfNotPresent or Never, got %q", f.pullPolicy)
 	}
 	return kube.Options{Namespace: f.namespace, Image: f.image, ImagePullPolicy: corev1.PullPolicy(f.pullPolicy),
-		CachePVC: f.cachePVC, OSSSecret: f.ossSecret, ShutdownGrace: f.grace}, nil
+		CachePVC: f.cachePVC, OSSSecret: f.ossSecret, ShutdownGrace: f.grace, QueueBroker: f.broker}, nil
 }
 
 // clusterFlags are what controller and gateway share: where the API

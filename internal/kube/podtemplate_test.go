@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -237,4 +238,31 @@ func waitStatus(t *testing.T, url string, want int, logs *syncbuf.Buffer) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s never answered %d\n%s", url, want, logs.String())
+}
+
+// TestRenderQueueBroker: an asynchronous service's pods get the broker, so
+// they share one input queue and sink; a synchronous service's do not.
+func TestRenderQueueBroker(t *testing.T) {
+	opt := Options{Namespace: "ns", Image: "eas-server:test", QueueBroker: "nats://nats:4222"}
+	for _, tc := range []struct {
+		js   string
+		want bool
+	}{
+		{`{"name": "a", "processor": "echo", "metadata": {"instance": 2, "type": "Async"}}`, true},
+		{`{"name": "s", "processor": "echo", "metadata": {"instance": 2}}`, false},
+	} {
+		spec, err := servicejson.Parse([]byte(tc.js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := Render(spec, 1, 2, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := objs.Deployment.Spec.Template.Spec.Containers[0].Args
+		i := slices.Index(args, "--queue-broker")
+		if got := i >= 0 && i+1 < len(args) && args[i+1] == opt.QueueBroker; got != tc.want {
+			t.Errorf("%s: args %q, want the broker: %v", spec.Name, args, tc.want)
+		}
+	}
 }

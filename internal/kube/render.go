@@ -76,6 +76,10 @@ type Options struct {
 	// ShutdownGrace is serve --shutdown-grace when the service.json gives
 	// no metadata.eas.termination_grace_period.
 	ShutdownGrace time.Duration
+	// QueueBroker is serve --queue-broker for asynchronous services: their
+	// queues on a NATS JetStream server every pod reaches, so that the
+	// pods share them ("" = each pod's own, in its emptyDir).
+	QueueBroker string
 }
 
 // Objects are the Kubernetes objects of one version of a service.
@@ -192,6 +196,9 @@ func Render(spec *servicejson.Service, version int64, replicas int32, opt Option
 	}
 	ports := []corev1.ContainerPort{{Name: "http", ContainerPort: HTTPPort, Protocol: corev1.ProtocolTCP}}
 	svcPorts := []corev1.ServicePort{{Name: "http", Port: HTTPPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}}
+	if spec.IsAsync() && opt.QueueBroker != "" {
+		args = append(args, "--queue-broker", opt.QueueBroker)
+	}
 	if spec.Metadata.EnableGRPC {
 		args = append(args, "--grpc-listen", fmt.Sprintf(":%d", GRPCPort))
 		ports = append(ports, corev1.ContainerPort{Name: "grpc", ContainerPort: GRPCPort, Protocol: corev1.ProtocolTCP})
