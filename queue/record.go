@@ -62,77 +62,45 @@ var errCorrupt = errors.New("queue: corrupt record")
 
 func (r *record) unmarshal(b []byte) error {
 	*r = record{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errCorrupt
-		}
-		b = b[n:]
+	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
-		case typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errCorrupt
+		case typ == protowire.BytesType && num == fData:
+			r.Data = append([]byte(nil), v...)
+		case typ == protowire.BytesType && num == fMessage:
+			r.Message = string(v)
+		case typ == protowire.BytesType && num == fTag:
+			k, val, err := parseTag(v)
+			if err != nil {
+				return err
 			}
-			b = b[n:]
-			switch num {
-			case fData:
-				r.Data = append([]byte(nil), v...)
-			case fMessage:
-				r.Message = string(v)
-			case fTag:
-				k, val, err := parseTag(v)
-				if err != nil {
-					return err
-				}
-				if r.Tags == nil {
-					r.Tags = map[string]string{}
-				}
-				r.Tags[k] = val
+			if r.Tags == nil {
+				r.Tags = map[string]string{}
 			}
-		case typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return errCorrupt
-			}
-			b = b[n:]
-			switch num {
-			case fPriority:
-				r.Priority = int64(v)
-			case fDeliveries:
-				r.Deliveries = int64(v)
-			case fEnqueued:
-				r.Enqueued = int64(v)
-			}
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return errCorrupt
-			}
-			b = b[n:]
+			r.Tags[k] = val
+		case typ == protowire.VarintType && num == fPriority:
+			r.Priority = int64(x)
+		case typ == protowire.VarintType && num == fDeliveries:
+			r.Deliveries = int64(x)
+		case typ == protowire.VarintType && num == fEnqueued:
+			r.Enqueued = int64(x)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
+// parseTag reads one map entry: key (1) and value (2).
 func parseTag(b []byte) (k, v string, err error) {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 || typ != protowire.BytesType {
-			return "", "", fmt.Errorf("%w: tag entry", errCorrupt)
+	err = fields(b, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return fmt.Errorf("%w: tag entry", errCorrupt)
 		}
-		b = b[n:]
-		s, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return "", "", fmt.Errorf("%w: tag entry", errCorrupt)
-		}
-		b = b[n:]
 		switch num {
 		case 1:
-			k = string(s)
+			k = string(val)
 		case 2:
-			v = string(s)
+			v = string(val)
 		}
-	}
-	return k, v, nil
+		return nil
+	})
+	return k, v, err
 }

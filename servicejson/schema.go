@@ -55,11 +55,31 @@ func str(v any) string            { return v.(string) }
 func integer(v any) int           { return v.(int) }
 func boolean(v any) bool          { return v.(bool) }
 func raw(v any) []byte            { return v.(json.RawMessage) }
-func hook(h **Hook) *Hook {
-	if *h == nil {
-		*h = &Hook{}
+
+// hookField is one key of pre_process or post_process (section), read into
+// the Hook that of returns.
+func hookField(section, key string, of func(*Service) **Hook) *field {
+	hook := func(s *Service) *Hook {
+		h := of(s)
+		if *h == nil {
+			*h = &Hook{}
+		}
+		return *h
 	}
-	return *h
+	f := &field{path: section + "." + key, kind: kString}
+	switch key {
+	case "processor_path":
+		f.set = func(s *Service, _ string, v any) { hook(s).Path = str(v) }
+	case "processor_type":
+		f.enum = []string{"cpp", "python"}
+		f.set = func(s *Service, _ string, v any) { hook(s).Type = str(v) }
+	case "processor_entry":
+		f.set = func(s *Service, _ string, v any) { hook(s).Entry = str(v) }
+	case "model_config":
+		f.kind = kConfig
+		f.set = func(s *Service, _ string, v any) { hook(s).Config = raw(v) }
+	}
+	return f
 }
 func autoscaler(s *Service) *Autoscaler {
 	if s.Autoscaler == nil {
@@ -98,16 +118,14 @@ var fields = []*field{
 	{path: "processor_mainclass", kind: kString, set: func(s *Service, _ string, v any) { s.ProcessorMainClass = str(v) }},
 	{path: "processor_params", kind: kStrings, set: func(s *Service, _ string, v any) { s.ProcessorParams = v.([]string) }},
 	{path: "warm_up_data_path", kind: kString, set: func(s *Service, _ string, v any) { s.WarmUpDataPath = str(v) }},
-	{path: "pre_process.processor_path", kind: kString, set: func(s *Service, _ string, v any) { hook(&s.PreProcess).Path = str(v) }},
-	{path: "pre_process.processor_type", kind: kString, enum: []string{"cpp", "python"},
-		set: func(s *Service, _ string, v any) { hook(&s.PreProcess).Type = str(v) }},
-	{path: "pre_process.processor_entry", kind: kString, set: func(s *Service, _ string, v any) { hook(&s.PreProcess).Entry = str(v) }},
-	{path: "pre_process.model_config", kind: kConfig, set: func(s *Service, _ string, v any) { hook(&s.PreProcess).Config = raw(v) }},
-	{path: "post_process.processor_path", kind: kString, set: func(s *Service, _ string, v any) { hook(&s.PostProcess).Path = str(v) }},
-	{path: "post_process.processor_type", kind: kString, enum: []string{"cpp", "python"},
-		set: func(s *Service, _ string, v any) { hook(&s.PostProcess).Type = str(v) }},
-	{path: "post_process.processor_entry", kind: kString, set: func(s *Service, _ string, v any) { hook(&s.PostProcess).Entry = str(v) }},
-	{path: "post_process.model_config", kind: kConfig, set: func(s *Service, _ string, v any) { hook(&s.PostProcess).Config = raw(v) }},
+	hookField("pre_process", "processor_path", func(s *Service) **Hook { return &s.PreProcess }),
+	hookField("pre_process", "processor_type", func(s *Service) **Hook { return &s.PreProcess }),
+	hookField("pre_process", "processor_entry", func(s *Service) **Hook { return &s.PreProcess }),
+	hookField("pre_process", "model_config", func(s *Service) **Hook { return &s.PreProcess }),
+	hookField("post_process", "processor_path", func(s *Service) **Hook { return &s.PostProcess }),
+	hookField("post_process", "processor_type", func(s *Service) **Hook { return &s.PostProcess }),
+	hookField("post_process", "processor_entry", func(s *Service) **Hook { return &s.PostProcess }),
+	hookField("post_process", "model_config", func(s *Service) **Hook { return &s.PostProcess }),
 
 	{path: "autoscaler.min", kind: kInt, lo: 1, hi: 1000, hint: "the fewest instances the autoscaler keeps",
 		set: func(s *Service, _ string, v any) { autoscaler(s).Min = integer(v) }},

@@ -40,48 +40,30 @@ type Queues struct {
 }
 
 // queuesFor opens (once) the queues of an asynchronous service and sets
-// their limits from spec.
+// their limits from spec. It runs under the service's operation lock, so
+// it never races itself; the data plane reads the result lock-free.
 func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.queues == nil && m.opt.QueueBroker != "" {
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-		b, err := jetstream.Open(ctx, m.opt.QueueBroker, s.Name)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		s.queues = &Queues{store: b}
-	}
-	if s.queues == nil {
-		var path, tmp string
-		if m.persistent() {
-			if err := os.MkdirAll(m.svcDir(s.Name), 0o755); err != nil {
-				return nil, err
-			}
-			path = filepath.Join(m.svcDir(s.Name), "queues.db")
-		} else {
-			var err error
-			if tmp, err = os.MkdirTemp("", "eas-queues-"); err != nil {
-				return nil, err
-			}
-			path = filepath.Join(tmp, "queues.db")
-		}
-		st, err := queue.Open(path, queue.Options{SyncEachPut: m.opt.QueueSyncEachPut})
-		if err != nil {
-			return nil, err
-		}
-		s.queues = &Queues{store: st, dir: tmp}
-	}
-	qs := s.queues
 	lim := func(l servicejson.QueueLimits) queue.Config {
 		return queue.Config{MaxLength: l.MaxLength, MaxPayload: l.MaxPayloadKB << 10, MaxDelivery: spec.Queue.MaxDelivery, AutoEvict: l.AutoEvict}
 	}
-	var err error
-	if qs.Input, err = qs.store.Queue("input", lim(spec.Queue.Source)); err != nil {
+	if qs := s.queues.Load(); qs != nil { // a new version: new limits
+		if _, err := qs.store.Queue("input", lim(spec.Queue.Source)); err != nil {
+			return nil, err
+		}
+		if _, err := qs.store.Queue("sink", lim(spec.Queue.Sink)); err != nil {
+			return nil, err
+		}
+		return qs, nil
+	}
+	qs, err := m.openQueues(s.Name)
+	if err != nil {
 		return nil, err
 	}
-	if qs.Sink, err = qs.store.Queue("sink", lim(spec.Queue.Sink)); err != nil {
+	if qs.Input, err = qs.store.Queue("input", lim(spec.Queue.Source)); err == nil {
+		qs.Sink, err = qs.store.Queue("sink", lim(spec.Queue.Sink))
+	}
+	if err != nil {
+		qs.close()
 		return nil, err
 	}
 	in, sink := qs.Input, qs.Sink
@@ -91,7 +73,41 @@ func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, err
 		_, err := qs.store.Transfer(in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
 		return err
 	})
+	s.queues.Store(qs) // published whole: readers never see half a Queues
 	return qs, nil
+}
+
+// openQueues opens a service's queue backend: the broker when one is
+// set, else a store in the service's state directory (a temporary one
+// without a state dir).
+func (m *Manager) openQueues(name string) (*Queues, error) {
+	if m.opt.QueueBroker != "" {
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		defer cancel()
+		b, err := jetstream.Open(ctx, m.opt.QueueBroker, name)
+		if err != nil {
+			return nil, err
+		}
+		return &Queues{store: b}, nil
+	}
+	var path, tmp string
+	if m.persistent() {
+		if err := os.MkdirAll(m.svcDir(name), 0o755); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(m.svcDir(name), "queues.db")
+	} else {
+		var err error
+		if tmp, err = os.MkdirTemp("", "eas-queues-"); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(tmp, "queues.db")
+	}
+	st, err := queue.Open(path, queue.Options{SyncEachPut: m.opt.QueueSyncEachPut})
+	if err != nil {
+		return nil, err
+	}
+	return &Queues{store: st, dir: tmp}, nil
 }
 
 // close closes the store (and removes a temporary one).
@@ -103,12 +119,9 @@ func (q *Queues) close() {
 }
 
 // Queues returns an asynchronous service's queues; nil for a synchronous
-// one (or before its first load).
-func (s *Service) Queues() *Queues {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queues
-}
+// one (or before its first load). It takes no lock: the data plane asks on
+// every request.
+func (s *Service) Queues() *Queues { return s.queues.Load() }
 
 // consumers are the instances of an asynchronous version taking requests
 // from the input queue: metadata.instance consumers, each holding at most

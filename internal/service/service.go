@@ -121,7 +121,9 @@ type Service struct {
 	// outcome can go on at once.
 	busy    bool
 	deleted bool
-	queues  *Queues // an asynchronous service's queue service; nil until its first load
+	// queues is an asynchronous service's queue service; nil until its
+	// first load. Written under op, read without a lock.
+	queues atomic.Pointer[Queues]
 
 	mgr   *Manager // logs the events and keeps the metrics (observe.go); nil in bare tests
 	shown shown    // what the metrics show of the service
@@ -174,8 +176,12 @@ func (s *Service) Token() string { return s.loadGate().token }
 // Info returns a snapshot of the service.
 func (s *Service) Info() Info {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.infoLocked()
+	in := s.infoLocked()
+	s.mu.Unlock()
+	// Outside the lock: on a broker, reading a queue's numbers is a round
+	// trip to it.
+	in.Queues = queueInfos(s.Queues())
+	return in
 }
 
 func (s *Service) infoLocked() Info {
@@ -195,7 +201,6 @@ func (s *Service) infoLocked() Info {
 	if l := s.live.Load(); l != nil {
 		in.RunningInstance = l.Instances()
 	}
-	in.Queues = queueInfos(s.queues)
 	if p := s.progress; p != nil && s.pending != 0 && p.Version == s.pending {
 		cp := *p
 		in.Progress = &cp

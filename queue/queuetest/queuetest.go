@@ -94,8 +94,8 @@ func putGetWatchCommit(t *testing.T, b queue.Backend, caps Caps) {
 	if h.Index == f.Index || h.Index == g.Index {
 		t.Errorf("after a commit: %d again", h.Index)
 	}
-	if st := in.Stats(); st.Length != 2 || st.Consumers != 1 {
-		t.Errorf("stats %+v: want 2 entries (one committed), 1 consumer", st)
+	if st := in.Stats(); st.Length != 2 || st.InFlight != 2 || st.Consumers != 1 {
+		t.Errorf("stats %+v: want 2 entries (one committed), both in flight, 1 consumer", st)
 	}
 }
 
@@ -128,6 +128,9 @@ func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
 	}
 	if fs, _ := in.Get(ctx, 0, 10, 0, false, nil); len(fs) != 0 {
 		t.Errorf("the dead letter is still in the input queue: %+v", fs)
+	}
+	if st := in.Stats(); st.Redeliveries != 1 {
+		t.Errorf("redeliveries %d, want 1 (the first consumer's close; the second dead-letters)", st.Redeliveries)
 	}
 }
 
