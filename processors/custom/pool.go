@@ -43,8 +43,11 @@ type pool struct {
 	slots   int           // supervisors started
 	lastErr string        // why the latest process ended, for Healthy
 	closed  bool
-	quit    chan struct{}
-	wg      sync.WaitGroup
+	// ctx ends when the pool closes: it ends waits for workers and
+	// handshakes in progress.
+	ctx  context.Context
+	quit context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 // worker is one live worker process and its connection.
@@ -64,11 +67,13 @@ type worker struct {
 }
 
 func newPool(name string, log *slog.Logger, init frame.InitInfo, command func(int) *exec.Cmd, maxFrame int) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &pool{
 		name: name, log: log, init: init, command: command, maxFrame: maxFrame,
 		helloTimeout: 2 * time.Minute,
 		changed:      make(chan struct{}),
-		quit:         make(chan struct{}),
+		ctx:          ctx,
+		quit:         cancel,
 	}
 }
 
@@ -157,7 +162,7 @@ func (p *pool) supervise(index int, first chan<- startResult) {
 			p.log.Error("custom processor worker ended; restarting", "worker", index, "err", err, "in", backoff)
 			select {
 			case <-time.After(backoff):
-			case <-p.quit:
+			case <-p.ctx.Done():
 				return
 			}
 			backoff = min(backoff*2, 10*time.Second)
@@ -200,10 +205,8 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	}
 	// A process that never says hello (a script that does not reach
 	// run()) or is killed mid-handshake must not hang the load: the
-	// deadline and the pool's quit both end the wait.
-	qctx, cancel := p.quitContext()
-	defer cancel()
-	stop := context.AfterFunc(qctx, func() { conn.Close() })
+	// deadline and the pool closing both end the wait.
+	stop := context.AfterFunc(p.ctx, func() { conn.Close() })
 	defer stop()
 	conn.SetReadDeadline(time.Now().Add(p.helloTimeout)) //nolint:errcheck // a socket
 	f, err := frame.Read(r, p.maxFrame)
@@ -241,20 +244,6 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	return w, hello, nil
 }
 
-// quitContext is a context that ends when the pool closes (or cancel is
-// called).
-func (p *pool) quitContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-p.quit:
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
-	return ctx, cancel
-}
-
 // read delivers answers until the connection ends. A request's thread is
 // free again when its answer arrives, not when its caller stops waiting:
 // a worker still busy with a timed-out request gets no new one meanwhile.
@@ -290,7 +279,7 @@ func (w *worker) read(p *pool, r *bufio.Reader) {
 func (w *worker) serve(p *pool) error {
 	select {
 	case <-w.dead:
-	case <-p.quit:
+	case <-p.ctx.Done():
 		w.conn.Close()
 		<-w.dead
 	}
@@ -465,7 +454,7 @@ func (p *pool) close() {
 		return
 	}
 	p.closed = true
-	close(p.quit)
+	p.quit()
 	p.signalLocked()
 	p.mu.Unlock()
 	p.wg.Wait()

@@ -29,6 +29,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -176,6 +177,11 @@ type Queue struct {
 	deadLetter func(queue.Frame, string) error
 	redeliver  int64
 	quit       chan struct{}
+	lengthSeen int       // the stream's length as last asked
+	lengthAt   time.Time // when
+
+	isEnded    atomic.Bool
+	endedAsked atomic.Int64 // unix nanoseconds of the last ask
 }
 
 type held struct {
@@ -193,9 +199,42 @@ func (q *Queue) SetDeadLetter(f func(queue.Frame, string) error) {
 	q.mu.Unlock()
 }
 
+// ended reports the end of stream. The broker is asked at most once a
+// second (another server may have ended the queue), not on every put, and
+// never again once it said yes: an end is final.
 func (q *Queue) ended() bool {
+	if q.isEnded.Load() {
+		return true
+	}
+	now := time.Now().UnixNano()
+	if last := q.endedAsked.Load(); now-last < int64(time.Second) || !q.endedAsked.CompareAndSwap(last, now) {
+		return false
+	}
 	_, err := q.b.meta.Get(context.Background(), q.name+".ended")
+	if err == nil {
+		q.isEnded.Store(true)
+	}
 	return err == nil
+}
+
+// length is the stream's entry count, asked of the broker at most every
+// 20 ms: WaitRoom runs before every answer.
+func (q *Queue) length(ctx context.Context) (int, error) {
+	q.mu.Lock()
+	if time.Since(q.lengthAt) < 20*time.Millisecond {
+		n := q.lengthSeen
+		q.mu.Unlock()
+		return n, nil
+	}
+	q.mu.Unlock()
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	q.mu.Lock()
+	q.lengthSeen, q.lengthAt = int(info.State.Msgs), time.Now()
+	q.mu.Unlock()
+	return int(info.State.Msgs), nil
 }
 
 // Put publishes a frame; the stream sequence is its index.
@@ -436,6 +475,7 @@ func (q *Queue) End(force bool) error {
 	if _, err := q.b.meta.Put(context.Background(), q.name+".ended", []byte("1")); err != nil {
 		return err
 	}
+	q.isEnded.Store(true)
 	if force {
 		return q.stream.Purge(context.Background())
 	}
@@ -468,7 +508,7 @@ func (q *Queue) WaitRoom(ctx context.Context) error {
 		if limit <= 0 || evict {
 			return nil
 		}
-		if st := q.Stats(); st.Length < limit {
+		if n, err := q.length(ctx); err == nil && n < limit {
 			return nil
 		}
 		select {
