@@ -178,20 +178,11 @@ func (c *Client) Watch(ctx context.Context, index uint64, window int, indexOnly,
 			<-ctx.Done()
 			ws.Close()
 		}()
-		go func() {
-			defer close(ch)
-			for {
-				var b []byte
-				if err := websocket.Message.Receive(ws, &b); err != nil {
-					return
-				}
-				f, err := ParseFrame(b)
-				if err != nil {
-					return
-				}
-				ch <- f
-			}
-		}()
+		go pump(ch, func() ([]byte, error) {
+			var b []byte
+			err := websocket.Message.Receive(ws, &b)
+			return b, err
+		})
 		return ch, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+"?"+q.Encode(), nil)
@@ -209,25 +200,35 @@ func (c *Client) Watch(ctx context.Context, index uint64, window int, indexOnly,
 		resp.Body.Close()
 		return nil, &StatusError{Code: resp.StatusCode, Body: string(b)}
 	}
+	r := bufio.NewReader(resp.Body)
 	go func() {
-		defer close(ch)
 		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		for {
+		pump(ch, func() ([]byte, error) {
 			var h [4]byte
 			if _, err := io.ReadFull(r, h[:]); err != nil {
-				return
+				return nil, err
 			}
 			b := make([]byte, binary.BigEndian.Uint32(h[:]))
-			if _, err := io.ReadFull(r, b); err != nil {
-				return
-			}
-			f, err := ParseFrame(b)
-			if err != nil {
-				return
-			}
-			ch <- f
-		}
+			_, err := io.ReadFull(r, b)
+			return b, err
+		})
 	}()
 	return ch, nil
+}
+
+// pump sends the frames read, one message each, until a read or a frame
+// fails, then closes ch.
+func pump(ch chan<- Frame, read func() ([]byte, error)) {
+	defer close(ch)
+	for {
+		b, err := read()
+		if err != nil {
+			return
+		}
+		f, err := ParseFrame(b)
+		if err != nil {
+			return
+		}
+		ch <- f
+	}
 }

@@ -58,6 +58,23 @@ func spec(name, typ, path, extra string) string {
 
 const echoSpec = `{"name": "plain", "processor": "echo", "token": "t0ken", "metadata": {"instance": 1}}`
 
+// answerCase is a request body and the status and body it must get.
+type answerCase struct {
+	body string
+	code int
+	want string
+}
+
+// checkAnswers posts each case's body to the service and checks the answer.
+func checkAnswers(t *testing.T, st *teststack.Stack, name string, cases []answerCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if code, got := post(t, st, name, tc.body); code != tc.code || got != tc.want {
+			t.Errorf("%s %q: %d %q, want %d %q", name, tc.body, code, got, tc.code, tc.want)
+		}
+	}
+}
+
 func post(t *testing.T, st *teststack.Stack, name, body string) (int, string) {
 	t.Helper()
 	code, b, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/"+name, token, []byte(body))
@@ -73,20 +90,12 @@ func TestCppThroughTheStack(t *testing.T) {
 	st := teststack.Start(t,
 		spec("upper", "cpp", lib, fmt.Sprintf(`"model_path": %q, "model_config": {"prefix":"p:"},`, model)),
 		spec("batched", "cpp", lib, `"processor_entry": "libupper.so", "metadata.rpc.batching": true, "metadata.rpc.max_batch_size": 8,`))
-	for _, tc := range []struct {
-		body string
-		code int
-		want string
-	}{
+	checkAnswers(t, st, "upper", []answerCase{
 		{"abc", 200, "p:ABC"},
 		{"", 400, "empty body"},
 		{"zero", 200, ""},
 		{"entry", 200, model},
-	} {
-		if code, got := post(t, st, "upper", tc.body); code != tc.code || got != tc.want {
-			t.Errorf("%q: %d %q, want %d %q", tc.body, code, got, tc.code, tc.want)
-		}
-	}
+	})
 	// Batched: a batch is several process calls, each request its own answer.
 	var wg sync.WaitGroup
 	for i := range 64 {
@@ -272,20 +281,12 @@ func TestPythonThroughTheStack(t *testing.T) {
 	st := teststack.Start(t,
 		spec("py", "python", py, `"model_config": {"prefix":"p:"},`),
 		spec("quick", "python", py, `"metadata.rpc.keepalive": 500,`))
-	for _, tc := range []struct {
-		body string
-		code int
-		want string
-	}{
+	checkAnswers(t, st, "py", []answerCase{
 		{"abc", 200, "p:ABC"},
 		{"missing", 404, "no such thing"},
 		{"raise", 500, "process raised ValueError: asked to raise"},
 		{"abc", 200, "p:ABC"},
-	} {
-		if code, got := post(t, st, "py", tc.body); code != tc.code || got != tc.want {
-			t.Errorf("%q: %d %q, want %d %q", tc.body, code, got, tc.code, tc.want)
-		}
-	}
+	})
 	// Two processes, each with its own state from initialize.
 	pids := map[string]bool{}
 	var mu sync.Mutex
@@ -438,19 +439,11 @@ func TestHooksAroundEcho(t *testing.T) {
 		"pre_process": {"processor_path": %q, "processor_type": "python", "model_config": {"prefix": "pre:"}},
 		"post_process": {"processor_path": %q, "processor_type": "python", "model_config": "{\"prefix\": \"post:\"}"},
 		"metadata": {"instance": 1, "rpc": {"keepalive": 1000, "batching": true}}}`, token, py, py))
-	for _, tc := range []struct {
-		body string
-		code int
-		want string
-	}{
+	checkAnswers(t, st, "hooked", []answerCase{
 		{"abc", 200, "post:PRE:ABC"},
 		{"missing", 404, "pre_process: no such thing\n"},
 		{"sleep", 408, "pre_process did not answer within rpc.keepalive (1s)\n"},
-	} {
-		if code, got := post(t, st, "hooked", tc.body); code != tc.code || got != tc.want {
-			t.Errorf("%q: %d %q, want %d %q", tc.body, code, got, tc.code, tc.want)
-		}
-	}
+	})
 	code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/hooked", token, nil)
 	if code != 200 || !strings.Contains(string(meta), `"pre_process":"python:state.py"`) || !strings.Contains(string(meta), `"post_process":"python:state.py"`) {
 		t.Errorf("metadata: %d %s", code, meta)
