@@ -4,7 +4,7 @@
 #   wire/tfpb/tf_predict.proto          EAS TensorFlow request/response
 #   wire/torchpb/torch_predict.proto    EAS PyTorch request/response
 #   wire/hiepb/hie_data.proto           EAS ONNX (HIE) DataProto
-#   tf2onnx/onnxpb/onnx.proto           the ONNX subset tf2onnx writes
+#   onnxbuild/onnxpb/onnx.proto           the ONNX subset tf2onnx writes
 #   wire/kservegrpc/grpc_service.proto  KServe v2 gRPC (messages and service)
 # A normal build does not need it: the .pb.go files are committed. Run it
 # (or `make proto`) after editing a .proto file.
@@ -68,7 +68,7 @@ root_protos=(
 	wire/tfpb/tf_predict.proto
 	wire/torchpb/torch_predict.proto
 	wire/hiepb/hie_data.proto
-	tf2onnx/onnxpb/onnx.proto
+	onnxbuild/onnxpb/onnx.proto
 )
 protoc -I . --go_out="$out" --go_opt=paths=source_relative "${root_protos[@]}"
 
@@ -85,7 +85,7 @@ generated=(
 	wire/tfpb/tf_predict.pb.go
 	wire/torchpb/torch_predict.pb.go
 	wire/hiepb/hie_data.pb.go
-	tf2onnx/onnxpb/onnx.pb.go
+	onnxbuild/onnxpb/onnx.pb.go
 	wire/kservegrpc/grpc_service.pb.go
 	wire/kservegrpc/grpc_service_grpc.pb.go
 )

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
+	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 )
 
 // checkModel parses b as an ONNX ModelProto and checks the structure ONNX

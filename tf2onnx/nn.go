@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/eas-server/eas-server/onnxbuild"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -29,9 +30,9 @@ func spatial(v []int64, nchw bool) ([]int64, error) {
 func (c *converter) padArgs(n *node, nchw bool) ([]any, bool) {
 	switch p := n.s("padding", "VALID"); p {
 	case "SAME":
-		return []any{attrString("auto_pad", "SAME_UPPER")}, true
+		return []any{onnxbuild.AttrString("auto_pad", "SAME_UPPER")}, true
 	case "VALID":
-		return []any{attrString("auto_pad", "VALID")}, true
+		return []any{onnxbuild.AttrString("auto_pad", "VALID")}, true
 	case "EXPLICIT":
 		e := n.ilist("explicit_paddings", nil)
 		if len(e) != 8 {
@@ -42,7 +43,7 @@ func (c *converter) padArgs(n *node, nchw bool) ([]any, bool) {
 		if nchw {
 			h, w = 2, 3
 		}
-		return []any{attrInts("pads", []int64{e[2*h], e[2*w], e[2*h+1], e[2*w+1]})}, true
+		return []any{onnxbuild.AttrInts("pads", []int64{e[2*h], e[2*w], e[2*h+1], e[2*w+1]})}, true
 	default:
 		c.unsupported(n, fmt.Sprintf("padding %q is not supported", p))
 		return nil, false
@@ -62,7 +63,7 @@ func (c *converter) conv2D(n *node, depthwise bool) {
 	if !ok {
 		return
 	}
-	args := []any{attrInts("strides", strides), attrInts("dilations", dil)}
+	args := []any{onnxbuild.AttrInts("strides", strides), onnxbuild.AttrInts("dilations", dil)}
 	args = append(args, pad...)
 	var weight string
 	if depthwise {
@@ -71,19 +72,19 @@ func (c *converter) conv2D(n *node, depthwise bool) {
 			return
 		}
 		s := w.konst.Shape
-		r := c.op1("Reshape", w.name, c.i64Const([]int64{s[0], s[1], 1, s[2] * s[3]}))
-		weight = c.op1("Transpose", r, attrInts("perm", hwioToOIHW))
-		args = append(args, attrInt("group", s[2]))
+		r := c.Op1("Reshape", w.name, c.I64Const([]int64{s[0], s[1], 1, s[2] * s[3]}))
+		weight = c.Op1("Transpose", r, onnxbuild.AttrInts("perm", hwioToOIHW))
+		args = append(args, onnxbuild.AttrInt("group", s[2]))
 	} else {
-		weight = c.op1("Transpose", w.name, attrInts("perm", hwioToOIHW))
+		weight = c.Op1("Transpose", w.name, onnxbuild.AttrInts("perm", hwioToOIHW))
 	}
 	in := x.name
 	if !nchw {
-		in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+		in = c.Op1("Transpose", in, onnxbuild.AttrInts("perm", toNCHW))
 	}
-	out := c.op1("Conv", append([]any{in, weight}, args...)...)
+	out := c.Op1("Conv", append([]any{in, weight}, args...)...)
 	if !nchw {
-		out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+		out = c.Op1("Transpose", out, onnxbuild.AttrInts("perm", toNHWC))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
 }
@@ -102,26 +103,26 @@ func (c *converter) conv2DTranspose(n *node) {
 		return
 	}
 	hw, _ := spatial(outSize, nchw)
-	args := []any{attrInts("strides", strides), attrInts("dilations", dil), attrInts("output_shape", hw)}
+	args := []any{onnxbuild.AttrInts("strides", strides), onnxbuild.AttrInts("dilations", dil), onnxbuild.AttrInts("output_shape", hw)}
 	switch p := n.s("padding", "VALID"); p {
 	case "SAME":
-		args = append(args, attrString("auto_pad", "SAME_UPPER"))
+		args = append(args, onnxbuild.AttrString("auto_pad", "SAME_UPPER"))
 	case "VALID":
-		args = append(args, attrString("auto_pad", "VALID"))
+		args = append(args, onnxbuild.AttrString("auto_pad", "VALID"))
 	default:
 		c.unsupported(n, fmt.Sprintf("padding %q is not supported", p))
 		return
 	}
 	in := x.name
 	if !nchw {
-		in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+		in = c.Op1("Transpose", in, onnxbuild.AttrInts("perm", toNCHW))
 	}
 	// ConvTranspose wants [C_in, C_out, kH, kW]; the TF filter is
 	// [kH, kW, C_out, C_in].
-	weight := c.op1("Transpose", w.name, attrInts("perm", hwioToOIHW))
-	out := c.op1("ConvTranspose", append([]any{in, weight}, args...)...)
+	weight := c.Op1("Transpose", w.name, onnxbuild.AttrInts("perm", hwioToOIHW))
+	out := c.Op1("ConvTranspose", append([]any{in, weight}, args...)...)
 	if !nchw {
-		out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+		out = c.Op1("Transpose", out, onnxbuild.AttrInts("perm", toNHWC))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
 }
@@ -145,11 +146,11 @@ func (c *converter) pool(n *node) {
 	}
 	in := x.name
 	if !nchw {
-		in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+		in = c.Op1("Transpose", in, onnxbuild.AttrInts("perm", toNCHW))
 	}
-	out := c.op1(op, append([]any{in, attrInts("kernel_shape", k), attrInts("strides", s)}, pad...)...)
+	out := c.Op1(op, append([]any{in, onnxbuild.AttrInts("kernel_shape", k), onnxbuild.AttrInts("strides", s)}, pad...)...)
 	if !nchw {
-		out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+		out = c.Op1("Transpose", out, onnxbuild.AttrInts("perm", toNHWC))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
 }
@@ -163,20 +164,20 @@ func (c *converter) batchNorm(n *node) {
 	}
 	x, scale, offset, mean, variance := c.in(n, 0), c.in(n, 1), c.in(n, 2), c.in(n, 3), c.in(n, 4)
 	eps := c.scalar(n, scale.dtype, float64(n.f("epsilon", 0.0001)))
-	mul := c.op1("Div", scale.name, c.op1("Sqrt", c.op1("Add", variance.name, eps)))
-	add := c.op1("Sub", offset.name, c.op1("Mul", mean.name, mul))
+	mul := c.Op1("Div", scale.name, c.Op1("Sqrt", c.Op1("Add", variance.name, eps)))
+	add := c.Op1("Sub", offset.name, c.Op1("Mul", mean.name, mul))
 	if n.s("data_format", "NHWC") == "NCHW" {
-		axes := c.i64Const([]int64{1, 2})
-		mul = c.op1("Unsqueeze", mul, axes)
-		add = c.op1("Unsqueeze", add, axes)
+		axes := c.I64Const([]int64{1, 2})
+		mul = c.Op1("Unsqueeze", mul, axes)
+		add = c.Op1("Unsqueeze", add, axes)
 	}
 	xn := x.name
 	if x.dtype != scale.dtype {
-		xn = c.op1("Cast", xn, attrInt("to", onnxType(scale.dtype)))
+		xn = c.Op1("Cast", xn, onnxbuild.AttrInt("to", onnxbuild.Type(scale.dtype)))
 	}
-	y := c.op1("Add", c.op1("Mul", xn, mul), add)
+	y := c.Op1("Add", c.Op1("Mul", xn, mul), add)
 	if x.dtype != scale.dtype {
-		y = c.op1("Cast", y, attrInt("to", onnxType(x.dtype)))
+		y = c.Op1("Cast", y, onnxbuild.AttrInt("to", onnxbuild.Type(x.dtype)))
 	}
 	c.set(n, 0, &value{name: y, dtype: x.dtype, rank: x.rank})
 	// Inference mode passes the moving statistics through.
@@ -273,13 +274,13 @@ func (c *converter) stridedSlice(n *node) {
 	}
 	out := x.name
 	if len(axes) > 0 {
-		out = c.op1("Slice", x.name, c.i64Const(starts), c.i64Const(ends), c.i64Const(axes), c.i64Const(steps))
+		out = c.Op1("Slice", x.name, c.I64Const(starts), c.I64Const(ends), c.I64Const(axes), c.I64Const(steps))
 	}
 	if len(squeeze) > 0 {
-		out = c.op1("Squeeze", out, c.i64Const(squeeze))
+		out = c.Op1("Squeeze", out, c.I64Const(squeeze))
 	}
 	if len(newAxes) > 0 {
-		out = c.op1("Unsqueeze", out, c.i64Const(newAxes))
+		out = c.Op1("Unsqueeze", out, c.I64Const(newAxes))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: addRank(x.rank, len(newAxes)-len(squeeze))})
 }
@@ -298,35 +299,35 @@ func (c *converter) resize(n *node) {
 		c.unsupported(n, "align_corners and half_pixel_centers together are invalid")
 		return
 	case align:
-		args = append(args, attrString("coordinate_transformation_mode", "align_corners"))
+		args = append(args, onnxbuild.AttrString("coordinate_transformation_mode", "align_corners"))
 	case half && bilinear:
-		args = append(args, attrString("coordinate_transformation_mode", "half_pixel"))
+		args = append(args, onnxbuild.AttrString("coordinate_transformation_mode", "half_pixel"))
 	case half:
-		args = append(args, attrString("coordinate_transformation_mode", "tf_half_pixel_for_nn"))
+		args = append(args, onnxbuild.AttrString("coordinate_transformation_mode", "tf_half_pixel_for_nn"))
 	default:
-		args = append(args, attrString("coordinate_transformation_mode", "asymmetric"))
+		args = append(args, onnxbuild.AttrString("coordinate_transformation_mode", "asymmetric"))
 	}
 	if bilinear {
-		args = append(args, attrString("mode", "linear"))
+		args = append(args, onnxbuild.AttrString("mode", "linear"))
 	} else {
-		args = append(args, attrString("mode", "nearest"))
+		args = append(args, onnxbuild.AttrString("mode", "nearest"))
 		if align {
-			args = append(args, attrString("nearest_mode", "round_prefer_ceil"))
+			args = append(args, onnxbuild.AttrString("nearest_mode", "round_prefer_ceil"))
 		} else {
-			args = append(args, attrString("nearest_mode", "floor"))
+			args = append(args, onnxbuild.AttrString("nearest_mode", "floor"))
 		}
 	}
 	// Output sizes in NCHW: N and C from the input, H and W from size.
 	src := x.name
 	if bilinear && x.dtype != tensor.Float32 {
 		// TF's bilinear resize returns float32 whatever the input.
-		src = c.op1("Cast", src, attrInt("to", onnxType(tensor.Float32)))
+		src = c.Op1("Cast", src, onnxbuild.AttrInt("to", onnxbuild.Type(tensor.Float32)))
 	}
-	in := c.op1("Transpose", src, attrInts("perm", toNCHW))
-	nc := c.op1("Slice", c.op1("Shape", in), c.i64Const([]int64{0}), c.i64Const([]int64{2}))
-	sizes := c.op1("Concat", nc, c.asInt64(size), attrInt("axis", 0))
-	out := c.op1("Resize", append([]any{in, "", "", sizes}, args...)...)
-	out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+	in := c.Op1("Transpose", src, onnxbuild.AttrInts("perm", toNCHW))
+	nc := c.Op1("Slice", c.Op1("Shape", in), c.I64Const([]int64{0}), c.I64Const([]int64{2}))
+	sizes := c.Op1("Concat", nc, c.asInt64(size), onnxbuild.AttrInt("axis", 0))
+	out := c.Op1("Resize", append([]any{in, "", "", sizes}, args...)...)
+	out = c.Op1("Transpose", out, onnxbuild.AttrInts("perm", toNHWC))
 	dt := x.dtype
 	if bilinear {
 		dt = tensor.Float32

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/eas-server/eas-server/onnxbuild"
+	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
 )
 
 // Attribute readers. TF2 exports strip attributes equal to their OpDef
@@ -177,7 +178,7 @@ func (c *converter) translateGather(n *node) {
 		}
 		axis = a[0]
 	}
-	c.set(n, 0, &value{name: c.op1("Gather", params.name, idx.name, attrInt("axis", axis)), dtype: params.dtype, rank: -1})
+	c.set(n, 0, &value{name: c.Op1("Gather", params.name, idx.name, onnxbuild.AttrInt("axis", axis)), dtype: params.dtype, rank: -1})
 }
 
 // translateMatMul translates MatMul.
@@ -185,12 +186,12 @@ func (c *converter) translateMatMul(n *node) {
 	a, b := c.in(n, 0), c.in(n, 1)
 	an, bn := a.name, b.name
 	if n.b("transpose_a", false) {
-		an = c.op1("Transpose", an, attrInts("perm", []int64{1, 0}))
+		an = c.Op1("Transpose", an, onnxbuild.AttrInts("perm", []int64{1, 0}))
 	}
 	if n.b("transpose_b", false) {
-		bn = c.op1("Transpose", bn, attrInts("perm", []int64{1, 0}))
+		bn = c.Op1("Transpose", bn, onnxbuild.AttrInts("perm", []int64{1, 0}))
 	}
-	c.set(n, 0, &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: 2})
+	c.set(n, 0, &value{name: c.Op1("MatMul", an, bn), dtype: a.dtype, rank: 2})
 }
 
 // translateBatchMatMul translates BatchMatMul, BatchMatMulV2, BatchMatMulV3.
@@ -198,15 +199,15 @@ func (c *converter) translateBatchMatMul(n *node) {
 	a, b := c.in(n, 0), c.in(n, 1)
 	an, bn := a.name, b.name
 	if n.b("adj_x", false) {
-		an = c.op1("Einsum", an, attrString("equation", "...ij->...ji"))
+		an = c.Op1("Einsum", an, onnxbuild.AttrString("equation", "...ij->...ji"))
 	}
 	if n.b("adj_y", false) {
-		bn = c.op1("Einsum", bn, attrString("equation", "...ij->...ji"))
+		bn = c.Op1("Einsum", bn, onnxbuild.AttrString("equation", "...ij->...ji"))
 	}
-	v := &value{name: c.op1("MatMul", an, bn), dtype: a.dtype, rank: maxRank(a, b)}
+	v := &value{name: c.Op1("MatMul", an, bn), dtype: a.dtype, rank: maxRank(a, b)}
 	if n.op == "BatchMatMulV3" {
 		if to := n.dtype("Tout", a.dtype); to != a.dtype {
-			v = &value{name: c.op1("Cast", v.name, attrInt("to", onnxType(to))), dtype: to, rank: v.rank}
+			v = &value{name: c.Op1("Cast", v.name, onnxbuild.AttrInt("to", onnxbuild.Type(to))), dtype: to, rank: v.rank}
 		}
 	}
 	c.set(n, 0, v)
@@ -218,7 +219,7 @@ func (c *converter) translateEinsum(n *node) {
 	for i := range n.inputs {
 		ins = append(ins, c.in(n, i).name)
 	}
-	c.set(n, 0, &value{name: c.op1("Einsum", ins, attrString("equation", n.s("equation", ""))), dtype: c.in(n, 0).dtype, rank: -1})
+	c.set(n, 0, &value{name: c.Op1("Einsum", ins, onnxbuild.AttrString("equation", n.s("equation", ""))), dtype: c.in(n, 0).dtype, rank: -1})
 }
 
 // translateBiasAdd translates BiasAdd, BiasAddV1.
@@ -238,10 +239,10 @@ func (c *converter) translateBiasAdd(n *node) {
 			for i := range axes {
 				axes[i] = int64(i + 1)
 			}
-			bn = c.op1("Unsqueeze", bn, c.i64Const(axes))
+			bn = c.Op1("Unsqueeze", bn, c.I64Const(axes))
 		}
 	}
-	c.set(n, 0, &value{name: c.op1("Add", x.name, bn), dtype: x.dtype, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Add", x.name, bn), dtype: x.dtype, rank: x.rank})
 }
 
 // translateAddN translates AddN.
@@ -250,48 +251,48 @@ func (c *converter) translateAddN(n *node) {
 	for i := range n.inputs {
 		ins = append(ins, c.in(n, i).name)
 	}
-	c.set(n, 0, &value{name: c.op1("Sum", ins), dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank})
+	c.set(n, 0, &value{name: c.Op1("Sum", ins), dtype: c.in(n, 0).dtype, rank: c.in(n, 0).rank})
 }
 
 // translateDivNoNan translates DivNoNan.
 func (c *converter) translateDivNoNan(n *node) {
 	x, y := c.in(n, 0), c.in(n, 1)
 	zero := c.scalar(n, y.dtype, 0)
-	isZero := c.op1("Equal", y.name, zero)
-	div := c.op1("Div", x.name, y.name)
-	c.set(n, 0, &value{name: c.op1("Where", isZero, zero, div), dtype: x.dtype, rank: maxRank(x, y)})
+	isZero := c.Op1("Equal", y.name, zero)
+	div := c.Op1("Div", x.name, y.name)
+	c.set(n, 0, &value{name: c.Op1("Where", isZero, zero, div), dtype: x.dtype, rank: maxRank(x, y)})
 }
 
 // translateSquare translates Square.
 func (c *converter) translateSquare(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, c.same(n, c.op1("Mul", x.name, x.name)))
+	c.set(n, 0, c.same(n, c.Op1("Mul", x.name, x.name)))
 }
 
 // translateSquaredDifference translates SquaredDifference.
 func (c *converter) translateSquaredDifference(n *node) {
 	x, y := c.in(n, 0), c.in(n, 1)
-	d := c.op1("Sub", x.name, y.name)
-	c.set(n, 0, &value{name: c.op1("Mul", d, d), dtype: x.dtype, rank: maxRank(x, y)})
+	d := c.Op1("Sub", x.name, y.name)
+	c.set(n, 0, &value{name: c.Op1("Mul", d, d), dtype: x.dtype, rank: maxRank(x, y)})
 }
 
 // translateRsqrt translates Rsqrt.
 func (c *converter) translateRsqrt(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, c.same(n, c.op1("Reciprocal", c.op1("Sqrt", x.name))))
+	c.set(n, 0, c.same(n, c.Op1("Reciprocal", c.Op1("Sqrt", x.name))))
 }
 
 // translateNotEqual translates NotEqual.
 func (c *converter) translateNotEqual(n *node) {
 	a, b := c.in(n, 0), c.in(n, 1)
-	c.set(n, 0, &value{name: c.op1("Not", c.op1("Equal", a.name, b.name)), dtype: tensor.Bool, rank: maxRank(a, b)})
+	c.set(n, 0, &value{name: c.Op1("Not", c.Op1("Equal", a.name, b.name)), dtype: tensor.Bool, rank: maxRank(a, b)})
 }
 
 // translateFloorDiv translates FloorDiv.
 func (c *converter) translateFloorDiv(n *node) {
 	a, b := c.in(n, 0), c.in(n, 1)
 	if isFloat(a.dtype) {
-		c.set(n, 0, &value{name: c.op1("Floor", c.op1("Div", a.name, b.name)), dtype: a.dtype, rank: maxRank(a, b)})
+		c.set(n, 0, &value{name: c.Op1("Floor", c.Op1("Div", a.name, b.name)), dtype: a.dtype, rank: maxRank(a, b)})
 		return
 	}
 	c.unsupported(n, "integer FloorDiv is not translated")
@@ -304,7 +305,7 @@ func (c *converter) translateFloorMod(n *node) {
 		c.unsupported(n, "floating FloorMod is not translated")
 		return
 	}
-	c.set(n, 0, &value{name: c.op1("Mod", a.name, b.name, attrInt("fmod", 0)), dtype: a.dtype, rank: maxRank(a, b)})
+	c.set(n, 0, &value{name: c.Op1("Mod", a.name, b.name, onnxbuild.AttrInt("fmod", 0)), dtype: a.dtype, rank: maxRank(a, b)})
 }
 
 // translateCast translates Cast.
@@ -315,37 +316,37 @@ func (c *converter) translateCast(n *node) {
 		c.unsupported(n, "the target dtype is not supported")
 		return
 	}
-	c.set(n, 0, &value{name: c.op1("Cast", x.name, attrInt("to", onnxType(to))), dtype: to, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Cast", x.name, onnxbuild.AttrInt("to", onnxbuild.Type(to))), dtype: to, rank: x.rank})
 }
 
 // translateClipByValue translates ClipByValue.
 func (c *converter) translateClipByValue(n *node) {
 	x, lo, hi := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-	c.set(n, 0, c.same(n, c.op1("Max", c.op1("Min", x.name, hi.name), lo.name)))
+	c.set(n, 0, c.same(n, c.Op1("Max", c.Op1("Min", x.name, hi.name), lo.name)))
 }
 
 // translateRelu6 translates Relu6.
 func (c *converter) translateRelu6(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, c.same(n, c.op1("Clip", x.name, c.scalar(n, x.dtype, 0), c.scalar(n, x.dtype, 6))))
+	c.set(n, 0, c.same(n, c.Op1("Clip", x.name, c.scalar(n, x.dtype, 0), c.scalar(n, x.dtype, 6))))
 }
 
 // translateLeakyRelu translates LeakyRelu.
 func (c *converter) translateLeakyRelu(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, c.same(n, c.op1("LeakyRelu", x.name, attrFloat("alpha", n.f("alpha", 0.2)))))
+	c.set(n, 0, c.same(n, c.Op1("LeakyRelu", x.name, onnxbuild.AttrFloat("alpha", n.f("alpha", 0.2)))))
 }
 
 // translateSoftmax translates Softmax, LogSoftmax.
 func (c *converter) translateSoftmax(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, c.same(n, c.op1(n.op, x.name, attrInt("axis", -1))))
+	c.set(n, 0, c.same(n, c.Op1(n.op, x.name, onnxbuild.AttrInt("axis", -1))))
 }
 
 // translatePad translates Pad, PadV2, MirrorPad.
 func (c *converter) translatePad(n *node) {
 	x, p := c.in(n, 0), c.in(n, 1)
-	pads := c.op1("Reshape", c.op1("Transpose", c.asInt64(p), attrInts("perm", []int64{1, 0})), c.i64Const([]int64{-1}))
+	pads := c.Op1("Reshape", c.Op1("Transpose", c.asInt64(p), onnxbuild.AttrInts("perm", []int64{1, 0})), c.I64Const([]int64{-1}))
 	args := []any{x.name, pads}
 	switch n.op {
 	case "PadV2":
@@ -355,9 +356,9 @@ func (c *converter) translatePad(n *node) {
 			c.unsupported(n, fmt.Sprintf("mode %s has no ONNX equivalent (only REFLECT)", mode))
 			return
 		}
-		args = append(args, attrString("mode", "reflect"))
+		args = append(args, onnxbuild.AttrString("mode", "reflect"))
 	}
-	c.set(n, 0, &value{name: c.op1("Pad", args...), dtype: x.dtype, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Pad", args...), dtype: x.dtype, rank: x.rank})
 }
 
 // translateReshape translates Reshape.
@@ -377,7 +378,7 @@ func (c *converter) translateReshape(n *node) {
 			}
 		}
 	}
-	c.set(n, 0, &value{name: c.op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
+	c.set(n, 0, &value{name: c.Op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
 }
 
 // translateShape translates Shape, Size, Rank.
@@ -388,15 +389,15 @@ func (c *converter) translateShape(n *node) {
 	r := 1
 	switch n.op {
 	case "Shape":
-		v = c.op1("Shape", x.name)
+		v = c.Op1("Shape", x.name)
 	case "Size":
-		v, r = c.op1("Size", x.name), 0
+		v, r = c.Op1("Size", x.name), 0
 	case "Rank":
-		v, r = c.op1("Size", c.op1("Shape", x.name)), 0
+		v, r = c.Op1("Size", c.Op1("Shape", x.name)), 0
 		out = tensor.Int32
 	}
 	if out != tensor.Int64 {
-		v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+		v = c.Op1("Cast", v, onnxbuild.AttrInt("to", onnxbuild.Type(out)))
 	}
 	c.set(n, 0, &value{name: v, dtype: out, rank: r})
 }
@@ -406,16 +407,16 @@ func (c *converter) translateSqueeze(n *node) {
 	x := c.in(n, 0)
 	dims := n.ilist("squeeze_dims", nil)
 	if len(dims) == 0 {
-		c.set(n, 0, &value{name: c.op1("Squeeze", x.name), dtype: x.dtype, rank: -1})
+		c.set(n, 0, &value{name: c.Op1("Squeeze", x.name), dtype: x.dtype, rank: -1})
 		return
 	}
-	c.set(n, 0, &value{name: c.op1("Squeeze", x.name, c.i64Const(dims)), dtype: x.dtype, rank: addRank(x.rank, -len(dims))})
+	c.set(n, 0, &value{name: c.Op1("Squeeze", x.name, c.I64Const(dims)), dtype: x.dtype, rank: addRank(x.rank, -len(dims))})
 }
 
 // translateExpandDims translates ExpandDims.
 func (c *converter) translateExpandDims(n *node) {
 	x, a := c.in(n, 0), c.in(n, 1)
-	c.set(n, 0, &value{name: c.op1("Unsqueeze", x.name, c.as1D(a)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+	c.set(n, 0, &value{name: c.Op1("Unsqueeze", x.name, c.as1D(a)), dtype: x.dtype, rank: addRank(x.rank, 1)})
 }
 
 // translateTranspose translates Transpose.
@@ -426,7 +427,7 @@ func (c *converter) translateTranspose(n *node) {
 		c.unsupported(n, "a non-constant permutation is not supported")
 		return
 	}
-	c.set(n, 0, &value{name: c.op1("Transpose", x.name, attrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
+	c.set(n, 0, &value{name: c.Op1("Transpose", x.name, onnxbuild.AttrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
 }
 
 // translateConcat translates ConcatV2, Concat.
@@ -446,19 +447,19 @@ func (c *converter) translateConcat(n *node) {
 		ins = append(ins, c.in(n, i).name)
 	}
 	x := c.in(n, first)
-	c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Concat", ins, onnxbuild.AttrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
 }
 
 // translatePack translates Pack.
 func (c *converter) translatePack(n *node) {
 	axis := n.i("axis", 0)
-	ax := c.i64Const([]int64{axis})
+	ax := c.I64Const([]int64{axis})
 	var ins []string
 	for i := range n.inputs {
-		ins = append(ins, c.op1("Unsqueeze", c.in(n, i).name, ax))
+		ins = append(ins, c.Op1("Unsqueeze", c.in(n, i).name, ax))
 	}
 	x := c.in(n, 0)
-	c.set(n, 0, &value{name: c.op1("Concat", ins, attrInt("axis", axis)), dtype: x.dtype, rank: addRank(x.rank, 1)})
+	c.set(n, 0, &value{name: c.Op1("Concat", ins, onnxbuild.AttrInt("axis", axis)), dtype: x.dtype, rank: addRank(x.rank, 1)})
 }
 
 // translateUnpack translates Unpack.
@@ -469,10 +470,10 @@ func (c *converter) translateUnpack(n *node) {
 		c.unsupported(n, fmt.Sprintf("num must be between 1 and %d", maxSplits))
 		return
 	}
-	parts := c.opN("Split", int(num), x.name, attrInt("axis", axis), attrInt("num_outputs", num))
-	ax := c.i64Const([]int64{axis})
+	parts := c.OpN("Split", int(num), x.name, onnxbuild.AttrInt("axis", axis), onnxbuild.AttrInt("num_outputs", num))
+	ax := c.I64Const([]int64{axis})
 	for i, p := range parts {
-		c.set(n, i, &value{name: c.op1("Squeeze", p, ax), dtype: x.dtype, rank: addRank(x.rank, -1)})
+		c.set(n, i, &value{name: c.Op1("Squeeze", p, ax), dtype: x.dtype, rank: addRank(x.rank, -1)})
 	}
 }
 
@@ -485,7 +486,7 @@ func (c *converter) translateSplit(n *node) {
 		c.unsupported(n, "a non-constant axis is not supported")
 		return
 	}
-	for i, p := range c.opN("Split", int(num), x.name, attrInt("axis", axis[0]), attrInt("num_outputs", num)) {
+	for i, p := range c.OpN("Split", int(num), x.name, onnxbuild.AttrInt("axis", axis[0]), onnxbuild.AttrInt("num_outputs", num)) {
 		c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
 	}
 }
@@ -499,7 +500,7 @@ func (c *converter) translateSplitV(n *node) {
 		c.unsupported(n, "non-constant sizes or axis are not supported")
 		return
 	}
-	splitIn := c.i64Const(sizes)
+	splitIn := c.I64Const(sizes)
 	for _, sz := range sizes {
 		if sz < 0 {
 			// One size is inferred: sizes = dim - sum(others).
@@ -509,21 +510,21 @@ func (c *converter) translateSplitV(n *node) {
 					known += z
 				}
 			}
-			dim := c.op1("Gather", c.op1("Shape", x.name), c.i64Const([]int64{axis[0]}))
-			rest := c.op1("Sub", dim, c.i64Const([]int64{known}))
+			dim := c.Op1("Gather", c.Op1("Shape", x.name), c.I64Const([]int64{axis[0]}))
+			rest := c.Op1("Sub", dim, c.I64Const([]int64{known}))
 			var pieces []string
 			for _, z := range sizes {
 				if z < 0 {
 					pieces = append(pieces, rest)
 				} else {
-					pieces = append(pieces, c.i64Const([]int64{z}))
+					pieces = append(pieces, c.I64Const([]int64{z}))
 				}
 			}
-			splitIn = c.op1("Concat", pieces, attrInt("axis", 0))
+			splitIn = c.Op1("Concat", pieces, onnxbuild.AttrInt("axis", 0))
 			break
 		}
 	}
-	for i, p := range c.opN("Split", len(sizes), x.name, splitIn, attrInt("axis", axis[0])) {
+	for i, p := range c.OpN("Split", len(sizes), x.name, splitIn, onnxbuild.AttrInt("axis", axis[0])) {
 		c.set(n, i, &value{name: p, dtype: x.dtype, rank: x.rank})
 	}
 }
@@ -532,27 +533,27 @@ func (c *converter) translateSplitV(n *node) {
 func (c *converter) translateSlice(n *node) {
 	x, b, s := c.in(n, 0), c.in(n, 1), c.in(n, 2)
 	begin, size := c.as1D(b), c.as1D(s)
-	minus1 := c.op1("Equal", size, c.i64Const([]int64{-1}))
-	end := c.op1("Where", minus1, c.i64Const([]int64{math.MaxInt64}), c.op1("Add", begin, size))
-	c.set(n, 0, &value{name: c.op1("Slice", x.name, begin, end), dtype: x.dtype, rank: x.rank})
+	minus1 := c.Op1("Equal", size, c.I64Const([]int64{-1}))
+	end := c.Op1("Where", minus1, c.I64Const([]int64{math.MaxInt64}), c.Op1("Add", begin, size))
+	c.set(n, 0, &value{name: c.Op1("Slice", x.name, begin, end), dtype: x.dtype, rank: x.rank})
 }
 
 // translateTile translates Tile.
 func (c *converter) translateTile(n *node) {
 	x, m := c.in(n, 0), c.in(n, 1)
-	c.set(n, 0, &value{name: c.op1("Tile", x.name, c.as1D(m)), dtype: x.dtype, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Tile", x.name, c.as1D(m)), dtype: x.dtype, rank: x.rank})
 }
 
 // translateFill translates Fill.
 func (c *converter) translateFill(n *node) {
 	d, v := c.in(n, 0), c.in(n, 1)
-	c.set(n, 0, &value{name: c.op1("Expand", v.name, c.as1D(d)), dtype: v.dtype, rank: -1})
+	c.set(n, 0, &value{name: c.Op1("Expand", v.name, c.as1D(d)), dtype: v.dtype, rank: -1})
 }
 
 // translateRange translates Range.
 func (c *converter) translateRange(n *node) {
 	s, l, d := c.in(n, 0), c.in(n, 1), c.in(n, 2)
-	c.set(n, 0, &value{name: c.op1("Range", s.name, l.name, d.name), dtype: s.dtype, rank: 1})
+	c.set(n, 0, &value{name: c.Op1("Range", s.name, l.name, d.name), dtype: s.dtype, rank: 1})
 }
 
 // translateZerosOnesLike translates ZerosLike, OnesLike.
@@ -562,7 +563,7 @@ func (c *converter) translateZerosOnesLike(n *node) {
 	if n.op == "OnesLike" {
 		f = 1
 	}
-	c.set(n, 0, &value{name: c.op1("Expand", c.scalar(n, x.dtype, f), c.op1("Shape", x.name)), dtype: x.dtype, rank: x.rank})
+	c.set(n, 0, &value{name: c.Op1("Expand", c.scalar(n, x.dtype, f), c.Op1("Shape", x.name)), dtype: x.dtype, rank: x.rank})
 }
 
 // translateSelect translates Select, SelectV2.
@@ -575,9 +576,9 @@ func (c *converter) translateSelect(n *node) {
 		for i := range axes {
 			axes[i] = int64(i + 1)
 		}
-		cn = c.op1("Unsqueeze", cn, c.i64Const(axes))
+		cn = c.Op1("Unsqueeze", cn, c.I64Const(axes))
 	}
-	c.set(n, 0, &value{name: c.op1("Where", cn, t.name, e.name), dtype: t.dtype, rank: maxRank(t, e)})
+	c.set(n, 0, &value{name: c.Op1("Where", cn, t.name, e.name), dtype: t.dtype, rank: maxRank(t, e)})
 }
 
 // translateArgMinMax translates ArgMax, ArgMin.
@@ -589,9 +590,9 @@ func (c *converter) translateArgMinMax(n *node) {
 		return
 	}
 	out := n.dtype("output_type", tensor.Int64)
-	v := c.op1(n.op, x.name, attrInt("axis", axis[0]), attrInt("keepdims", 0))
+	v := c.Op1(n.op, x.name, onnxbuild.AttrInt("axis", axis[0]), onnxbuild.AttrInt("keepdims", 0))
 	if out != tensor.Int64 {
-		v = c.op1("Cast", v, attrInt("to", onnxType(out)))
+		v = c.Op1("Cast", v, onnxbuild.AttrInt("to", onnxbuild.Type(out)))
 	}
 	c.set(n, 0, &value{name: v, dtype: out, rank: addRank(x.rank, -1)})
 }
@@ -599,23 +600,23 @@ func (c *converter) translateArgMinMax(n *node) {
 // translateOneHot translates OneHot.
 func (c *converter) translateOneHot(n *node) {
 	idx, depth, on, off := c.in(n, 0), c.in(n, 1), c.in(n, 2), c.in(n, 3)
-	vals := c.op1("Concat", c.op1("Reshape", off.name, c.i64Const([]int64{1})), c.op1("Reshape", on.name, c.i64Const([]int64{1})), attrInt("axis", 0))
+	vals := c.Op1("Concat", c.Op1("Reshape", off.name, c.I64Const([]int64{1})), c.Op1("Reshape", on.name, c.I64Const([]int64{1})), onnxbuild.AttrInt("axis", 0))
 	// TF gives an all-off row for an out-of-range index, ONNX wraps
 	// negative ones: map negatives to depth, which is out of range.
 	in64 := c.asInt64(idx)
 	d64 := c.asInt64(depth)
-	neg := c.op1("Less", in64, c.i64Scalar(0))
-	safe := c.op1("Where", neg, c.op1("Reshape", d64, c.i64Const([]int64{})), in64)
-	c.set(n, 0, &value{name: c.op1("OneHot", safe, d64, vals, attrInt("axis", n.i("axis", -1))), dtype: on.dtype, rank: addRank(idx.rank, 1)})
+	neg := c.Op1("Less", in64, c.I64Scalar(0))
+	safe := c.Op1("Where", neg, c.Op1("Reshape", d64, c.I64Const([]int64{})), in64)
+	c.set(n, 0, &value{name: c.Op1("OneHot", safe, d64, vals, onnxbuild.AttrInt("axis", n.i("axis", -1))), dtype: on.dtype, rank: addRank(idx.rank, 1)})
 }
 
 // translateTopKV2 translates TopKV2.
 func (c *converter) translateTopKV2(n *node) {
 	x, k := c.in(n, 0), c.in(n, 1)
-	outs := c.opN("TopK", 2, x.name, c.as1D(k), attrInt("axis", -1), attrInt("largest", 1), attrInt("sorted", 1))
+	outs := c.OpN("TopK", 2, x.name, c.as1D(k), onnxbuild.AttrInt("axis", -1), onnxbuild.AttrInt("largest", 1), onnxbuild.AttrInt("sorted", 1))
 	c.set(n, 0, &value{name: outs[0], dtype: x.dtype, rank: x.rank})
 	it := n.dtype("index_type", tensor.Int32)
-	c.set(n, 1, &value{name: c.op1("Cast", outs[1], attrInt("to", onnxType(it))), dtype: it, rank: x.rank})
+	c.set(n, 1, &value{name: c.Op1("Cast", outs[1], onnxbuild.AttrInt("to", onnxbuild.Type(it))), dtype: it, rank: x.rank})
 }
 
 // translateAllAny translates All, Any.
@@ -629,15 +630,15 @@ func (c *converter) translateAllAny(n *node) {
 	if n.op == "Any" {
 		red = "ReduceMax"
 	}
-	xi := c.op1("Cast", x.name, attrInt("to", int64(onnxpb.TensorProto_INT32)))
-	r := c.op1(red, xi, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1))
-	c.set(n, 0, &value{name: c.op1("Cast", r, attrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
+	xi := c.Op1("Cast", x.name, onnxbuild.AttrInt("to", int64(onnxpb.TensorProto_INT32)))
+	r := c.Op1(red, xi, c.as1D(axes), onnxbuild.AttrInt("keepdims", keep), onnxbuild.AttrInt("noop_with_empty_axes", 1))
+	c.set(n, 0, &value{name: c.Op1("Cast", r, onnxbuild.AttrInt("to", int64(onnxpb.TensorProto_BOOL))), dtype: tensor.Bool, rank: -1})
 }
 
 // translateWhere translates Where.
 func (c *converter) translateWhere(n *node) {
 	x := c.in(n, 0)
-	c.set(n, 0, &value{name: c.op1("Transpose", c.op1("NonZero", x.name), attrInts("perm", []int64{1, 0})), dtype: tensor.Int64, rank: 2})
+	c.set(n, 0, &value{name: c.Op1("Transpose", c.Op1("NonZero", x.name), onnxbuild.AttrInts("perm", []int64{1, 0})), dtype: tensor.Int64, rank: 2})
 }
 
 // translateSpaceDepth translates SpaceToDepth, DepthToSpace.
@@ -648,18 +649,18 @@ func (c *converter) translateSpaceDepth(n *node) {
 		c.unsupported(n, fmt.Sprintf("block_size %d must be at least 2", bs))
 		return
 	}
-	args := []any{attrInt("blocksize", bs)}
+	args := []any{onnxbuild.AttrInt("blocksize", bs)}
 	if n.op == "DepthToSpace" {
-		args = append(args, attrString("mode", "DCR"))
+		args = append(args, onnxbuild.AttrString("mode", "DCR"))
 	}
 	in := x.name
 	nchw := n.s("data_format", "NHWC") == "NCHW"
 	if !nchw {
-		in = c.op1("Transpose", in, attrInts("perm", toNCHW))
+		in = c.Op1("Transpose", in, onnxbuild.AttrInts("perm", toNCHW))
 	}
-	out := c.op1(n.op, append([]any{in}, args...)...)
+	out := c.Op1(n.op, append([]any{in}, args...)...)
 	if !nchw {
-		out = c.op1("Transpose", out, attrInts("perm", toNHWC))
+		out = c.Op1("Transpose", out, onnxbuild.AttrInts("perm", toNHWC))
 	}
 	c.set(n, 0, &value{name: out, dtype: x.dtype, rank: 4})
 }
@@ -671,7 +672,7 @@ func (c *converter) translateBroadcastTo(n *node) {
 	if is, ok := ints(sh.konst); ok {
 		r = len(is)
 	}
-	c.set(n, 0, &value{name: c.op1("Expand", x.name, c.as1D(sh)), dtype: x.dtype, rank: r})
+	c.set(n, 0, &value{name: c.Op1("Expand", x.name, c.as1D(sh)), dtype: x.dtype, rank: r})
 }
 
 // translateLog1pExpm1 translates Log1p, Expm1.
@@ -679,9 +680,9 @@ func (c *converter) translateLog1pExpm1(n *node) {
 	x := c.in(n, 0)
 	one := c.scalar(n, x.dtype, 1)
 	if n.op == "Log1p" {
-		c.set(n, 0, c.same(n, c.op1("Log", c.op1("Add", x.name, one))))
+		c.set(n, 0, c.same(n, c.Op1("Log", c.Op1("Add", x.name, one))))
 	} else {
-		c.set(n, 0, c.same(n, c.op1("Sub", c.op1("Exp", x.name), one)))
+		c.set(n, 0, c.same(n, c.Op1("Sub", c.Op1("Exp", x.name), one)))
 	}
 }
 
@@ -695,14 +696,14 @@ func (c *converter) translateCumsum(n *node) {
 	if n.b("reverse", false) {
 		rev = 1
 	}
-	axis := c.op1("Reshape", c.asInt64(a), c.i64Const([]int64{}))
-	c.set(n, 0, c.same(n, c.op1("CumSum", x.name, axis, attrInt("exclusive", ex), attrInt("reverse", rev))))
+	axis := c.Op1("Reshape", c.asInt64(a), c.I64Const([]int64{}))
+	c.set(n, 0, c.same(n, c.Op1("CumSum", x.name, axis, onnxbuild.AttrInt("exclusive", ex), onnxbuild.AttrInt("reverse", rev))))
 }
 
 // translateGatherNd translates GatherNd.
 func (c *converter) translateGatherNd(n *node) {
 	params, idx := c.in(n, 0), c.in(n, 1)
-	c.set(n, 0, &value{name: c.op1("GatherND", params.name, c.asInt64(idx)), dtype: params.dtype, rank: -1})
+	c.set(n, 0, &value{name: c.Op1("GatherND", params.name, c.asInt64(idx)), dtype: params.dtype, rank: -1})
 }
 
 // translateReverseV2 translates ReverseV2.
@@ -722,7 +723,7 @@ func (c *converter) translateReverseV2(n *node) {
 	for i := range axes {
 		starts[i], ends[i], steps[i] = -1, math.MinInt64, -1
 	}
-	c.set(n, 0, c.same(n, c.op1("Slice", x.name, c.i64Const(starts), c.i64Const(ends), c.i64Const(axes), c.i64Const(steps))))
+	c.set(n, 0, c.same(n, c.Op1("Slice", x.name, c.I64Const(starts), c.I64Const(ends), c.I64Const(axes), c.I64Const(steps))))
 }
 
 // translatePlaceholder translates Placeholder.
@@ -755,5 +756,5 @@ func (c *converter) scalar(n *node, dt tensor.DType, f float64) string {
 		c.fail(fmt.Errorf("node %q: %w", n.name, err))
 		return "_error"
 	}
-	return c.constant(t)
+	return c.Constant(t)
 }

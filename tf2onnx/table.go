@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eas-server/eas-server/onnxbuild"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -255,7 +256,7 @@ func (c *converter) same(n *node, name string) *value {
 func unaryOp(onnxOp string, boolOut bool) translator {
 	return func(c *converter, n *node) {
 		x := c.in(n, 0)
-		v := c.same(n, c.op1(onnxOp, x.name))
+		v := c.same(n, c.Op1(onnxOp, x.name))
 		if boolOut {
 			v.dtype = tensor.Bool
 		}
@@ -268,7 +269,7 @@ func unaryOp(onnxOp string, boolOut bool) translator {
 func binaryOp(onnxOp string, boolOut bool) translator {
 	return func(c *converter, n *node) {
 		a, b := c.in(n, 0), c.in(n, 1)
-		v := &value{name: c.op1(onnxOp, a.name, b.name), dtype: a.dtype, rank: maxRank(a, b)}
+		v := &value{name: c.Op1(onnxOp, a.name, b.name), dtype: a.dtype, rank: maxRank(a, b)}
 		if boolOut {
 			v.dtype = tensor.Bool
 		}
@@ -284,7 +285,7 @@ func reduceOp(onnxOp string) translator {
 		if n.b("keep_dims", false) {
 			keep = 1
 		}
-		c.set(n, 0, &value{name: c.op1(onnxOp, x.name, c.as1D(axes), attrInt("keepdims", keep), attrInt("noop_with_empty_axes", 1)), dtype: x.dtype, rank: -1})
+		c.set(n, 0, &value{name: c.Op1(onnxOp, x.name, c.as1D(axes), onnxbuild.AttrInt("keepdims", keep), onnxbuild.AttrInt("noop_with_empty_axes", 1)), dtype: x.dtype, rank: -1})
 	}
 }
 

@@ -12,9 +12,10 @@ import (
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 
+	"github.com/eas-server/eas-server/onnxbuild"
+	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tf2onnx/internal/readme"
-	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
 )
 
 // readmePath is the README whose ops section is generated from opTable.
@@ -142,7 +143,7 @@ func (o *opTest) out(n *node, i int) *value {
 // ops lists the op types emitted so far.
 func (o *opTest) ops() []string {
 	var s []string
-	for _, n := range o.c.nodes {
+	for _, n := range o.c.Nodes {
 		s = append(s, n.OpType)
 	}
 	return s
@@ -152,15 +153,15 @@ func (o *opTest) ops() []string {
 // and outs as outputs, and checks its structure.
 func (o *opTest) check(outs ...*value) {
 	o.t.Helper()
-	g := &onnxpb.GraphProto{Name: "test", Node: o.c.nodes, Initializer: o.c.inits}
+	g := &onnxpb.GraphProto{Name: "test", Node: o.c.Nodes, Initializer: o.c.Inits}
 	for _, name := range slices.Sorted(maps.Keys(o.c.g.nodes)) {
 		if n := o.c.g.nodes[name]; n.op == "Placeholder" {
 			v := o.c.vals[ref{name, 0}]
-			g.Input = append(g.Input, valueInfo(name, v.dtype, nil))
+			g.Input = append(g.Input, onnxbuild.ValueInfo(name, v.dtype, nil))
 		}
 	}
 	for _, v := range outs {
-		g.Output = append(g.Output, valueInfo(v.name, v.dtype, nil))
+		g.Output = append(g.Output, onnxbuild.ValueInfo(v.name, v.dtype, nil))
 	}
 	if err := checkGraph(&onnxpb.ModelProto{Graph: g, OpsetImport: []*onnxpb.OperatorSetIdProto{{Version: Opset}}}); err != nil {
 		o.t.Error(err)
@@ -191,7 +192,7 @@ func TestTranslateMatMulTransposeB(t *testing.T) {
 	if got := o.ops(); !slices.Equal(got, []string{"Transpose", "MatMul"}) {
 		t.Fatalf("emitted %v", got)
 	}
-	tr, mm := o.c.nodes[0], o.c.nodes[1]
+	tr, mm := o.c.Nodes[0], o.c.Nodes[1]
 	if tr.Input[0] != "b" || !slices.Equal(attrOf(tr, "perm").GetInts(), []int64{1, 0}) {
 		t.Errorf("transpose %v perm %v", tr.Input, attrOf(tr, "perm"))
 	}
@@ -233,7 +234,7 @@ func TestTranslateShapeOutType(t *testing.T) {
 	if got := o.ops(); !slices.Equal(got, []string{"Shape", "Cast"}) {
 		t.Fatalf("emitted %v", got)
 	}
-	if to := attrOf(o.c.nodes[1], "to").GetI(); to != int64(onnxpb.TensorProto_INT32) {
+	if to := attrOf(o.c.Nodes[1], "to").GetI(); to != int64(onnxpb.TensorProto_INT32) {
 		t.Errorf("cast to %d", to)
 	}
 	if v.dtype != tensor.Int32 || v.rank != 1 {
@@ -254,9 +255,9 @@ func TestTranslateShapeOutType(t *testing.T) {
 func TestTranslateReshapeFolds(t *testing.T) {
 	o := newOpTest(t)
 	o.konst("x", tensor.FromFloat32("", []int64{6}, []float32{1, 2, 3, 4, 5, 6}))
-	o.konst("s", i64Tensor([]int64{-1, 3}, []int64{2}))
+	o.konst("s", onnxbuild.I64Tensor([]int64{-1, 3}, []int64{2}))
 	v := o.out(o.apply("Reshape", nil, "x", "s"), 0)
-	if len(o.c.nodes) != 0 {
+	if len(o.c.Nodes) != 0 {
 		t.Errorf("emitted %v", o.ops())
 	}
 	if v.konst == nil || !slices.Equal(v.konst.Shape, []int64{2, 3}) || v.rank != 2 {
@@ -265,7 +266,7 @@ func TestTranslateReshapeFolds(t *testing.T) {
 
 	o = newOpTest(t)
 	o.feed("x", tensor.Float32, -1)
-	o.konst("s", i64Tensor([]int64{-1, 3}, []int64{2}))
+	o.konst("s", onnxbuild.I64Tensor([]int64{-1, 3}, []int64{2}))
 	v = o.out(o.apply("Reshape", nil, "x", "s"), 0)
 	if got := o.ops(); !slices.Equal(got, []string{"Reshape"}) || v.konst != nil || v.rank != 2 {
 		t.Errorf("emitted %v, value %+v", got, v)
@@ -335,7 +336,7 @@ func TestTranslateUnpack(t *testing.T) {
 	if got := o.ops(); !slices.Equal(got, []string{"Split", "Squeeze", "Squeeze", "Squeeze"}) {
 		t.Errorf("emitted %v", got)
 	}
-	if s := o.c.nodes[0]; len(s.Output) != 3 || attrOf(s, "num_outputs").GetI() != 3 || attrOf(s, "axis").GetI() != 1 {
+	if s := o.c.Nodes[0]; len(s.Output) != 3 || attrOf(s, "num_outputs").GetI() != 3 || attrOf(s, "axis").GetI() != 1 {
 		t.Errorf("split %v %v", s.Output, s.Attribute)
 	}
 	o.check(outs...)

@@ -19,17 +19,16 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
+	"github.com/eas-server/eas-server/onnxbuild"
+	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
 )
 
 // Opset is the ONNX opset the translation targets.
-const Opset = 18
+const Opset = onnxbuild.Opset
 
 // PortKind says how a signature tensor travels to and from the ONNX model,
 // given that the ONNX Runtime binding handles neither scalars nor tensors of
@@ -150,6 +149,9 @@ func Convert(m *savedmodel.Model, signature string) (*Signature, error) {
 		vals:   map[ref]*value{},
 		unsup:  map[string][]string{},
 		reason: map[string]string{},
+		// The prefix keeps generated names apart from signature keys,
+		// which name the graph's inputs and outputs.
+		Graph: onnxbuild.Graph{Prefix: "_tf2onnx/"},
 	}
 	return c.run(sd)
 }
@@ -182,9 +184,7 @@ type converter struct {
 	reason map[string]string
 	fatal  error
 
-	nodes []*onnxpb.NodeProto
-	inits []*onnxpb.TensorProto
-	seq   int
+	onnxbuild.Graph
 }
 
 func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
@@ -206,21 +206,21 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		ports[i] = ip
 		v := &value{dtype: p.DType, rank: len(p.Shape), port: ip}
 		// Adapter nodes go to the port, not the graph, until used.
-		mark := len(c.nodes)
+		mark := len(c.Nodes)
 		switch p.Kind {
 		case Plain:
 			v.name = k
-			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, p.Shape)}
+			ip.inputs = []*onnxpb.ValueInfoProto{onnxbuild.ValueInfo(k, p.DType, p.Shape)}
 		case Scalar:
-			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, []int64{1})}
-			v.name = c.op1("Reshape", k, c.i64Const([]int64{}))
+			ip.inputs = []*onnxpb.ValueInfoProto{onnxbuild.ValueInfo(k, p.DType, []int64{1})}
+			v.name = c.Op1("Reshape", k, c.I64Const([]int64{}))
 		case AnyRank:
 			v.rank = -1
-			ip.inputs = []*onnxpb.ValueInfoProto{valueInfo(k, p.DType, []int64{-1}), valueInfo(k+ShapeSuffix, tensor.Int64, []int64{-1})}
-			v.name = c.op1("Reshape", k, k+ShapeSuffix)
+			ip.inputs = []*onnxpb.ValueInfoProto{onnxbuild.ValueInfo(k, p.DType, []int64{-1}), onnxbuild.ValueInfo(k+ShapeSuffix, tensor.Int64, []int64{-1})}
+			v.name = c.Op1("Reshape", k, k+ShapeSuffix)
 		}
-		ip.nodes = append(ip.nodes, c.nodes[mark:]...)
-		c.nodes = c.nodes[:mark]
+		ip.nodes = append(ip.nodes, c.Nodes[mark:]...)
+		c.Nodes = c.Nodes[:mark]
 		c.vals[r] = v
 	}
 	outKeys := sortedKeys(sd.Outputs)
@@ -253,7 +253,7 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			}
 			p.Kind = Examples
 			for _, f := range p.Features {
-				graph.Input = append(graph.Input, valueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
+				graph.Input = append(graph.Input, onnxbuild.ValueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
 			}
 		} else {
 			graph.Input = append(graph.Input, ip.inputs...)
@@ -275,14 +275,14 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		v := outVals[i]
 		src := v.name
 		if v.dtype != p.DType && v.dtype != tensor.Invalid {
-			src = c.op1("Cast", src, attrInt("to", onnxType(p.DType)))
+			src = c.Op1("Cast", src, onnxbuild.AttrInt("to", onnxbuild.Type(p.DType)))
 		}
 		wire := p.DType
 		if wire == tensor.Float16 || wire == tensor.BFloat16 {
 			// The ONNX Runtime binding cannot return half outputs intact:
 			// they travel as float32 and are narrowed back in Go.
 			wire, p.AsFloat32 = tensor.Float32, true
-			src = c.op1("Cast", src, attrInt("to", onnxType(wire)))
+			src = c.Op1("Cast", src, onnxbuild.AttrInt("to", onnxbuild.Type(wire)))
 		}
 		p.Value = p.Key
 		if _, clash := sd.Inputs[p.Key]; clash {
@@ -291,29 +291,23 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		name := p.Value
 		switch p.Kind {
 		case Plain:
-			c.emit("Identity", []string{src}, []string{name})
-			graph.Output = append(graph.Output, valueInfo(name, wire, p.Shape))
+			c.Emit("Identity", []string{src}, []string{name})
+			graph.Output = append(graph.Output, onnxbuild.ValueInfo(name, wire, p.Shape))
 		case Scalar:
-			c.emit("Reshape", []string{src, c.i64Const([]int64{1})}, []string{name})
-			graph.Output = append(graph.Output, valueInfo(name, wire, []int64{1}))
+			c.Emit("Reshape", []string{src, c.I64Const([]int64{1})}, []string{name})
+			graph.Output = append(graph.Output, onnxbuild.ValueInfo(name, wire, []int64{1}))
 		case AnyRank:
-			c.emit("Reshape", []string{src, c.i64Const([]int64{-1})}, []string{name})
-			c.emit("Shape", []string{src}, []string{name + ShapeSuffix})
-			graph.Output = append(graph.Output, valueInfo(name, wire, []int64{-1}), valueInfo(name+ShapeSuffix, tensor.Int64, []int64{-1}))
+			c.Emit("Reshape", []string{src, c.I64Const([]int64{-1})}, []string{name})
+			c.Emit("Shape", []string{src}, []string{name + ShapeSuffix})
+			graph.Output = append(graph.Output, onnxbuild.ValueInfo(name, wire, []int64{-1}), onnxbuild.ValueInfo(name+ShapeSuffix, tensor.Int64, []int64{-1}))
 		}
 	}
 	if len(out.Inputs) == 0 {
 		out.Batchable = false
 	}
-	graph.Node = append(pre, c.nodes...)
-	graph.Initializer = c.inits
-	mp := &onnxpb.ModelProto{
-		IrVersion:    8,
-		ProducerName: "eas-server tf2onnx",
-		OpsetImport:  []*onnxpb.OperatorSetIdProto{{Domain: "", Version: Opset}},
-		Graph:        graph,
-	}
-	b, err := proto.Marshal(mp)
+	graph.Node = append(pre, c.Nodes...)
+	graph.Initializer = c.Inits
+	b, err := onnxbuild.Model(graph, "eas-server tf2onnx")
 	if err != nil {
 		return nil, fmt.Errorf("signature %q: encode onnx model: %w", c.sig, err)
 	}

@@ -20,12 +20,12 @@ import (
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
+	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
 	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/tf2onnx"
-	"github.com/eas-server/eas-server/tf2onnx/onnxpb"
 )
 
 func nd(name, op string, inputs ...string) *nodepb.NodeDef {

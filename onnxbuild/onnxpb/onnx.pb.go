@@ -8,7 +8,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: tf2onnx/onnxpb/onnx.proto
+// source: onnxbuild/onnxpb/onnx.proto
 
 package onnxpb
 
@@ -78,11 +78,11 @@ func (x AttributeProto_AttributeType) String() string {
 }
 
 func (AttributeProto_AttributeType) Descriptor() protoreflect.EnumDescriptor {
-	return file_tf2onnx_onnxpb_onnx_proto_enumTypes[0].Descriptor()
+	return file_onnxbuild_onnxpb_onnx_proto_enumTypes[0].Descriptor()
 }
 
 func (AttributeProto_AttributeType) Type() protoreflect.EnumType {
-	return &file_tf2onnx_onnxpb_onnx_proto_enumTypes[0]
+	return &file_onnxbuild_onnxpb_onnx_proto_enumTypes[0]
 }
 
 func (x AttributeProto_AttributeType) Number() protoreflect.EnumNumber {
@@ -91,7 +91,7 @@ func (x AttributeProto_AttributeType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttributeProto_AttributeType.Descriptor instead.
 func (AttributeProto_AttributeType) EnumDescriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{0, 0}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{0, 0}
 }
 
 type TensorProto_DataType int32
@@ -169,11 +169,11 @@ func (x TensorProto_DataType) String() string {
 }
 
 func (TensorProto_DataType) Descriptor() protoreflect.EnumDescriptor {
-	return file_tf2onnx_onnxpb_onnx_proto_enumTypes[1].Descriptor()
+	return file_onnxbuild_onnxpb_onnx_proto_enumTypes[1].Descriptor()
 }
 
 func (TensorProto_DataType) Type() protoreflect.EnumType {
-	return &file_tf2onnx_onnxpb_onnx_proto_enumTypes[1]
+	return &file_onnxbuild_onnxpb_onnx_proto_enumTypes[1]
 }
 
 func (x TensorProto_DataType) Number() protoreflect.EnumNumber {
@@ -182,13 +182,13 @@ func (x TensorProto_DataType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TensorProto_DataType.Descriptor instead.
 func (TensorProto_DataType) EnumDescriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{6, 0}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type AttributeProto struct {
 	state         protoimpl.MessageState       `protogen:"open.v1"`
 	Name          string                       `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Type          AttributeProto_AttributeType `protobuf:"varint,20,opt,name=type,proto3,enum=tf2onnx.onnxpb.AttributeProto_AttributeType" json:"type,omitempty"`
+	Type          AttributeProto_AttributeType `protobuf:"varint,20,opt,name=type,proto3,enum=onnxbuild.onnxpb.AttributeProto_AttributeType" json:"type,omitempty"`
 	F             float32                      `protobuf:"fixed32,2,opt,name=f,proto3" json:"f,omitempty"`
 	I             int64                        `protobuf:"varint,3,opt,name=i,proto3" json:"i,omitempty"`
 	S             []byte                       `protobuf:"bytes,4,opt,name=s,proto3" json:"s,omitempty"`
@@ -203,7 +203,7 @@ type AttributeProto struct {
 
 func (x *AttributeProto) Reset() {
 	*x = AttributeProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[0]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +215,7 @@ func (x *AttributeProto) String() string {
 func (*AttributeProto) ProtoMessage() {}
 
 func (x *AttributeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[0]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +228,7 @@ func (x *AttributeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributeProto.ProtoReflect.Descriptor instead.
 func (*AttributeProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{0}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AttributeProto) GetName() string {
@@ -312,7 +312,7 @@ type ValueInfoProto struct {
 
 func (x *ValueInfoProto) Reset() {
 	*x = ValueInfoProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[1]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +324,7 @@ func (x *ValueInfoProto) String() string {
 func (*ValueInfoProto) ProtoMessage() {}
 
 func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[1]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +337,7 @@ func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueInfoProto.ProtoReflect.Descriptor instead.
 func (*ValueInfoProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{1}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ValueInfoProto) GetName() string {
@@ -376,7 +376,7 @@ type NodeProto struct {
 
 func (x *NodeProto) Reset() {
 	*x = NodeProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[2]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +388,7 @@ func (x *NodeProto) String() string {
 func (*NodeProto) ProtoMessage() {}
 
 func (x *NodeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[2]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +401,7 @@ func (x *NodeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProto.ProtoReflect.Descriptor instead.
 func (*NodeProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{2}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NodeProto) GetInput() []string {
@@ -463,7 +463,7 @@ type OperatorSetIdProto struct {
 
 func (x *OperatorSetIdProto) Reset() {
 	*x = OperatorSetIdProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[3]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +475,7 @@ func (x *OperatorSetIdProto) String() string {
 func (*OperatorSetIdProto) ProtoMessage() {}
 
 func (x *OperatorSetIdProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[3]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +488,7 @@ func (x *OperatorSetIdProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorSetIdProto.ProtoReflect.Descriptor instead.
 func (*OperatorSetIdProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{3}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *OperatorSetIdProto) GetDomain() string {
@@ -521,7 +521,7 @@ type ModelProto struct {
 
 func (x *ModelProto) Reset() {
 	*x = ModelProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[4]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +533,7 @@ func (x *ModelProto) String() string {
 func (*ModelProto) ProtoMessage() {}
 
 func (x *ModelProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[4]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +546,7 @@ func (x *ModelProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProto.ProtoReflect.Descriptor instead.
 func (*ModelProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{4}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModelProto) GetIrVersion() int64 {
@@ -620,7 +620,7 @@ type GraphProto struct {
 
 func (x *GraphProto) Reset() {
 	*x = GraphProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[5]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +632,7 @@ func (x *GraphProto) String() string {
 func (*GraphProto) ProtoMessage() {}
 
 func (x *GraphProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[5]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +645,7 @@ func (x *GraphProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphProto.ProtoReflect.Descriptor instead.
 func (*GraphProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{5}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GraphProto) GetNode() []*NodeProto {
@@ -710,7 +710,7 @@ type TensorProto struct {
 
 func (x *TensorProto) Reset() {
 	*x = TensorProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[6]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +722,7 @@ func (x *TensorProto) String() string {
 func (*TensorProto) ProtoMessage() {}
 
 func (x *TensorProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[6]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +735,7 @@ func (x *TensorProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorProto.ProtoReflect.Descriptor instead.
 func (*TensorProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{6}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TensorProto) GetDims() []int64 {
@@ -782,7 +782,7 @@ type TensorShapeProto struct {
 
 func (x *TensorShapeProto) Reset() {
 	*x = TensorShapeProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[7]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +794,7 @@ func (x *TensorShapeProto) String() string {
 func (*TensorShapeProto) ProtoMessage() {}
 
 func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[7]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +807,7 @@ func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{7}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TensorShapeProto) GetDim() []*TensorShapeProto_Dimension {
@@ -829,7 +829,7 @@ type TypeProto struct {
 
 func (x *TypeProto) Reset() {
 	*x = TypeProto{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[8]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +841,7 @@ func (x *TypeProto) String() string {
 func (*TypeProto) ProtoMessage() {}
 
 func (x *TypeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[8]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +854,7 @@ func (x *TypeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto.ProtoReflect.Descriptor instead.
 func (*TypeProto) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{8}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TypeProto) GetValue() isTypeProto_Value {
@@ -896,7 +896,7 @@ type TensorShapeProto_Dimension struct {
 
 func (x *TensorShapeProto_Dimension) Reset() {
 	*x = TensorShapeProto_Dimension{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[9]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +908,7 @@ func (x *TensorShapeProto_Dimension) String() string {
 func (*TensorShapeProto_Dimension) ProtoMessage() {}
 
 func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[9]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +921,7 @@ func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto_Dimension.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto_Dimension) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{7, 0}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{7, 0}
 }
 
 func (x *TensorShapeProto_Dimension) GetValue() isTensorShapeProto_Dimension_Value {
@@ -975,7 +975,7 @@ type TypeProto_Tensor struct {
 
 func (x *TypeProto_Tensor) Reset() {
 	*x = TypeProto_Tensor{}
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[10]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +987,7 @@ func (x *TypeProto_Tensor) String() string {
 func (*TypeProto_Tensor) ProtoMessage() {}
 
 func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_tf2onnx_onnxpb_onnx_proto_msgTypes[10]
+	mi := &file_onnxbuild_onnxpb_onnx_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1000,7 @@ func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Tensor.ProtoReflect.Descriptor instead.
 func (*TypeProto_Tensor) Descriptor() ([]byte, []int) {
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP(), []int{8, 0}
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP(), []int{8, 0}
 }
 
 func (x *TypeProto_Tensor) GetElemType() int32 {
@@ -1017,19 +1017,19 @@ func (x *TypeProto_Tensor) GetShape() *TensorShapeProto {
 	return nil
 }
 
-var File_tf2onnx_onnxpb_onnx_proto protoreflect.FileDescriptor
+var File_onnxbuild_onnxpb_onnx_proto protoreflect.FileDescriptor
 
-const file_tf2onnx_onnxpb_onnx_proto_rawDesc = "" +
+const file_onnxbuild_onnxpb_onnx_proto_rawDesc = "" +
 	"\n" +
-	"\x19tf2onnx/onnxpb/onnx.proto\x12\x0etf2onnx.onnxpb\"\xa5\x03\n" +
+	"\x1bonnxbuild/onnxpb/onnx.proto\x12\x10onnxbuild.onnxpb\"\xab\x03\n" +
 	"\x0eAttributeProto\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12@\n" +
-	"\x04type\x18\x14 \x01(\x0e2,.tf2onnx.onnxpb.AttributeProto.AttributeTypeR\x04type\x12\f\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
+	"\x04type\x18\x14 \x01(\x0e2..onnxbuild.onnxpb.AttributeProto.AttributeTypeR\x04type\x12\f\n" +
 	"\x01f\x18\x02 \x01(\x02R\x01f\x12\f\n" +
 	"\x01i\x18\x03 \x01(\x03R\x01i\x12\f\n" +
-	"\x01s\x18\x04 \x01(\fR\x01s\x12)\n" +
-	"\x01t\x18\x05 \x01(\v2\x1b.tf2onnx.onnxpb.TensorProtoR\x01t\x12(\n" +
-	"\x01g\x18\x06 \x01(\v2\x1a.tf2onnx.onnxpb.GraphProtoR\x01g\x12\x16\n" +
+	"\x01s\x18\x04 \x01(\fR\x01s\x12+\n" +
+	"\x01t\x18\x05 \x01(\v2\x1d.onnxbuild.onnxpb.TensorProtoR\x01t\x12*\n" +
+	"\x01g\x18\x06 \x01(\v2\x1c.onnxbuild.onnxpb.GraphProtoR\x01g\x12\x16\n" +
 	"\x06floats\x18\a \x03(\x02R\x06floats\x12\x12\n" +
 	"\x04ints\x18\b \x03(\x03R\x04ints\x12\x18\n" +
 	"\astrings\x18\t \x03(\fR\astrings\"x\n" +
@@ -1045,48 +1045,48 @@ const file_tf2onnx_onnxpb_onnx_proto_rawDesc = "" +
 	"\n" +
 	"\x06FLOATS\x10\x06\x12\b\n" +
 	"\x04INTS\x10\a\x12\v\n" +
-	"\aSTRINGS\x10\b\"r\n" +
+	"\aSTRINGS\x10\b\"t\n" +
 	"\x0eValueInfoProto\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
-	"\x04type\x18\x02 \x01(\v2\x19.tf2onnx.onnxpb.TypeProtoR\x04type\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x04type\x18\x02 \x01(\v2\x1b.onnxbuild.onnxpb.TypeProtoR\x04type\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x03 \x01(\tR\tdocString\"\xdb\x01\n" +
+	"doc_string\x18\x03 \x01(\tR\tdocString\"\xdd\x01\n" +
 	"\tNodeProto\x12\x14\n" +
 	"\x05input\x18\x01 \x03(\tR\x05input\x12\x16\n" +
 	"\x06output\x18\x02 \x03(\tR\x06output\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x04 \x01(\tR\x06opType\x12\x16\n" +
-	"\x06domain\x18\a \x01(\tR\x06domain\x12<\n" +
-	"\tattribute\x18\x05 \x03(\v2\x1e.tf2onnx.onnxpb.AttributeProtoR\tattribute\x12\x1d\n" +
+	"\x06domain\x18\a \x01(\tR\x06domain\x12>\n" +
+	"\tattribute\x18\x05 \x03(\v2 .onnxbuild.onnxpb.AttributeProtoR\tattribute\x12\x1d\n" +
 	"\n" +
 	"doc_string\x18\x06 \x01(\tR\tdocString\"F\n" +
 	"\x12OperatorSetIdProto\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\"\xd0\x02\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\"\xd4\x02\n" +
 	"\n" +
 	"ModelProto\x12\x1d\n" +
 	"\n" +
-	"ir_version\x18\x01 \x01(\x03R\tirVersion\x12E\n" +
-	"\fopset_import\x18\b \x03(\v2\".tf2onnx.onnxpb.OperatorSetIdProtoR\vopsetImport\x12#\n" +
+	"ir_version\x18\x01 \x01(\x03R\tirVersion\x12G\n" +
+	"\fopset_import\x18\b \x03(\v2$.onnxbuild.onnxpb.OperatorSetIdProtoR\vopsetImport\x12#\n" +
 	"\rproducer_name\x18\x02 \x01(\tR\fproducerName\x12)\n" +
 	"\x10producer_version\x18\x03 \x01(\tR\x0fproducerVersion\x12\x16\n" +
 	"\x06domain\x18\x04 \x01(\tR\x06domain\x12#\n" +
 	"\rmodel_version\x18\x05 \x01(\x03R\fmodelVersion\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x06 \x01(\tR\tdocString\x120\n" +
-	"\x05graph\x18\a \x01(\v2\x1a.tf2onnx.onnxpb.GraphProtoR\x05graph\"\xda\x02\n" +
+	"doc_string\x18\x06 \x01(\tR\tdocString\x122\n" +
+	"\x05graph\x18\a \x01(\v2\x1c.onnxbuild.onnxpb.GraphProtoR\x05graph\"\xe4\x02\n" +
 	"\n" +
-	"GraphProto\x12-\n" +
-	"\x04node\x18\x01 \x03(\v2\x19.tf2onnx.onnxpb.NodeProtoR\x04node\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12=\n" +
-	"\vinitializer\x18\x05 \x03(\v2\x1b.tf2onnx.onnxpb.TensorProtoR\vinitializer\x12\x1d\n" +
+	"GraphProto\x12/\n" +
+	"\x04node\x18\x01 \x03(\v2\x1b.onnxbuild.onnxpb.NodeProtoR\x04node\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12?\n" +
+	"\vinitializer\x18\x05 \x03(\v2\x1d.onnxbuild.onnxpb.TensorProtoR\vinitializer\x12\x1d\n" +
 	"\n" +
 	"doc_string\x18\n" +
-	" \x01(\tR\tdocString\x124\n" +
-	"\x05input\x18\v \x03(\v2\x1e.tf2onnx.onnxpb.ValueInfoProtoR\x05input\x126\n" +
-	"\x06output\x18\f \x03(\v2\x1e.tf2onnx.onnxpb.ValueInfoProtoR\x06output\x12=\n" +
+	" \x01(\tR\tdocString\x126\n" +
+	"\x05input\x18\v \x03(\v2 .onnxbuild.onnxpb.ValueInfoProtoR\x05input\x128\n" +
+	"\x06output\x18\f \x03(\v2 .onnxbuild.onnxpb.ValueInfoProtoR\x06output\x12?\n" +
 	"\n" +
-	"value_info\x18\r \x03(\v2\x1e.tf2onnx.onnxpb.ValueInfoProtoR\tvalueInfo\"\xeb\x02\n" +
+	"value_info\x18\r \x03(\v2 .onnxbuild.onnxpb.ValueInfoProtoR\tvalueInfo\"\xeb\x02\n" +
 	"\vTensorProto\x12\x12\n" +
 	"\x04dims\x18\x01 \x03(\x03R\x04dims\x12\x1b\n" +
 	"\tdata_type\x18\x02 \x01(\x05R\bdataType\x12\x1f\n" +
@@ -1118,66 +1118,66 @@ const file_tf2onnx_onnxpb_onnx_proto_rawDesc = "" +
 	"\tCOMPLEX64\x10\x0e\x12\x0e\n" +
 	"\n" +
 	"COMPLEX128\x10\x0f\x12\f\n" +
-	"\bBFLOAT16\x10\x10\"\xa4\x01\n" +
-	"\x10TensorShapeProto\x12<\n" +
-	"\x03dim\x18\x01 \x03(\v2*.tf2onnx.onnxpb.TensorShapeProto.DimensionR\x03dim\x1aR\n" +
+	"\bBFLOAT16\x10\x10\"\xa6\x01\n" +
+	"\x10TensorShapeProto\x12>\n" +
+	"\x03dim\x18\x01 \x03(\v2,.onnxbuild.onnxpb.TensorShapeProto.DimensionR\x03dim\x1aR\n" +
 	"\tDimension\x12\x1d\n" +
 	"\tdim_value\x18\x01 \x01(\x03H\x00R\bdimValue\x12\x1d\n" +
 	"\tdim_param\x18\x02 \x01(\tH\x00R\bdimParamB\a\n" +
-	"\x05value\"\xb8\x01\n" +
-	"\tTypeProto\x12C\n" +
-	"\vtensor_type\x18\x01 \x01(\v2 .tf2onnx.onnxpb.TypeProto.TensorH\x00R\n" +
-	"tensorType\x1a]\n" +
+	"\x05value\"\xbc\x01\n" +
+	"\tTypeProto\x12E\n" +
+	"\vtensor_type\x18\x01 \x01(\v2\".onnxbuild.onnxpb.TypeProto.TensorH\x00R\n" +
+	"tensorType\x1a_\n" +
 	"\x06Tensor\x12\x1b\n" +
-	"\telem_type\x18\x01 \x01(\x05R\belemType\x126\n" +
-	"\x05shape\x18\x02 \x01(\v2 .tf2onnx.onnxpb.TensorShapeProtoR\x05shapeB\a\n" +
-	"\x05valueB1Z/github.com/eas-server/eas-server/tf2onnx/onnxpbb\x06proto3"
+	"\telem_type\x18\x01 \x01(\x05R\belemType\x128\n" +
+	"\x05shape\x18\x02 \x01(\v2\".onnxbuild.onnxpb.TensorShapeProtoR\x05shapeB\a\n" +
+	"\x05valueB3Z1github.com/eas-server/eas-server/onnxbuild/onnxpbb\x06proto3"
 
 var (
-	file_tf2onnx_onnxpb_onnx_proto_rawDescOnce sync.Once
-	file_tf2onnx_onnxpb_onnx_proto_rawDescData []byte
+	file_onnxbuild_onnxpb_onnx_proto_rawDescOnce sync.Once
+	file_onnxbuild_onnxpb_onnx_proto_rawDescData []byte
 )
 
-func file_tf2onnx_onnxpb_onnx_proto_rawDescGZIP() []byte {
-	file_tf2onnx_onnxpb_onnx_proto_rawDescOnce.Do(func() {
-		file_tf2onnx_onnxpb_onnx_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_tf2onnx_onnxpb_onnx_proto_rawDesc), len(file_tf2onnx_onnxpb_onnx_proto_rawDesc)))
+func file_onnxbuild_onnxpb_onnx_proto_rawDescGZIP() []byte {
+	file_onnxbuild_onnxpb_onnx_proto_rawDescOnce.Do(func() {
+		file_onnxbuild_onnxpb_onnx_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_onnxbuild_onnxpb_onnx_proto_rawDesc), len(file_onnxbuild_onnxpb_onnx_proto_rawDesc)))
 	})
-	return file_tf2onnx_onnxpb_onnx_proto_rawDescData
+	return file_onnxbuild_onnxpb_onnx_proto_rawDescData
 }
 
-var file_tf2onnx_onnxpb_onnx_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_tf2onnx_onnxpb_onnx_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
-var file_tf2onnx_onnxpb_onnx_proto_goTypes = []any{
-	(AttributeProto_AttributeType)(0),  // 0: tf2onnx.onnxpb.AttributeProto.AttributeType
-	(TensorProto_DataType)(0),          // 1: tf2onnx.onnxpb.TensorProto.DataType
-	(*AttributeProto)(nil),             // 2: tf2onnx.onnxpb.AttributeProto
-	(*ValueInfoProto)(nil),             // 3: tf2onnx.onnxpb.ValueInfoProto
-	(*NodeProto)(nil),                  // 4: tf2onnx.onnxpb.NodeProto
-	(*OperatorSetIdProto)(nil),         // 5: tf2onnx.onnxpb.OperatorSetIdProto
-	(*ModelProto)(nil),                 // 6: tf2onnx.onnxpb.ModelProto
-	(*GraphProto)(nil),                 // 7: tf2onnx.onnxpb.GraphProto
-	(*TensorProto)(nil),                // 8: tf2onnx.onnxpb.TensorProto
-	(*TensorShapeProto)(nil),           // 9: tf2onnx.onnxpb.TensorShapeProto
-	(*TypeProto)(nil),                  // 10: tf2onnx.onnxpb.TypeProto
-	(*TensorShapeProto_Dimension)(nil), // 11: tf2onnx.onnxpb.TensorShapeProto.Dimension
-	(*TypeProto_Tensor)(nil),           // 12: tf2onnx.onnxpb.TypeProto.Tensor
+var file_onnxbuild_onnxpb_onnx_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_onnxbuild_onnxpb_onnx_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_onnxbuild_onnxpb_onnx_proto_goTypes = []any{
+	(AttributeProto_AttributeType)(0),  // 0: onnxbuild.onnxpb.AttributeProto.AttributeType
+	(TensorProto_DataType)(0),          // 1: onnxbuild.onnxpb.TensorProto.DataType
+	(*AttributeProto)(nil),             // 2: onnxbuild.onnxpb.AttributeProto
+	(*ValueInfoProto)(nil),             // 3: onnxbuild.onnxpb.ValueInfoProto
+	(*NodeProto)(nil),                  // 4: onnxbuild.onnxpb.NodeProto
+	(*OperatorSetIdProto)(nil),         // 5: onnxbuild.onnxpb.OperatorSetIdProto
+	(*ModelProto)(nil),                 // 6: onnxbuild.onnxpb.ModelProto
+	(*GraphProto)(nil),                 // 7: onnxbuild.onnxpb.GraphProto
+	(*TensorProto)(nil),                // 8: onnxbuild.onnxpb.TensorProto
+	(*TensorShapeProto)(nil),           // 9: onnxbuild.onnxpb.TensorShapeProto
+	(*TypeProto)(nil),                  // 10: onnxbuild.onnxpb.TypeProto
+	(*TensorShapeProto_Dimension)(nil), // 11: onnxbuild.onnxpb.TensorShapeProto.Dimension
+	(*TypeProto_Tensor)(nil),           // 12: onnxbuild.onnxpb.TypeProto.Tensor
 }
-var file_tf2onnx_onnxpb_onnx_proto_depIdxs = []int32{
-	0,  // 0: tf2onnx.onnxpb.AttributeProto.type:type_name -> tf2onnx.onnxpb.AttributeProto.AttributeType
-	8,  // 1: tf2onnx.onnxpb.AttributeProto.t:type_name -> tf2onnx.onnxpb.TensorProto
-	7,  // 2: tf2onnx.onnxpb.AttributeProto.g:type_name -> tf2onnx.onnxpb.GraphProto
-	10, // 3: tf2onnx.onnxpb.ValueInfoProto.type:type_name -> tf2onnx.onnxpb.TypeProto
-	2,  // 4: tf2onnx.onnxpb.NodeProto.attribute:type_name -> tf2onnx.onnxpb.AttributeProto
-	5,  // 5: tf2onnx.onnxpb.ModelProto.opset_import:type_name -> tf2onnx.onnxpb.OperatorSetIdProto
-	7,  // 6: tf2onnx.onnxpb.ModelProto.graph:type_name -> tf2onnx.onnxpb.GraphProto
-	4,  // 7: tf2onnx.onnxpb.GraphProto.node:type_name -> tf2onnx.onnxpb.NodeProto
-	8,  // 8: tf2onnx.onnxpb.GraphProto.initializer:type_name -> tf2onnx.onnxpb.TensorProto
-	3,  // 9: tf2onnx.onnxpb.GraphProto.input:type_name -> tf2onnx.onnxpb.ValueInfoProto
-	3,  // 10: tf2onnx.onnxpb.GraphProto.output:type_name -> tf2onnx.onnxpb.ValueInfoProto
-	3,  // 11: tf2onnx.onnxpb.GraphProto.value_info:type_name -> tf2onnx.onnxpb.ValueInfoProto
-	11, // 12: tf2onnx.onnxpb.TensorShapeProto.dim:type_name -> tf2onnx.onnxpb.TensorShapeProto.Dimension
-	12, // 13: tf2onnx.onnxpb.TypeProto.tensor_type:type_name -> tf2onnx.onnxpb.TypeProto.Tensor
-	9,  // 14: tf2onnx.onnxpb.TypeProto.Tensor.shape:type_name -> tf2onnx.onnxpb.TensorShapeProto
+var file_onnxbuild_onnxpb_onnx_proto_depIdxs = []int32{
+	0,  // 0: onnxbuild.onnxpb.AttributeProto.type:type_name -> onnxbuild.onnxpb.AttributeProto.AttributeType
+	8,  // 1: onnxbuild.onnxpb.AttributeProto.t:type_name -> onnxbuild.onnxpb.TensorProto
+	7,  // 2: onnxbuild.onnxpb.AttributeProto.g:type_name -> onnxbuild.onnxpb.GraphProto
+	10, // 3: onnxbuild.onnxpb.ValueInfoProto.type:type_name -> onnxbuild.onnxpb.TypeProto
+	2,  // 4: onnxbuild.onnxpb.NodeProto.attribute:type_name -> onnxbuild.onnxpb.AttributeProto
+	5,  // 5: onnxbuild.onnxpb.ModelProto.opset_import:type_name -> onnxbuild.onnxpb.OperatorSetIdProto
+	7,  // 6: onnxbuild.onnxpb.ModelProto.graph:type_name -> onnxbuild.onnxpb.GraphProto
+	4,  // 7: onnxbuild.onnxpb.GraphProto.node:type_name -> onnxbuild.onnxpb.NodeProto
+	8,  // 8: onnxbuild.onnxpb.GraphProto.initializer:type_name -> onnxbuild.onnxpb.TensorProto
+	3,  // 9: onnxbuild.onnxpb.GraphProto.input:type_name -> onnxbuild.onnxpb.ValueInfoProto
+	3,  // 10: onnxbuild.onnxpb.GraphProto.output:type_name -> onnxbuild.onnxpb.ValueInfoProto
+	3,  // 11: onnxbuild.onnxpb.GraphProto.value_info:type_name -> onnxbuild.onnxpb.ValueInfoProto
+	11, // 12: onnxbuild.onnxpb.TensorShapeProto.dim:type_name -> onnxbuild.onnxpb.TensorShapeProto.Dimension
+	12, // 13: onnxbuild.onnxpb.TypeProto.tensor_type:type_name -> onnxbuild.onnxpb.TypeProto.Tensor
+	9,  // 14: onnxbuild.onnxpb.TypeProto.Tensor.shape:type_name -> onnxbuild.onnxpb.TensorShapeProto
 	15, // [15:15] is the sub-list for method output_type
 	15, // [15:15] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
@@ -1185,15 +1185,15 @@ var file_tf2onnx_onnxpb_onnx_proto_depIdxs = []int32{
 	0,  // [0:15] is the sub-list for field type_name
 }
 
-func init() { file_tf2onnx_onnxpb_onnx_proto_init() }
-func file_tf2onnx_onnxpb_onnx_proto_init() {
-	if File_tf2onnx_onnxpb_onnx_proto != nil {
+func init() { file_onnxbuild_onnxpb_onnx_proto_init() }
+func file_onnxbuild_onnxpb_onnx_proto_init() {
+	if File_onnxbuild_onnxpb_onnx_proto != nil {
 		return
 	}
-	file_tf2onnx_onnxpb_onnx_proto_msgTypes[8].OneofWrappers = []any{
+	file_onnxbuild_onnxpb_onnx_proto_msgTypes[8].OneofWrappers = []any{
 		(*TypeProto_TensorType)(nil),
 	}
-	file_tf2onnx_onnxpb_onnx_proto_msgTypes[9].OneofWrappers = []any{
+	file_onnxbuild_onnxpb_onnx_proto_msgTypes[9].OneofWrappers = []any{
 		(*TensorShapeProto_Dimension_DimValue)(nil),
 		(*TensorShapeProto_Dimension_DimParam)(nil),
 	}
@@ -1201,18 +1201,18 @@ func file_tf2onnx_onnxpb_onnx_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_tf2onnx_onnxpb_onnx_proto_rawDesc), len(file_tf2onnx_onnxpb_onnx_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_onnxbuild_onnxpb_onnx_proto_rawDesc), len(file_onnxbuild_onnxpb_onnx_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_tf2onnx_onnxpb_onnx_proto_goTypes,
-		DependencyIndexes: file_tf2onnx_onnxpb_onnx_proto_depIdxs,
-		EnumInfos:         file_tf2onnx_onnxpb_onnx_proto_enumTypes,
-		MessageInfos:      file_tf2onnx_onnxpb_onnx_proto_msgTypes,
+		GoTypes:           file_onnxbuild_onnxpb_onnx_proto_goTypes,
+		DependencyIndexes: file_onnxbuild_onnxpb_onnx_proto_depIdxs,
+		EnumInfos:         file_onnxbuild_onnxpb_onnx_proto_enumTypes,
+		MessageInfos:      file_onnxbuild_onnxpb_onnx_proto_msgTypes,
 	}.Build()
-	File_tf2onnx_onnxpb_onnx_proto = out.File
-	file_tf2onnx_onnxpb_onnx_proto_goTypes = nil
-	file_tf2onnx_onnxpb_onnx_proto_depIdxs = nil
+	File_onnxbuild_onnxpb_onnx_proto = out.File
+	file_onnxbuild_onnxpb_onnx_proto_goTypes = nil
+	file_onnxbuild_onnxpb_onnx_proto_depIdxs = nil
 }
