@@ -5,9 +5,7 @@
 package onnxbuild
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	"google.golang.org/protobuf/proto"
 
@@ -136,22 +134,10 @@ func (g *Graph) F32Const(v []float32, shape []int64) string {
 }
 
 // I64Tensor packs v as an int64 tensor.
-func I64Tensor(v []int64, shape []int64) tensor.Tensor {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-	}
-	return tensor.Tensor{DType: tensor.Int64, Shape: shape, Data: b}
-}
+func I64Tensor(v []int64, shape []int64) tensor.Tensor { return tensor.FromInt64("", shape, v) }
 
 // F32Tensor packs v as a float32 tensor.
-func F32Tensor(v []float32, shape []int64) tensor.Tensor {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return tensor.Tensor{DType: tensor.Float32, Shape: shape, Data: b}
-}
+func F32Tensor(v []float32, shape []int64) tensor.Tensor { return tensor.FromFloat32("", shape, v) }
 
 // AttrInt is an INT attribute.
 func AttrInt(name string, v int64) *onnxpb.AttributeProto {

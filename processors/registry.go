@@ -46,9 +46,6 @@ func New(code string) (*Engine, error) {
 	info, ok := registry[code]
 	mu.RUnlock()
 	if !ok {
-		if reason, known := unavailableReason(code); known {
-			return nil, fmt.Errorf("processor %q is not available: %s", code, reason)
-		}
 		return nil, fmt.Errorf("unknown processor %q (known: %s)", code, strings.Join(Codes(), ", "))
 	}
 	return info.Factory(), nil

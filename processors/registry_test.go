@@ -34,9 +34,6 @@ func TestRegistry(t *testing.T) {
 	if _, err := New("no_such"); err == nil || !strings.Contains(err.Error(), "known: ") || !strings.Contains(err.Error(), code) {
 		t.Fatalf("unknown code: err = %v, want the list of known codes", err)
 	}
-	if _, err := New("caffe_gpu"); err == nil || !strings.Contains(err.Error(), "onnx") {
-		t.Fatalf("caffe_gpu: err = %v, want a reason naming what to use instead", err)
-	}
 	for _, bad := range []func(){
 		func() { Register("", "x", newNop) },
 		func() { Register(code+"_nil", "x", nil) },

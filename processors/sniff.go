@@ -38,7 +38,8 @@ var (
 	fmtSavedModel  = Format{Family: "tensorflow", Name: "a TensorFlow SavedModel", Codes: []string{"tensorflow_cpu_2.7", "tensorflow_cpu_1.15"},
 		Note: "any tensorflow_cpu_* code serves it (the version is EAS's image)"}
 	treeCodes = []string{"parameter_server", "xgboost"}
-	fmtCaffe  = Format{Family: "caffe", Name: "a Caffe model", Note: "Caffe models are not served here: convert the model to ONNX and deploy it with onnx_cpu"}
+	fmtCaffe  = Format{Family: "caffe", Name: "a Caffe model", Codes: []string{"caffe_cpu"},
+		Note: "a Caffe model is two files, deploy.prototxt and its .caffemodel: put both in an archive (.zip, .tar.gz) or folder and point model_path at it"}
 )
 
 // sniffHead is how much of a file Sniff reads: enough for every magic

@@ -4,7 +4,9 @@
 #   wire/tfpb/tf_predict.proto          EAS TensorFlow request/response
 #   wire/torchpb/torch_predict.proto    EAS PyTorch request/response
 #   wire/hiepb/hie_data.proto           EAS ONNX (HIE) DataProto
-#   onnxbuild/onnxpb/onnx.proto           the ONNX subset tf2onnx writes
+#   onnxbuild/onnxpb/onnx.proto         the ONNX subset the translators write
+#   caffe/netpb/caffe.proto             the Caffe network format caffe reads
+#   wire/caffepb/caffe_predict.proto    EAS Caffe request/response
 #   wire/kservegrpc/grpc_service.proto  KServe v2 gRPC (messages and service)
 # A normal build does not need it: the .pb.go files are committed. Run it
 # (or `make proto`) after editing a .proto file.
@@ -69,6 +71,8 @@ root_protos=(
 	wire/torchpb/torch_predict.proto
 	wire/hiepb/hie_data.proto
 	onnxbuild/onnxpb/onnx.proto
+	caffe/netpb/caffe.proto
+	wire/caffepb/caffe_predict.proto
 )
 protoc -I . --go_out="$out" --go_opt=paths=source_relative "${root_protos[@]}"
 
@@ -86,6 +90,8 @@ generated=(
 	wire/torchpb/torch_predict.pb.go
 	wire/hiepb/hie_data.pb.go
 	onnxbuild/onnxpb/onnx.pb.go
+	caffe/netpb/caffe.pb.go
+	wire/caffepb/caffe_predict.pb.go
 	wire/kservegrpc/grpc_service.pb.go
 	wire/kservegrpc/grpc_service_grpc.pb.go
 )

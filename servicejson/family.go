@@ -18,7 +18,7 @@ var familyNotes = map[string]string{
 	"sklearn":      "scikit-learn models are served as pmml (export with sklearn2pmml) or onnx_cpu (export with skl2onnx)",
 	"onnx":         "use processor onnx_cpu (onnx_cu100 on a GPU)",
 	"onnxruntime":  "use processor onnx_cpu (onnx_cu100 on a GPU)",
-	"caffe":        "Caffe models are not served here: convert the model to ONNX and use onnx_cpu (or onnx_cu100 with a GPU); EAS's codes are caffe_cpu and caffe_gpu",
+	"caffe":        "use processor caffe_cpu (caffe_gpu on a GPU): deploy.prototxt and its .caffemodel, in an archive or folder",
 	"tensorrt":     "TensorRT engines are not served here: deploy the ONNX model with onnx_cu100, or a Triton model repository with triton",
 	"keras":        "save the Keras model as a TensorFlow SavedModel and use tensorflow_cpu_2.7 (or another tensorflow_* code)",
 	"paddle":       "PaddlePaddle models are not served here: export them to ONNX (paddle2onnx) and use onnx_cpu",

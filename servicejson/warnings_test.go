@@ -74,7 +74,7 @@ func TestFamilySuggestions(t *testing.T) {
 		"sklearn":             {"pmml", "sklearn2pmml", "onnx_cpu", "skl2onnx"},
 		"scikit-learn":        {"sklearn2pmml", "skl2onnx"},
 		"onnx":                {"use processor onnx_cpu"},
-		"caffe":               {"not served here", "convert the model to ONNX", "onnx_cpu"},
+		"caffe":               {"use processor caffe_cpu", "caffe_gpu"},
 	} {
 		_, err := ParseCode(code)
 		if err == nil {

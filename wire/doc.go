@@ -5,6 +5,8 @@
 //   - tfpb: the EAS TensorFlow PredictRequest / PredictResponse
 //   - torchpb: the EAS PyTorch pytorch.eas.PredictRequest / PredictResponse
 //   - hiepb: the EAS ONNX (HIE) hie.processor.DataProto
+//   - caffepb: the EAS Caffe caffe.eas.PredictRequest / PredictResponse
+//     (float32 only: other numeric dtypes are converted on encode)
 //   - kserve: KServe v2 / Open Inference Protocol JSON and binary tensors
 //
 // How each tensor dtype travels (ArrayProto is shared by tfpb and torchpb):

@@ -6,16 +6,17 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	_ "github.com/eas-server/eas-server/wire/caffepb"
 	_ "github.com/eas-server/eas-server/wire/hiepb"
 	_ "github.com/eas-server/eas-server/wire/tfpb"
 	_ "github.com/eas-server/eas-server/wire/torchpb"
 )
 
-// TestRegistry checks that the three generated packages load together and
+// TestRegistry checks that the four generated packages load together and
 // that their field numbers and types are the ones docs/protocol.md gives ("Wire formats"), so
 // an edit of a .proto that changes the wire format fails here.
 func TestRegistry(t *testing.T) {
-	for _, path := range []string{"wire/tfpb/tf_predict.proto", "wire/torchpb/torch_predict.proto", "wire/hiepb/hie_data.proto"} {
+	for _, path := range []string{"wire/tfpb/tf_predict.proto", "wire/torchpb/torch_predict.proto", "wire/hiepb/hie_data.proto", "wire/caffepb/caffe_predict.proto"} {
 		if _, err := protoregistry.GlobalFiles.FindFileByPath(path); err != nil {
 			t.Errorf("file %s: %v", path, err)
 		}
@@ -52,6 +53,14 @@ func TestRegistry(t *testing.T) {
 		{"hie.processor.TensorProto", "data_type", 3, protoreflect.Int32Kind, false},
 		{"hie.processor.TensorProto", "raw_data", 5, protoreflect.BytesKind, false},
 		{"hie.processor.DataProto", "tensors", 1, protoreflect.MessageKind, true},
+		{"caffe.eas.ArrayShape", "dim", 1, protoreflect.Int64Kind, true},
+		{"caffe.eas.ArrayProto", "shape", 1, protoreflect.MessageKind, false},
+		{"caffe.eas.ArrayProto", "data", 2, protoreflect.FloatKind, true},
+		{"caffe.eas.PredictRequest", "input_name", 1, protoreflect.StringKind, true},
+		{"caffe.eas.PredictRequest", "input_data", 2, protoreflect.MessageKind, true},
+		{"caffe.eas.PredictRequest", "output_filter", 3, protoreflect.StringKind, true},
+		{"caffe.eas.PredictResponse", "output_name", 1, protoreflect.StringKind, true},
+		{"caffe.eas.PredictResponse", "output_data", 2, protoreflect.MessageKind, true},
 	}
 	for _, f := range fields {
 		mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(f.msg))

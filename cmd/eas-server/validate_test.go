@@ -24,7 +24,7 @@ func TestValidate(t *testing.T) {
 	good := write("good.json", `{"name":"e","processor":"echo","metadata":{"instance":1}}`)
 	gpu := write("gpu.json", `{"name":"m","processor":"tensorflow_gpu_1.15","metadata":{"instance":1,"gpu":0}}`)
 	typo := write("typo.json", `{"name":"m","processor":"echo","metdata":{"instance":1}}`)
-	caffe := write("caffe.json", `{"name":"m","processor":"caffe_cpu","metadata":{"instance":1}}`)
+	caffe := write("caffe.json", `{"name":"m","processor":"caffe_cpu","model_path":"oss://b/m.zip","metadata":{"instance":1},"model_config":{"weights":"m.caffemodel"}}`)
 	// The processor's own Configure runs: a model_config key it does not
 	// know is found without any download.
 	badConfig := write("badconfig.json", `{"name":"m","processor":"pytorch_cpu_1.10","model_path":"oss://b/m.onnx","metadata":{"instance":1},"model_config":{"intra_op_thread":2}}`)
@@ -45,7 +45,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{gpu, []string{"metadata.gpu", "tensorflow_cpu_1.15"}},
 		{typo, []string{"metdata", "did you mean metadata"}},
-		{caffe, []string{"caffe_cpu", "does not serve", "onnx_cpu"}},
+		{caffe, []string{"model_config", `unknown field "weights"`, `"weight"`}},
 		{badConfig, []string{"model_config", `unknown field "intra_op_thread"`, "intra_op_threads"}},
 	}
 	for _, tc := range tests {

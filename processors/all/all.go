@@ -2,6 +2,7 @@
 package all
 
 import (
+	_ "github.com/eas-server/eas-server/processors/caffe"        // caffe_cpu, caffe_gpu
 	_ "github.com/eas-server/eas-server/processors/custom"       // processor_path with processor_type cpp or python
 	_ "github.com/eas-server/eas-server/processors/easycv"       // easycv
 	_ "github.com/eas-server/eas-server/processors/echo"         // echo

@@ -1,0 +1,57 @@
+package caffe_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/eas-server/eas-server/caffe"
+	"github.com/eas-server/eas-server/caffe/caffetest"
+)
+
+// TestConformanceNetsTranslate translates every published definition with
+// random weights and checks the inputs and outputs it declares.
+func TestConformanceNetsTranslate(t *testing.T) {
+	dir := caffetest.ConformanceDir()
+	if dir == "" {
+		t.Skip("no ../shared/conformance/caffe")
+	}
+	want := map[string][]caffe.Port{
+		"bvlc_reference_caffenet": {{Name: "prob", Shape: []int64{-1, 1000}}},
+		"bvlc_alexnet":            {{Name: "prob", Shape: []int64{-1, 1000}}},
+		"bvlc_googlenet":          {{Name: "prob", Shape: []int64{-1, 1000}}},
+		"resnet50":                {{Name: "prob", Shape: []int64{-1, 1000}}},
+		"squeezenet_v1.1":         {{Name: "prob", Shape: []int64{-1, 1000, 1, 1}}},
+	}
+	for name, outs := range want {
+		t.Run(name, func(t *testing.T) {
+			files, _ := filepath.Glob(filepath.Join(dir, name, "*.prototxt"))
+			if len(files) != 1 {
+				t.Fatalf("%d prototxt files", len(files))
+			}
+			def, err := os.ReadFile(files[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := caffetest.Weights(def, 1, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			net, err := caffe.Load(def, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := caffe.Convert(net, caffe.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Outputs) != len(outs) || m.Outputs[0].Name != outs[0].Name || len(m.Outputs[0].Shape) != len(outs[0].Shape) {
+				t.Fatalf("outputs %+v, want %+v", m.Outputs, outs)
+			}
+			if !m.Batchable {
+				t.Error("not batchable")
+			}
+			t.Logf("inputs %+v outputs %+v, %d blobs, %d bytes", m.Inputs, m.Outputs, len(m.Blobs), len(m.ONNX))
+		})
+	}
+}
