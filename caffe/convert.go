@@ -178,15 +178,19 @@ func convert(net *Net, opts Options, needs map[string][][]int64) (*Model, error)
 		c.layer = l
 		if l.Type == "Input" {
 			shapes := l.Param.GetInputParam().GetShape()
-			if len(shapes) != 1 && len(shapes) != len(l.Tops) {
+			if len(shapes) > 1 && len(shapes) != len(l.Tops) {
 				return nil, fmt.Errorf("layer %q (Input): %d tops need 1 or %d shapes, got %d", l.Name, len(l.Tops), len(l.Tops), len(shapes))
 			}
 			for i, top := range l.Tops {
-				s := shapes[0]
-				if len(shapes) > 1 {
-					s = shapes[i]
+				var dims []int64
+				switch len(shapes) {
+				case 0:
+				case 1:
+					dims = shapes[0].GetDim()
+				default:
+					dims = shapes[i].GetDim()
 				}
-				if err := addInput(top, s.GetDim()); err != nil {
+				if err := addInput(top, dims); err != nil {
 					return nil, fmt.Errorf("layer %q (Input): %w", l.Name, err)
 				}
 			}

@@ -150,7 +150,7 @@ func spatialParams(what string, n int, rep []uint32, h, w *uint32, def int64) ([
 		if h == nil || w == nil {
 			return nil, fmt.Errorf("%s_h and %s_w must be given together", what, what)
 		}
-		return []int64{int64(*h), int64(*w)}, nil
+		return checkSpatial(what, []int64{int64(*h), int64(*w)})
 	}
 	out := make([]int64, n)
 	switch len(rep) {
@@ -170,7 +170,20 @@ func spatialParams(what string, n int, rep []uint32, h, w *uint32, def int64) ([
 			out[i] = int64(v)
 		}
 	}
-	return out, nil
+	return checkSpatial(what, out)
+}
+
+// maxSpatial bounds kernel, pad, stride and dilation values, so shape
+// arithmetic cannot overflow.
+const maxSpatial = 1 << 20
+
+func checkSpatial(what string, v []int64) ([]int64, error) {
+	for _, x := range v {
+		if x > maxSpatial {
+			return nil, fmt.Errorf("%s %v is larger than %d", what, v, maxSpatial)
+		}
+	}
+	return v, nil
 }
 
 func product(v []int64) int64 {
@@ -358,6 +371,9 @@ func pooling(c *converter, l *Layer, in []*val) ([]*val, error) {
 	// Caffe divides by the window clipped to [-pad, size+pad).
 	y := c.Op1("AveragePool", x.name, attrInts("kernel_shape", kernel), attrInts("strides", stride), attrInts("pads", pads), attrInt("count_include_pad", 1))
 	area := float64(kernel[0] * kernel[1])
+	if out[0]*out[1] > maxConstant {
+		return nil, fmt.Errorf("AVE pooling output of %d x %d is larger than the %d positions supported", out[0], out[1], maxConstant)
+	}
 	fix := make([]float32, out[0]*out[1])
 	uniform := true
 	for oh := range out[0] {

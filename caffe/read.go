@@ -3,7 +3,6 @@ package caffe
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/prototext"
@@ -319,7 +318,12 @@ func count(dims []int64) (int64, bool) {
 	return n, true
 }
 
-// maxElements bounds every blob (per sample) and every constant the
-// translation makes, so a definition declaring absurd shapes fails instead
-// of allocating.
-const maxElements = math.MaxInt32
+// maxElements bounds every blob (per sample: 1 GiB of float32), so a
+// definition declaring absurd shapes fails at load instead of at the first
+// request.
+const maxElements = 1 << 28
+
+// maxConstant bounds a constant the translation computes from shapes
+// alone (not from stored weights), so a small definition cannot make it
+// allocate much.
+const maxConstant = 1 << 22
