@@ -116,6 +116,11 @@ func blob(rng *rand.Rand, typ string, i int, shape []int64, legacy bool) *netpb.
 		d := append([]int64{1, 1, 1, 1}[:4-len(shape)], shape...)
 		bp.Num, bp.Channels, bp.Height, bp.Width = proto.Int32(int32(d[0])), proto.Int32(int32(d[1])), proto.Int32(int32(d[2])), proto.Int32(int32(d[3]))
 	} else {
+		if len(shape) == 0 {
+			// Caffe writes a scalar (a shared PReLU slope) with no dims,
+			// which OpenCV 4.6 cannot read; [1] holds the same value.
+			shape = []int64{1}
+		}
 		bp.Shape = &netpb.BlobShape{Dim: shape}
 	}
 	return bp
