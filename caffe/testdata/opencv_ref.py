@@ -17,7 +17,9 @@ with /usr/bin/python3 (needs numpy and cv2 only).
   opencv_ref.py bench <deploy.prototxt> <weights.caffemodel> --input NAME
                 --shape C,H,W --batch 1,16 --threads T --seconds S
       Prints one JSON line per batch size:
-        {"batch": B, "threads": T, "runs": n, "records_per_s": ..., "ms_per_run": ...}
+        {"batch":B,"threads":T,"runs":n,"records_per_s":B*n/elapsed,"ms_per_run":...}
+      (random N(0,1) float32 input [B,C,H,W]; 3 warm-up runs, then forward
+      repeatedly for S seconds).
 
 Output names are Caffe blob (top) names. OpenCV's forward() takes layer names,
 so the script reads the prototxt's layer list (a small text-format parser) and
@@ -139,6 +141,17 @@ WEIGHTED_TYPES = ("Convolution", "Deconvolution", "InnerProduct",
                   "CONVOLUTION", "DECONVOLUTION", "INNER_PRODUCT")
 
 
+def check_weights(net, layers, caffemodel):
+    """OpenCV loads a layer without weights silently when the .caffemodel has no
+    layer of that name; fail early with a clear message instead."""
+    for lname, ltype, _, _ in layers:
+        if ltype in WEIGHTED_TYPES:
+            lid = net.getLayerId(lname)
+            if lid >= 0 and not net.getLayer(lid).blobs:
+                raise Failure("layer %s (%s) got no weights from %s (no layer of that name there?)"
+                              % (lname, ltype, caffemodel))
+
+
 def resolve_blob(blob, layers, inputs, net, before=None):
     """Blob name -> ("layer", layer name, output index) or ("input", input name)."""
     end = len(layers) if before is None else before
@@ -189,12 +202,7 @@ def cmd_run(prototxt, caffemodel, workdir):
 
     net = load_net(prototxt, caffemodel)
     layers, net_inputs = read_layers(prototxt)
-    for lname, ltype, _, _ in layers:
-        if ltype in WEIGHTED_TYPES:
-            lid = net.getLayerId(lname)
-            if lid >= 0 and not net.getLayer(lid).blobs:
-                raise Failure("layer %s (%s) got no weights from %s (no layer of that name there?)"
-                              % (lname, ltype, caffemodel))
+    check_weights(net, layers, caffemodel)
     fed = {}
 
     for inp in inputs:
@@ -274,6 +282,7 @@ def int_list(s):
 def cmd_bench(args):
     cv2.setNumThreads(args.threads)
     net = load_net(args.prototxt, args.caffemodel)
+    check_weights(net, read_layers(args.prototxt)[0], args.caffemodel)
     rng = np.random.default_rng(0)
     for b in args.batch:
         x = rng.standard_normal([b] + args.shape).astype(np.float32)
@@ -293,7 +302,8 @@ def cmd_bench(args):
             raise Failure("forward (batch %d) failed: %s" % (b, e))
         print(json.dumps({"batch": b, "threads": args.threads, "runs": runs,
                           "records_per_s": b * runs / elapsed,
-                          "ms_per_run": 1000.0 * elapsed / runs}), flush=True)
+                          "ms_per_run": 1000.0 * elapsed / runs},
+                         separators=(",", ":")), flush=True)
 
 
 def main(argv):
