@@ -14,6 +14,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/caffepb"
 	"github.com/eas-server/eas-server/wire/hiepb"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/tfpb"
@@ -25,6 +26,7 @@ const (
 	formatTorch  = "torch"  // EAS PyTorch PredictRequest, for pytorch_*
 	formatTF     = "tf"     // EAS TensorFlow PredictRequest, for tensorflow_*
 	formatHIE    = "hie"    // EAS ONNX (HIE) DataProto, for onnx_*
+	formatCaffe  = "caffe"  // EAS Caffe PredictRequest, for caffe_*
 	formatKServe = "kserve" // KServe v2 JSON, for every other tensor service
 )
 
@@ -40,7 +42,8 @@ func predictCmd() *cobra.Command {
 			`  [{"name": "input", "shape": [1, 16], "datatype": "FP32", "data": [...]}]` + "\n" +
 			"that predict encodes in the service's own wire format (the EAS PyTorch protobuf for\n" +
 			"pytorch_*, the TensorFlow PredictRequest for tensorflow_*, the HIE DataProto for\n" +
-			"onnx_*, KServe v2 JSON on /v2/models/NAME/infer otherwise), printing the answer's\n" +
+			"onnx_*, the Caffe PredictRequest for caffe_*, KServe v2 JSON on /v2/models/NAME/infer\n" +
+			"otherwise), printing the answer's\n" +
 			"tensors as JSON the same way.\n\n" +
 			"The token is --service-token, else the service's AccessToken fetched with the admin\n" +
 			"token, which also tells the processor when --format is not given.",
@@ -51,9 +54,9 @@ func predictCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, file := args[0], args[1]
 			switch format {
-			case "", formatTorch, formatTF, formatHIE, formatKServe:
+			case "", formatTorch, formatTF, formatHIE, formatCaffe, formatKServe:
 			default:
-				return fmt.Errorf("--format: must be torch, tf, hie or kserve, got %q", format)
+				return fmt.Errorf("--format: must be torch, tf, hie, caffe or kserve, got %q", format)
 			}
 			c, err := f.connect(false)
 			if err != nil {
@@ -112,7 +115,7 @@ func predictCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&serviceToken, "service-token", "", "the service's token (default: its AccessToken, fetched with the admin token)")
 	fl.BoolVar(&tensors, "tensors", false, "FILE is a JSON list of tensors to encode in the service's wire format; print the answer's tensors as JSON")
-	fl.StringVar(&format, "format", "", "with --tensors: torch, tf, hie or kserve (default: from the service's processor, fetched with the admin token)")
+	fl.StringVar(&format, "format", "", "with --tensors: torch, tf, hie, caffe or kserve (default: from the service's processor, fetched with the admin token)")
 	return cmd
 }
 
@@ -146,6 +149,8 @@ func formatOf(config string) string {
 		return formatTF
 	case strings.HasPrefix(p, "onnx_"):
 		return formatHIE
+	case strings.HasPrefix(p, "caffe_"):
+		return formatCaffe
 	}
 	return formatKServe
 }
@@ -179,6 +184,8 @@ func encodeTensors(format string, inputs []tensor.Tensor) ([]byte, error) {
 		body, err = tfpb.EncodeRequest("", inputs, nil)
 	case formatHIE:
 		body, err = hiepb.EncodeDataProto(inputs)
+	case formatCaffe:
+		body, err = caffepb.EncodeRequest(inputs, nil)
 	default:
 		body, _, err = kserve.EncodeRequest(&kserve.InferRequest{Inputs: inputs}, false)
 	}
@@ -199,6 +206,8 @@ func decodeTensors(format string, answer []byte, hdr http.Header) ([]tensor.Tens
 		out, err = tfpb.DecodeResponse(answer)
 	case formatHIE:
 		out, err = hiepb.DecodeResponse(answer)
+	case formatCaffe:
+		out, err = caffepb.DecodeResponse(answer)
 	default:
 		var resp *kserve.InferResponse
 		if resp, err = kserve.DecodeResponse(answer, hdr.Get(kserve.HeaderContentLength)); err == nil {

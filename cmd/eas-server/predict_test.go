@@ -72,9 +72,11 @@ func TestCLIPredict(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the ONNX Runtime of third_party is a Linux library")
 	}
+	lenet, _ := filepath.Abs("../../examples/models/caffe_lenet")
 	for _, svc := range []string{
 		`{"name":"hie","processor":"onnx_cpu","model_path":"` + model + `","metadata":{"instance":1}}`,
 		`{"name":"torch","processor":"pytorch_cpu_1.10","model_path":"` + model + `","metadata":{"instance":1}}`,
+		`{"name":"lenet","processor":"caffe_cpu","model_path":"` + lenet + `","metadata":{"instance":1}}`,
 	} {
 		var head struct{ Name string }
 		json.Unmarshal([]byte(svc), &head)
@@ -107,6 +109,25 @@ func TestCLIPredict(t *testing.T) {
 			if d := v - first[0].Data[i]; d > 1e-5 || d < -1e-5 {
 				t.Fatalf("%v: %v, the first service answered %v", args, got[0].Data, first[0].Data)
 			}
+		}
+	}
+	// The Caffe protobuf for caffe_*, the same numbers as KServe v2.
+	digit := writeFile(t, dir, "digit.json", `[{"name":"data","shape":[1,1,28,28],"datatype":"FP32","data":[`+strings.Repeat("0.5,", 783)+`1]}]`)
+	var caffeOut string
+	for _, format := range []string{"", "kserve"} {
+		args := []string{"predict", "lenet", digit, "--tensors"}
+		if format != "" {
+			args = append(args, "--format", format)
+		}
+		out, errOut, code := ctl(t, url, args...)
+		var got []jsonTensor
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 || got[0].Name != "prob" || len(got[0].Data) != 10 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+		}
+		if caffeOut == "" {
+			caffeOut = out
+		} else if out != caffeOut {
+			t.Fatalf("caffe and kserve answers differ:\n%s\n%s", caffeOut, out)
 		}
 	}
 	if _, errOut, code := ctl(t, url, "predict", "hie", writeFile(t, dir, "bad.json", `[{"name":"input","shape":[1,16],"datatype":"FP32","data":[1]}]`), "--tensors"); code == 0 || !strings.Contains(errOut, "--tensors") {
