@@ -496,7 +496,29 @@ func (m *Model) Metadata() processors.Metadata {
 	return md
 }
 
+// Warmup replays warm_up_data_path before the service reports ready: one
+// caffe.eas.PredictRequest, or several in the format of
+// processors.ReadWarmup, each run once so ONNX Runtime's lazy allocations
+// happen before the first client.
+func (m *Model) Warmup(ctx context.Context, path string) error {
+	bodies, err := processors.ReadWarmup(ctx, path)
+	if err != nil {
+		return err
+	}
+	for i, body := range bodies {
+		p, err := m.Decode(&processors.Request{Context: ctx, Body: body})
+		if err == nil {
+			_, err = m.Run(ctx, []*request{p})
+		}
+		if err != nil {
+			return fmt.Errorf("warm_up_data_path: request %d of %d: %w", i+1, len(bodies), err)
+		}
+	}
+	return nil
+}
+
 var (
+	_ processors.Warmer                     = (*Model)(nil)
 	_ processors.Typed[*request, *result]   = (*Model)(nil)
 	_ processors.Tensors[*request, *result] = (*Model)(nil)
 	_ processors.Batcher[*request]          = (*Model)(nil)

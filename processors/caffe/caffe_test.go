@@ -138,3 +138,25 @@ func TestCodesRegistered(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmup(t *testing.T) {
+	m := load(t, "../../examples/models/caffe_lenet", nil)
+	if err := m.Warmup(context.Background(), "../../examples/requests/caffe_lenet.pb"); err != nil {
+		t.Fatal(err)
+	}
+	two := processors.EncodeWarmup([][]byte{mustRead(t, "../../examples/requests/caffe_lenet.pb"), []byte("junk")})
+	f := filepath.Join(t.TempDir(), "warm.bin")
+	os.WriteFile(f, two, 0o644)
+	if err := m.Warmup(context.Background(), f); err == nil || !strings.Contains(err.Error(), "request 2 of 2") {
+		t.Fatalf("a bad second request: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,7 +1,6 @@
 package onnx
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,13 +186,13 @@ func TestWarmup(t *testing.T) {
 		}
 		return p
 	}
-	multi := EncodeWarmup([][]byte{example, big})
+	multi := processors.EncodeWarmup([][]byte{example, big})
 	tests := []struct {
 		name, path, wantErr string
 	}{
 		{"single EAS request", write("single.bin", example), ""},
 		{"several requests", write("multi.bin", multi), ""},
-		{"bad second request", write("bad.bin", EncodeWarmup([][]byte{example, bad})), "request 2 of 2"},
+		{"bad second request", write("bad.bin", processors.EncodeWarmup([][]byte{example, bad})), "request 2 of 2"},
 		{"truncated record", write("trunc.bin", multi[:len(multi)-5]), "truncated"},
 		{"empty", write("empty.bin", nil), "empty warm-up file"},
 		{"missing", filepath.Join(dir, "nope.bin"), "no such file"},
@@ -213,32 +212,6 @@ func TestWarmup(t *testing.T) {
 			}
 		})
 	}
-}
-
-func FuzzParseWarmup(f *testing.F) {
-	f.Add([]byte("plain request body"))
-	f.Add(EncodeWarmup([][]byte{[]byte("a"), []byte("bc"), nil}))
-	f.Add([]byte(WarmupMagic + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
-	f.Add([]byte(WarmupMagic + "\x05ab"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		bodies, err := ParseWarmup(data)
-		if err != nil {
-			return
-		}
-		if !bytes.HasPrefix(data, []byte(WarmupMagic)) {
-			if len(bodies) != 1 || !bytes.Equal(bodies[0], data) {
-				t.Fatalf("plain file split into %d bodies", len(bodies))
-			}
-			return
-		}
-		if again := EncodeWarmup(bodies); !bytes.Equal(again, data) {
-			// Varints may be non-minimal in the input; re-parse instead.
-			b2, err := ParseWarmup(again)
-			if err != nil || len(b2) != len(bodies) {
-				t.Fatalf("re-encoded file parses to %d bodies, %v", len(b2), err)
-			}
-		}
-	})
 }
 
 // FuzzDecode feeds arbitrary bodies to both wire formats of a loaded model:
