@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript bench-caffe deps test-deps proto clean
 
 all: build
 
@@ -50,9 +50,10 @@ BENCH_MODULES := trees/bench pmml/bench
 ## benchmark modules' correctness tests, and the examples validate.
 ## EAS_REQUIRE_K8S=1: a missing Kubernetes test tool fails the tests of
 ## internal/kube and deploy instead of skipping them; EAS_REQUIRE_NATS=1
-## does the same for nats-server and the JetStream queue backend.
+## does the same for nats-server and the JetStream queue backend, and
+## EAS_REQUIRE_OPENCV=1 for OpenCV, the Caffe tests' reference.
 test: test-deps build lint
-	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
 	GO=$(GO) bash scripts/test-bench-modules.sh
 	./$(BIN) validate $(EXAMPLES)
@@ -87,6 +88,10 @@ bench-custom:
 ## bench-torchscript: the TorchScript ResNet-18 ratios of BENCHMARKS.md (starts its own server)
 bench-torchscript:
 	bash scripts/bench-torchscript.sh
+
+## bench-caffe: the Caffe (caffe_cpu) ratios of BENCHMARKS.md: ours vs OpenCV DNN, batching on vs off (starts its own server)
+bench-caffe:
+	bash scripts/bench-caffe.sh
 
 ## bench: Go micro-benchmarks (scheduler, codecs, evaluators)
 bench:

@@ -128,16 +128,15 @@ func (g *Graph) I64Scalar(v int64) string {
 	return g.Constant(I64Tensor([]int64{v}, []int64{}))
 }
 
-// F32Const adds a float32 constant of the given shape.
+// F32Const adds a float32 constant of the given shape. It takes v over
+// without copying (weights can be hundreds of megabytes): the caller must
+// not change v afterwards.
 func (g *Graph) F32Const(v []float32, shape []int64) string {
-	return g.Constant(F32Tensor(v, shape))
+	return g.Constant(tensor.Own("", shape, v))
 }
 
 // I64Tensor packs v as an int64 tensor.
 func I64Tensor(v []int64, shape []int64) tensor.Tensor { return tensor.FromInt64("", shape, v) }
-
-// F32Tensor packs v as a float32 tensor.
-func F32Tensor(v []float32, shape []int64) tensor.Tensor { return tensor.FromFloat32("", shape, v) }
 
 // AttrInt is an INT attribute.
 func AttrInt(name string, v int64) *onnxpb.AttributeProto {

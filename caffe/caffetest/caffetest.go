@@ -9,6 +9,7 @@
 package caffetest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -50,7 +52,23 @@ func NetsDir() string { return filepath.Join(root(), "caffe", "testdata", "nets"
 // in range through deep networks; BatchNorm gets positive variances and
 // factors. With legacy, the file is in the V1 format (NetParameter.layers)
 // with 4-D num/channels/height/width shapes, as old Caffe wrote them.
+// Results are kept for the life of the process: the large published
+// networks are written once however many tests serve them.
 func Weights(definition []byte, seed uint64, legacy bool) ([]byte, error) {
+	key := fmt.Sprintf("%x/%d/%v", sha256.Sum256(definition), seed, legacy)
+	if b, ok := written.Load(key); ok {
+		return b.([]byte), nil
+	}
+	b, err := weights(definition, seed, legacy)
+	if err == nil {
+		written.Store(key, b)
+	}
+	return b, err
+}
+
+var written sync.Map // Weights' results by definition, seed and format
+
+func weights(definition []byte, seed uint64, legacy bool) ([]byte, error) {
 	net, err := caffe.Load(definition, nil)
 	if err != nil {
 		return nil, err

@@ -109,7 +109,7 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := caffetest.Weights(def, 5, false)
+	w, err := caffetest.Weights(def, 42, false) // the seed of the conformance test: written once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +144,20 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 			t.Errorf("kserve (binary %v) differs from the EAS answer", binary)
 		}
 	}
-	// An intermediate blob by output_filter.
-	if code, outs, msg := eas(t, s.URL+"/api/predict/caffenet", in, []string{"fc7"}); code != http.StatusOK || len(outs) != 1 || outs[0].Shape[1] != 4096 {
-		t.Errorf("output_filter fc7: %d %s %v", code, msg, outs)
+	// Intermediate blobs by output_filter, against OpenCV too: fc8 (the
+	// logits) and pool2 (after conv, ReLU, LRN and a ceil-rounded pool).
+	mid := []string{"fc8", "pool2"}
+	code, outs, msg := eas(t, s.URL+"/api/predict/caffenet", in, mid)
+	if code != http.StatusOK || len(outs) != 2 {
+		t.Fatalf("output_filter %v: %d %s", mid, code, msg)
+	}
+	for i, w := range caffetest.OpenCV(t, filepath.Join(tmp, "deploy.prototxt"), filepath.Join(tmp, "w.caffemodel"), in, mid) {
+		if outs[i].Name != mid[i] {
+			t.Errorf("output %d is %q, want %q", i, outs[i].Name, mid[i])
+		}
+		if err := caffetest.Compare(outs[i], w, 1e-4); err != nil {
+			t.Error(err)
+		}
 	}
 	for name, tc := range map[string]struct {
 		in     []tensor.Tensor
