@@ -11,9 +11,8 @@
 #   b. dynamic batching on vs off through HTTP for one net (HTTP_NET, default
 #      googlenet, the lighter of the two): two services of the same files,
 #      rpc.batching true and false, the same metadata.cpu, CLIENTS closed-loop
-#      clients each sending one image as a KServe v2 binary request
-#      (/v2/models/NAME/infer: `eas-server bench --tensor` writes no EAS Caffe
-#      protobuf body, which is what /api/predict/NAME takes for caffe_*).
+#      clients each sending one image as an EAS Caffe PredictRequest to
+#      /api/predict/NAME (`eas-server bench --format caffe`).
 # The definitions are the published ones of the conformance folder (outside
 # the repository, read where they are); their weights are random
 # (tools/caffeweights, seed 1), written into a temporary directory.
@@ -138,7 +137,7 @@ http_point() { # round service clients duration warmup -> one JSON line in $resu
 	s0=$(stats "$2")
 	t0=$(date +%s.%N)
 	out=$("${cli_pin[@]}" ./bin/eas-server bench --endpoint "http://127.0.0.1:$PORT" --token bench -o json \
-		-d "$4" --warmup "$5" --service "$2" --format kserve-binary --tensor "data:FP32:1x3x224x224" -c "$3")
+		-d "$4" --warmup "$5" --service "$2" --format caffe --tensor "data:FP32:1x3x224x224" -c "$3")
 	t1=$(date +%s.%N)
 	s1=$(stats "$2")
 	$PY -c '

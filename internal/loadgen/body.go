@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/caffepb"
 	"github.com/eas-server/eas-server/wire/hiepb"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/torchpb"
@@ -76,7 +77,7 @@ func (s TensorSpec) Generate(rng *rand.Rand) tensor.Tensor {
 }
 
 // Formats lists the body formats EncodeBody writes.
-var Formats = []string{"torch", "hie", "kserve-json", "kserve-binary"}
+var Formats = []string{"torch", "hie", "caffe", "kserve-json", "kserve-binary"}
 
 // EncodeBody writes a request body carrying ts in format, and the extra
 // headers it needs.
@@ -87,6 +88,9 @@ func EncodeBody(format string, ts []tensor.Tensor) ([]byte, map[string]string, e
 		return b, nil, err
 	case "hie":
 		b, err := hiepb.EncodeDataProto(ts)
+		return b, nil, err
+	case "caffe":
+		b, err := caffepb.EncodeRequest(ts, nil)
 		return b, nil, err
 	case "kserve-json", "kserve-binary":
 		b, hlen, err := kserve.EncodeRequest(&kserve.InferRequest{Inputs: ts}, format == "kserve-binary")
