@@ -211,7 +211,7 @@ print(f"Command: `{cmd}`. Published ResNet-50 and BVLC GoogLeNet definitions wit
       f" (caffe_cpu metadata.cpu {threads}; OpenCV {cv} DNN, cv2.setNumThreads({threads}));"
       f" {dur} per point after {warmup} of warm-up (OpenCV: 3 forward passes); {nrounds} rounds,"
       f" ours then OpenCV back to back, the median round's ratio. Batching: {label[http_net]},"
-      f" {clients} closed-loop clients sending one image each (KServe v2 binary), max_batch_size {maxb},"
+      f" {clients} closed-loop clients sending one image each (an EAS Caffe PredictRequest to /api/predict), max_batch_size {maxb},"
       f" max_batch_timeout {timeout} ms, worker_threads 1, {http_dur} windows; images/s counted by the server (/metrics) over each"
       f" load run's wall time, latencies from the load generator's window. Load average (1, 5, 15 min) {load0} at the"
       f" start, {load1} at the end ({os.cpu_count()} CPUs).\n")

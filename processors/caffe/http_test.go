@@ -1,6 +1,8 @@
 package caffe_test
 
 import (
+	"google.golang.org/grpc/metadata"
+
 	"archive/zip"
 	"bytes"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/caffepb"
 	"github.com/eas-server/eas-server/wire/kserve"
+	"github.com/eas-server/eas-server/wire/kservegrpc"
 )
 
 // archive zips files (name -> bytes), as a user uploads a Caffe model.
@@ -251,5 +254,20 @@ func TestBatchedAnswersEqualSingle(t *testing.T) {
 	}
 	if sum != clients || count >= clients {
 		t.Errorf("batch sizes: %v requests in %v runs; want batches to form", sum, count)
+	}
+
+	// KServe v2 gRPC gives the same answer, with output_filter's blob
+	// choice as its outputs.
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "T")
+	resp, err := s.GRPC(t).ModelInfer(ctx, kservegrpc.RequestFromTensors("single", "", "g", ins[0], []string{"prob", "pool10"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := kservegrpc.TensorsFromResponse(resp)
+	if err != nil || len(outs) != 2 || outs[0].Name != "prob" || outs[1].Name != "pool10" {
+		t.Fatalf("grpc outputs %v: %v", outs, err)
+	}
+	if err := caffetest.Compare(outs[0], want[0], 1e-6); err != nil {
+		t.Errorf("grpc: %v", err)
 	}
 }
