@@ -51,9 +51,10 @@ BENCH_MODULES := trees/bench pmml/bench
 ## EAS_REQUIRE_K8S=1: a missing Kubernetes test tool fails the tests of
 ## internal/kube and deploy instead of skipping them; EAS_REQUIRE_NATS=1
 ## does the same for nats-server and the JetStream queue backend, and
-## EAS_REQUIRE_OPENCV=1 for OpenCV, the Caffe tests' reference.
+## EAS_REQUIRE_OPENCV=1 for OpenCV, the Caffe tests' reference, and
+## EAS_REQUIRE_CHROMIUM=1 for the console's browser tests.
 test: test-deps build lint
-	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 $(GO) test -race -count=1 -timeout 20m ./...
+	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 EAS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
 	GO=$(GO) bash scripts/test-bench-modules.sh
 	./$(BIN) validate $(EXAMPLES)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
@@ -36,6 +37,7 @@ type serveFlags struct {
 	deploy      []string
 	tokenFile   string // --token-file: the token of --deploy services that give none
 	noControl   bool   // --no-control-plane: serve the --deploy services only
+	console     bool   // --console: the web console at /console/
 	maxBody     int64
 	logLevel    string
 	logFormat   string
@@ -77,6 +79,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.listen, "listen", ":8080", "address to listen on")
 	fl.StringVar(&f.stateDir, "state-dir", "./eas-data", "directory for tokens, state and the model cache")
 	fl.StringArrayVar(&f.deploy, "deploy", nil, "service.json to deploy at start (repeatable)")
+	fl.BoolVar(&f.console, "console", true, "serve the web console at /console/ (and send / there); it calls the control plane with the admin token the user types, so it needs the control plane")
 	fl.BoolVar(&f.noControl, "no-control-plane", false, "serve only the --deploy services: no /api/v2/services and no admin token (how the pods of eas-server controller run)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the token of the --deploy services whose service.json gives none (on Kubernetes, a mounted Secret); without it they get a token generated and kept in the state dir")
 	fl.Int64Var(&f.maxBody, "max-body-size", server.DefaultMaxBodyBytes, "request body limit in bytes; larger bodies get 413")
@@ -139,7 +142,11 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mt := metrics.New(reg)
+	// The eas_ series get a registry of their own: the metrics history
+	// reads it every interval without running the runtime, process and
+	// model cache collectors. /metrics serves both.
+	easReg := prometheus.NewRegistry()
+	mt := metrics.New(easReg)
 	var adminToken string
 	var created bool
 	if !f.noControl {
@@ -166,13 +173,21 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.accessLog {
 		accessLog = log
 	}
+	var hist *history.Sampler
+	if !f.noControl { // its route is on the control plane
+		hist = history.New(history.Options{Gatherer: easReg, Logger: log})
+		hist.Start(context.WithoutCancel(ctx)) // kept through the drain
+		defer hist.Stop()
+	}
 	srv := server.New(server.Options{
-		Manager: mgr, Logger: log, Metrics: mt, Gatherer: reg, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
+		Manager: mgr, Logger: log, Metrics: mt, Gatherer: prometheus.Gatherers{reg, easReg}, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
 		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones},
 		BodyReadTimeout:     f.bodyReadTimeout,
 		MetricsRequireAdmin: f.metricsAdmin,
+		NoConsole:           !f.console || f.noControl,
 		StrictReadiness:     f.strictReady,
 		AccessLog:           accessLog,
+		History:             hist,
 	})
 	var token string
 	if f.tokenFile != "" {

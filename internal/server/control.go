@@ -37,6 +37,9 @@ func (s *Server) controlRoutes(r *gin.Engine) {
 	g.GET("/:region/:name/instances", s.serviceInstances)
 	g.GET("/:region/:name/versions", s.serviceVersions)
 	g.PUT("/:region/:name/version", s.switchVersion)
+	// The console's charts and editor check (history.go, validate.go).
+	r.GET("/api/v2/metrics", s.adminAuth, s.metricsHistory)
+	r.POST("/api/v2/validate", s.adminAuth, s.validateSpec)
 	if s.opt.Manager != nil {
 		s.cacheRoutes(r)
 	}

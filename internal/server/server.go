@@ -25,6 +25,7 @@ import (
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/decompress"
+	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/httpstatus"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/service"
@@ -56,7 +57,10 @@ type Options struct {
 	// AdminToken guards the control plane (/api/v2/services); "" disables
 	// it (every control request gets 401).
 	AdminToken string
-	Region     string // region shown in service objects; "" = "local"
+	// NoConsole leaves out the web console (/console/, and / sending
+	// there); serve --console=false sets it.
+	NoConsole bool
+	Region    string // region shown in service objects; "" = "local"
 	// Auth tunes the check of EAS-signed requests (Date window, client
 	// zones); the zero value is auth's default.
 	Auth auth.Options
@@ -74,6 +78,9 @@ type Options struct {
 	// --access-log): method, path, service, version, status, latency,
 	// request id, remote address and body sizes; never tokens or bodies.
 	AccessLog *slog.Logger
+	// History, when set, answers GET /api/v2/metrics (the console's
+	// charts); nil = that route answers 404.
+	History *history.Sampler
 }
 
 // Server holds the router's state. It is safe for concurrent use.
@@ -149,6 +156,7 @@ func (s *Server) ControlHandler() http.Handler {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opt.Gatherer, promhttp.HandlerOpts{})))
 	}
 	s.controlRoutes(r)
+	s.consoleRoutes(r)
 	r.NoRoute(func(c *gin.Context) {
 		controlFail(c, http.StatusNotFound, "NotFound", "no route for "+c.Request.Method+" "+c.Request.URL.Path+"; the controller serves /api/v2/services (predict through the gateway)")
 	})
@@ -178,6 +186,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	s.kserveRoutes(r)
 	s.controlRoutes(r)
+	s.consoleRoutes(r)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, http.StatusNotFound, "no route for "+c.Request.Method+" "+c.Request.URL.Path)
 	})

@@ -14,11 +14,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
@@ -30,7 +32,7 @@ import (
 // when one does not load.
 type Options struct {
 	// Server configures the router; its Manager, Metrics and Gatherer are
-	// filled in.
+	// filled in, and History when nil.
 	Server server.Options
 	// AllowFailedDeploys keeps going when a service does not load (the
 	// service stays listed, Failed): for tests of broken services.
@@ -41,6 +43,10 @@ type Options struct {
 	// QueueBroker keeps asynchronous services' queues on this NATS
 	// JetStream server; "" embeds them.
 	QueueBroker string
+	// HistoryInterval, when set, starts the metrics history sampler at this
+	// interval (the console's charts move by themselves); by default it is
+	// never started and tests take samples with History.Sample.
+	HistoryInterval time.Duration
 }
 
 // Stack is a running stack; it is closed when the test ends.
@@ -51,6 +57,7 @@ type Stack struct {
 	Manager  *service.Manager
 	Server   *server.Server
 	Registry *prometheus.Registry // what /metrics serves
+	History  *history.Sampler     // what /api/v2/metrics serves; sampled by Sample unless Options.HistoryInterval
 }
 
 // New deploys services (service.json texts) and serves them. A text that
@@ -71,13 +78,22 @@ func New(t testing.TB, opt Options, services ...string) *Stack {
 		}
 	}
 	opt.Server.Manager, opt.Server.Metrics, opt.Server.Gatherer = mgr, mt, reg
+	if opt.Server.History == nil {
+		// The first sample is the base the next counts from.
+		opt.Server.History = history.New(history.Options{Gatherer: reg, Interval: opt.HistoryInterval})
+		opt.Server.History.Sample(time.Now())
+		if opt.HistoryInterval > 0 {
+			opt.Server.History.Start(context.Background())
+			t.Cleanup(opt.Server.History.Stop)
+		}
+	}
 	srv := server.New(opt.Server)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
 		mgr.Shutdown(context.Background())
 	})
-	return &Stack{URL: ts.URL, HTTP: ts, StateDir: state, Manager: mgr, Server: srv, Registry: reg}
+	return &Stack{URL: ts.URL, HTTP: ts, StateDir: state, Manager: mgr, Server: srv, Registry: reg, History: opt.Server.History}
 }
 
 // Start is New with the default options.

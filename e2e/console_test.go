@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/teststack"
+)
+
+// chromium finds Debian's chromium. Without it the console tests skip,
+// unless EAS_REQUIRE_CHROMIUM=1 (make test sets it), which fails them.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium on PATH; install Debian's chromium (make test-deps does) to run the console's browser tests"
+	if os.Getenv("EAS_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// artifacts is where the browser tests leave their screenshots:
+// $EAS_TEST_ARTIFACTS/console, else test-artifacts/console at the
+// repository root (ignored by git).
+func artifacts(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("EAS_TEST_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join("..", "test-artifacts")
+	}
+	dir := filepath.Join(base, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// browser starts a headless chromium of width x height and collects every
+// console error, warning and uncaught exception of its pages.
+func browser(t *testing.T, width, height int) (context.Context, func() []string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // tests run as root in CI containers
+		chromedp.DisableGPU,
+		chromedp.WindowSize(width, height),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	// chromedp logs the protocol events this chromium has and it does not
+	// know (it lags the browser); they are noise, anything else is kept.
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "unhandled") {
+			t.Logf("chromedp: %s", msg)
+		}
+	}))
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	var mu sync.Mutex
+	var problems []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "uncaught: "+ev.ExceptionDetails.Error())
+		}
+	})
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs browser actions, failing the test with the step's name.
+func run(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action) {
+	t.Helper()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// waitJS polls a JavaScript expression until it is true.
+func waitJS(expr string) chromedp.Action {
+	return chromedp.Poll(expr, nil, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))
+}
+
+const adminToken = "console-admin-token"
+
+// TestConsoleInBrowser drives the console in a real chromium: log in, deploy
+// the echo example from the editor (a misspelled key first: the error shows
+// at that key's line), see it Running, send a test request, see the
+// requests chart move, modify it and roll back to version 1, delete it. No
+// console error or warning may appear; screenshots of each page are saved.
+func TestConsoleInBrowser(t *testing.T) {
+	ctx, problems := browser(t, 1280, 900)
+	s := teststack.New(t, teststack.Options{Server: server.Options{AdminToken: adminToken}, HistoryInterval: 250 * time.Millisecond})
+	shots := artifacts(t)
+
+	// / sends the browser to the console, which asks for the token.
+	run(t, ctx, "open", chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery))
+	var url string
+	run(t, ctx, "location", chromedp.Location(&url))
+	if !strings.Contains(url, "/console/") {
+		t.Fatalf("/ led to %s, want the console", url)
+	}
+	screenshot(t, ctx, shots, "1-login")
+	// Keyboard only: type the token and press Enter.
+	run(t, ctx, "login", chromedp.SendKeys("#login-token", adminToken+"\r", chromedp.ByQuery),
+		chromedp.WaitVisible("table#services", chromedp.ByQuery))
+	var stored string
+	run(t, ctx, "storage", chromedp.Evaluate(`document.cookie + "|" + JSON.stringify(Object.keys(localStorage))`, &stored))
+	if stored != "|[]" {
+		t.Errorf("the token left the session storage: cookies and local storage %q", stored)
+	}
+
+	// Deploy from the editor, with a misspelled key first.
+	const typo = `{
+  "name": "console_echo",
+  "processor": "echo",
+  "metdata": {"instance": 1}
+}`
+	run(t, ctx, "editor", chromedp.Click("#deploy-link", chromedp.ByQuery), chromedp.WaitVisible("#editor", chromedp.ByQuery),
+		setEditor(typo), chromedp.Click("#validate", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('.problem[data-path="metdata"]')`))
+	var line, marked string
+	run(t, ctx, "problem", chromedp.Evaluate(`document.querySelector('.problem[data-path="metdata"]').dataset.line`, &line),
+		chromedp.Evaluate(`[...document.querySelectorAll('.error-line')].map(e => e.dataset.line).join(",")`, &marked))
+	if line != "4" || !strings.Contains(","+marked+",", ",4,") {
+		t.Errorf("the typo is on line 4; the problem says line %q and the gutter marks %q", line, marked)
+	}
+	screenshot(t, ctx, shots, "2-editor-error")
+	fixed := strings.Replace(typo, "metdata", "metadata", 1)
+	run(t, ctx, "deploy", setEditor(fixed), chromedp.Click("#validate", chromedp.ByQuery),
+		waitJS(`document.querySelectorAll('.problem').length === 0`),
+		chromedp.Click("#submit", chromedp.ByQuery),
+		waitJS(`(document.querySelector('#state') || {}).textContent === 'Running'`))
+	screenshot(t, ctx, shots, "3-service")
+
+	// A test request from the panel.
+	run(t, ctx, "test panel", setValue("#test-body", `{"hello": "console"}`), chromedp.Click("#test-send", chromedp.ByQuery),
+		waitJS(`document.querySelector('#test-status').textContent.includes('200')`))
+	var answer, latency string
+	run(t, ctx, "answer", chromedp.Text("#test-answer", &answer, chromedp.ByQuery), chromedp.Text("#test-latency", &latency, chromedp.ByQuery))
+	if !strings.Contains(answer, "console") || latency == "" {
+		t.Errorf("test panel answer %q, latency %q", answer, latency)
+	}
+
+	// The requests chart moves as requests come in.
+	points := func() int {
+		var p string
+		run(t, ctx, "chart points", chromedp.Evaluate(`document.querySelector('canvas[data-chart="rps"]').dataset.points || "0"`, &p))
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	before := points()
+	for range 5 {
+		teststack.Do(t, "POST", s.URL+"/api/predict/console_echo", serviceToken(t, s, "console_echo"), []byte("x"))
+	}
+	run(t, ctx, "chart", waitJS(fmt.Sprintf(`+(document.querySelector('canvas[data-chart="rps"]').dataset.points || 0) > %d`, before)))
+	screenshot(t, ctx, shots, "4-charts")
+
+	// Modify (version 2), then roll back to version 1 from the versions table.
+	run(t, ctx, "modify", chromedp.Click("#btn-modify", chromedp.ByQuery), chromedp.WaitVisible("#editor", chromedp.ByQuery),
+		setEditor(strings.Replace(fixed, `"processor": "echo",`, `"processor": "echo", "model_config": {"sleep_ms": 1},`, 1)),
+		chromedp.Click("#submit", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('table#versions tr[data-version="2"]') && (document.querySelector('#state') || {}).textContent === 'Running'`))
+	run(t, ctx, "roll back", chromedp.Click(`table#versions tr[data-version="1"] button.switch`, chromedp.ByQuery),
+		confirmIfAsked(),
+		waitJS(`!!document.querySelector('table#versions tr[data-version="1"].current')`))
+	if info, err := s.Manager.Describe("console_echo"); err != nil || info.CurrentVersion != 1 {
+		t.Errorf("after the roll back: %+v, %v; want version 1", info.CurrentVersion, err)
+	}
+
+	// Delete, with confirmation.
+	run(t, ctx, "delete", chromedp.Click("#btn-delete", chromedp.ByQuery), chromedp.WaitVisible("#confirm-yes", chromedp.ByQuery),
+		chromedp.Click("#confirm-yes", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('table#services') && !document.querySelector('tr[data-service="console_echo"]')`))
+	if _, err := s.Manager.Describe("console_echo"); err == nil {
+		t.Error("the service is still there after delete")
+	}
+	screenshot(t, ctx, shots, "5-services")
+
+	// A narrow screen: the list still renders.
+	narrow, narrowProblems := browser(t, 375, 800)
+	run(t, narrow, "narrow", chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery),
+		chromedp.SendKeys("#login-token", adminToken+"\r", chromedp.ByQuery), chromedp.WaitVisible("table#services", chromedp.ByQuery))
+	screenshot(t, narrow, shots, "6-narrow")
+
+	for _, p := range append(problems(), narrowProblems()...) {
+		t.Errorf("browser console: %s", p)
+	}
+	t.Logf("screenshots in %s", shots)
+}
+
+// setEditor replaces the editor's text as a user would, so its input
+// handlers run.
+func setEditor(text string) chromedp.Action { return setValue("#editor", text) }
+
+func setValue(sel, text string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %s; e.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, sel, strconv.Quote(text))
+		var ok bool
+		return chromedp.Evaluate(js, &ok).Do(ctx)
+	})
+}
+
+// confirmIfAsked answers a confirmation dialog when one opens.
+func confirmIfAsked() chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var open bool
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if err := chromedp.Evaluate(`!!document.querySelector('dialog[open] #confirm-yes')`, &open).Do(ctx); err != nil {
+				return err
+			}
+			if open {
+				return chromedp.Click(`dialog[open] #confirm-yes`, chromedp.ByQuery).Do(ctx)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil
+	})
+}
+
+func serviceToken(t *testing.T, s *teststack.Stack, name string) string {
+	t.Helper()
+	info, err := s.Manager.Describe(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Token
+}

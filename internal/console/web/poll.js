@@ -1,0 +1,45 @@
+// poll.js: runs a refresh function now and then every interval, one call
+// at a time (the next waits for the previous one to finish), until stopped.
+// Errors are the refresh function's to handle; any that escape are passed
+// to onError so that no promise rejection goes unhandled.
+
+export function poll(refresh, intervalMs, onError = () => {}) {
+  let stopped = false;
+  let running = false;
+  let again = false;
+  let timer = 0;
+  const tick = async () => {
+    timer = 0;
+    running = true;
+    try {
+      await refresh();
+    } catch (err) {
+      if (!stopped) onError(err);
+    }
+    running = false;
+    if (stopped) return;
+    if (again) {
+      again = false;
+      tick();
+    } else {
+      timer = setTimeout(tick, intervalMs);
+    }
+  };
+  tick();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+    // now refreshes at once, or right after the refresh in flight.
+    now() {
+      if (stopped) return;
+      if (running) {
+        again = true;
+        return;
+      }
+      clearTimeout(timer);
+      tick();
+    },
+  };
+}
