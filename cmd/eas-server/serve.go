@@ -216,6 +216,11 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(limitConns(ln, f.maxConns)) }()
 	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
+	if f.console && !f.noControl {
+		// Where to point a browser, and which token it asks for.
+		log.Info("web console", "url", "http://"+consoleHost(ln.Addr().String())+"/console/",
+			"admin_token", filepath.Join(f.stateDir, auth.AdminTokenFile)+" (or $"+auth.AdminTokenEnv+")")
+	}
 	if f.pprofListen != "" {
 		go func() {
 			// net/http/pprof registers on http.DefaultServeMux, which nothing else uses.
@@ -356,4 +361,17 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
 	}
+}
+
+// consoleHost turns a listening address into one a browser can open: an
+// unspecified host (:8080, [::]:8080) becomes 127.0.0.1.
+func consoleHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
