@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -88,6 +89,12 @@ func browser(t *testing.T, width, height int) (context.Context, func() []string)
 			}
 		case *runtime.EventExceptionThrown:
 			problems = append(problems, "uncaught: "+ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			// The browser's own log: failed loads (any 4xx or 5xx the
+			// console's calls get), CSP violations, deprecations.
+			if ev.Entry.Level == cdplog.LevelError || ev.Entry.Level == cdplog.LevelWarning {
+				problems = append(problems, fmt.Sprintf("%s %s: %s %s", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
 		}
 	})
 	return ctx, func() []string {
@@ -134,7 +141,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	shots := artifacts(t)
 
 	// / sends the browser to the console, which asks for the token.
-	run(t, ctx, "open", chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery))
+	run(t, ctx, "open", cdplog.Enable(), chromedp.Navigate(s.URL+"/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery))
 	var url string
 	run(t, ctx, "location", chromedp.Location(&url))
 	if !strings.Contains(url, "/console/") {
@@ -219,7 +226,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A narrow screen: the list still renders.
 	narrow, narrowProblems := browser(t, 375, 800)
-	run(t, narrow, "narrow", chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery),
+	run(t, narrow, "narrow", cdplog.Enable(), chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery),
 		chromedp.SendKeys("#login-token", adminToken+"\r", chromedp.ByQuery), chromedp.WaitVisible("table#services", chromedp.ByQuery))
 	screenshot(t, narrow, shots, "6-narrow")
 

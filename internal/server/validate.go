@@ -15,10 +15,17 @@ import (
 	"github.com/eas-server/eas-server/servicejson"
 )
 
-// ValidateAnswer answers POST /api/v2/validate for a service.json that
-// create would accept: the keys it gives that have no effect here.
+// ValidateAnswer answers POST /api/v2/validate, with 200 whether the file
+// is valid or not (the check itself succeeded; an editor checking as the
+// user types would otherwise fill the browser's log with failed requests):
+// Valid, with the keys that have no effect here, or the problems create
+// would refuse it for, each apart so that an editor can mark each.
 type ValidateAnswer struct {
-	Valid    bool // always true: an invalid file gets ValidateError
+	Valid bool
+	// Message is every problem, one per line, as create words them; ""
+	// when valid.
+	Message  string            `json:",omitempty"`
+	Problems []ValidateProblem `json:",omitempty"`
 	Warnings []ValidateWarning
 }
 
@@ -27,13 +34,6 @@ type ValidateAnswer struct {
 type ValidateWarning struct {
 	Path    string // canonical dotted key or section, e.g. metadata.memory
 	Message string
-}
-
-// ValidateError is the 400 of POST /api/v2/validate: the control plane's
-// error object with every problem apart, so that an editor can mark each.
-type ValidateError struct {
-	ErrorObject
-	Problems []ValidateProblem
 }
 
 // ValidateProblem is one problem of a service.json.
@@ -94,13 +94,10 @@ func (s *Server) validateSpec(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// validateFail answers 400 with the problems; msg is all of them, one per
-// line, as create words them.
+// validateFail answers an invalid file with its problems; msg is all of
+// them, one per line, as create words them.
 func validateFail(c *gin.Context, msg string, probs ...ValidateProblem) {
-	c.PureJSON(http.StatusBadRequest, ValidateError{
-		ErrorObject: ErrorObject{Code: "InvalidParameter", Message: capMsg(msg)},
-		Problems:    probs,
-	})
+	c.PureJSON(http.StatusOK, ValidateAnswer{Valid: false, Message: capMsg(msg), Problems: probs, Warnings: []ValidateWarning{}})
 }
 
 // leadingKey is the "key: " that starts a processor's message.

@@ -57,9 +57,9 @@ func TestValidate(t *testing.T) {
 		{"unknown processor code", `{"name":"v","processor":"tensorflow_cpu_9.9","metadata":{"instance":1}}`, nil},
 	} {
 		r := do(t, "POST", url, []byte(tc.body), h)
-		var ve server.ValidateError
-		if err := json.Unmarshal([]byte(r.body), &ve); err != nil || r.code != http.StatusBadRequest || ve.Code != "InvalidParameter" || len(ve.Problems) == 0 {
-			t.Errorf("%s: %d %s, want 400 InvalidParameter with problems", tc.name, r.code, r.body)
+		var ve server.ValidateAnswer
+		if err := json.Unmarshal([]byte(r.body), &ve); err != nil || r.code != http.StatusOK || ve.Valid || len(ve.Problems) == 0 {
+			t.Errorf("%s: %d %s, want 200, not valid, with problems", tc.name, r.code, r.body)
 			continue
 		}
 		t.Logf("%s: %s", tc.name, r.body)
@@ -95,9 +95,9 @@ func TestValidate(t *testing.T) {
 func TestValidateUnknownProcessor(t *testing.T) {
 	st := newStack(t, server.Options{AdminToken: admin})
 	r := do(t, "POST", st.URL+"/api/v2/validate", []byte(`{"name":"v","processor":"nonesuch","metadata":{"instance":1}}`), adminHdr(admin))
-	var ve server.ValidateError
+	var ve server.ValidateAnswer
 	must(t, json.Unmarshal([]byte(r.body), &ve))
-	if r.code != http.StatusBadRequest || len(ve.Problems) != 1 || ve.Problems[0].Path != "processor" {
+	if r.code != http.StatusOK || ve.Valid || len(ve.Problems) != 1 || ve.Problems[0].Path != "processor" {
 		t.Errorf("unknown processor: %d %s", r.code, r.body)
 	}
 }

@@ -5,6 +5,8 @@
 // message; a 401 from the control plane calls the handler set with
 // onUnauthorized (the app sends the user to the login page).
 
+import { regions } from './state.js';
+
 const TOKEN_KEY = 'eas-console.admin-token';
 
 // The console is served at <root>/console/, so the API is one level up;
@@ -99,6 +101,18 @@ export function servicePath(region, name, suffix = '') {
 
 export const listServices = () => control('GET', 'api/v2/services');
 
+// regionOf answers the Region of a service for its control-plane paths:
+// the one seen last, else the list's (one call); a 404 ApiError when the
+// list does not hold it.
+export async function regionOf(name) {
+  if (!regions.has(name)) {
+    const list = await listServices();
+    for (const s of list.Services || []) regions.set(s.ServiceName, s.Region);
+  }
+  if (!regions.has(name)) throw new ApiError(404, 'NotFound', `no service named "${name}"`);
+  return regions.get(name);
+}
+
 export function metrics(service, since) {
   const q = new URLSearchParams();
   if (service) q.set('service', service);
@@ -107,25 +121,16 @@ export function metrics(service, since) {
   return control('GET', `api/v2/metrics${qs ? `?${qs}` : ''}`);
 }
 
-// validate asks the server to check a service.json. It answers
-// {Valid, Warnings, Problems}: a 400 InvalidParameter (or a 200 with Valid
-// false) is a result, not an error; other failures throw.
+// validate asks the server to check a service.json. The server answers
+// 200 either way: {Valid, Warnings} or {Valid: false, Message, Problems}.
 export async function validate(text) {
-  try {
-    const out = await control('POST', 'api/v2/validate', text);
-    // A 200 with "Valid": false and its Problems is read the same way.
-    return { Valid: out.Valid !== false, Warnings: out.Warnings || [], Problems: out.Problems || [] };
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 400 && err.body) {
-      return {
-        Valid: false,
-        Message: err.message,
-        Warnings: err.body.Warnings || [],
-        Problems: err.body.Problems || [{ Path: '', Line: 0, Column: 0, Message: err.message }],
-      };
-    }
-    throw err;
-  }
+  const out = await control('POST', 'api/v2/validate', text);
+  return {
+    Valid: out.Valid !== false,
+    Message: out.Message || '',
+    Warnings: out.Warnings || [],
+    Problems: out.Problems || [],
+  };
 }
 
 // dataPlane sends one request to a service with its AccessToken and

@@ -37,7 +37,8 @@ const TIME_STEPS = [5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 1800e3];
 
 export class LineChart {
   // id: the data-chart value; title: the caption; unit: shown after values
-  // in the legend and the accessible label; digits: decimals of values.
+  // in the legend and the accessible label; digits: decimals of values
+  // (0: whole numbers, and the value axis steps by 1 or more).
   constructor({ id, title, unit = '', digits = 1 }) {
     this.id = id;
     this.title = title;
@@ -58,9 +59,11 @@ export class LineChart {
   // set replaces the data: series [{label, color, points: [{t, v}]}] where
   // v null is a gap; range [t0, t1] is the time span shown; gapMs is the
   // longest step between samples drawn as one line.
-  set(series, range, gapMs) {
+  // empty: the words shown when nothing is drawn.
+  set(series, range, gapMs, empty = 'no data yet') {
     this.series = series;
     this.range = range;
+    this.empty = empty;
     if (gapMs) this.gapMs = gapMs;
     this.updateLegend();
     this.schedule();
@@ -91,9 +94,10 @@ export class LineChart {
     }));
   }
 
+  // updateLegend lists the series with their latest value in the range.
   updateLegend() {
-    const items = this.series.map((s) => {
-      const last = [...s.points].reverse().find((p) => p.v !== null && p.v !== undefined);
+    const items = this.visible().map((s) => {
+      const last = s.points.filter((p) => p.v !== null).pop();
       const swatch = h('span', { class: 'swatch' });
       swatch.style.background = s.color;
       return h('li', {}, swatch, `${s.label} `, h('span', { class: 'legend-value', text: last ? `${formatNumber(last.v, this.digits)}${this.unit}` : '–' }));
@@ -126,12 +130,12 @@ export class LineChart {
     this.canvas.dataset.lastT = String(values.reduce((m, p) => Math.max(m, p.t), 0));
     const plot = { x: PAD.left, y: PAD.top, w: width - PAD.left - PAD.right, h: HEIGHT - PAD.top - PAD.bottom };
     const max = values.reduce((m, p) => Math.max(m, p.v), 0);
-    const yStep = niceStep((max || 1) / 4);
-    const yMax = Math.max(yStep, Math.ceil(max / yStep) * yStep);
+    const yStep = this.digits === 0 ? Math.max(1, niceStep((max || 1) / 4)) : niceStep((max || 1) / 4);
+    const yMax = Math.max(yStep, Math.ceil((max * 1.05) / yStep) * yStep); // headroom above the top value
     this.drawAxes(ctx, plot, yMax, yStep);
     if (count === 0) {
       this.drawEmpty(ctx, plot);
-      this.canvas.setAttribute('aria-label', `${this.title}: no data yet`);
+      this.canvas.setAttribute('aria-label', `${this.title}: ${this.empty || 'no data yet'}`);
       return;
     }
     const sx = (t) => plot.x + ((t - this.range[0]) / Math.max(1, this.range[1] - this.range[0])) * plot.w;
@@ -169,13 +173,17 @@ export class LineChart {
     const step = TIME_STEPS.find((s) => span / s <= maxTicks) || TIME_STEPS[TIME_STEPS.length - 1];
     ctx.textAlign = 'center';
     ctx.textBaseline = 'top';
+    const right = plot.x + plot.w + PAD.right;
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
       const x = Math.round(plot.x + ((t - t0) / span) * plot.w) + 0.5;
       ctx.beginPath();
       ctx.moveTo(x, plot.y + plot.h);
       ctx.lineTo(x, plot.y + plot.h + 4);
       ctx.stroke();
-      ctx.fillText(timeLabel(t, step), x, plot.y + plot.h + 7);
+      const label = timeLabel(t, step);
+      const half = ctx.measureText(label).width / 2;
+      // A label that would be cut at the right edge moves left to fit.
+      ctx.fillText(label, Math.min(x, right - half - 1), plot.y + plot.h + 7);
     }
     ctx.strokeStyle = cssVar('--chart-axis', '#9aa3ad');
     ctx.beginPath();
@@ -190,7 +198,7 @@ export class LineChart {
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
     ctx.font = '13px system-ui, sans-serif';
-    ctx.fillText('no data yet', plot.x + plot.w / 2, plot.y + plot.h / 2);
+    ctx.fillText(this.empty || 'no data yet', plot.x + plot.w / 2, plot.y + plot.h / 2);
   }
 
   // drawLine strokes one series, breaking it where samples are missing;

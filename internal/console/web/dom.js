@@ -83,7 +83,7 @@ export function formatBytes(n) {
     v /= 1024;
     i++;
   }
-  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+  return `${i === 0 ? Math.round(v) : v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
 }
 
 // formatDuration writes seconds as "1 h 2 min", "3 min 4 s" or "5 s".
@@ -132,10 +132,31 @@ export function processorOf(configText) {
 // parse is returned as it is.
 export function prettyJSON(text) {
   try {
-    return JSON.stringify(JSON.parse(text), null, 2);
+    return formatJSON(JSON.parse(text));
   } catch {
     return text;
   }
+}
+
+// formatJSON writes a value as indented JSON, except that a list of plain
+// values (numbers, strings, booleans: a shape, a tensor's data) stays on
+// one line.
+export function formatJSON(value, indent = '') {
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '[]';
+    if (value.every((v) => v === null || typeof v !== 'object')) {
+      return `[${value.map((v) => JSON.stringify(v)).join(', ')}]`;
+    }
+    const inner = `${indent}  `;
+    return `[\n${value.map((v) => inner + formatJSON(v, inner)).join(',\n')}\n${indent}]`;
+  }
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value);
+    if (keys.length === 0) return '{}';
+    const inner = `${indent}  `;
+    return `{\n${keys.map((k) => `${inner}${JSON.stringify(k)}: ${formatJSON(value[k], inner)}`).join(',\n')}\n${indent}}`;
+  }
+  return JSON.stringify(value);
 }
 
 // createNotice makes a message area for a page: show(kind, message, items)

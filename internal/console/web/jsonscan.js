@@ -36,7 +36,9 @@ function childPath(frame) {
 }
 
 // scanKeys answers a Map from each key path in text to {line, column} of
-// its key (1-based; the first occurrence wins).
+// its key (1-based; the first occurrence wins). In an object, a string is a
+// key where a key is expected (after "{" or ",") or when a colon follows
+// it, which keeps the paths right after a missing comma.
 export function scanKeys(text) {
   const keys = new Map();
   const stack = [];
@@ -51,7 +53,7 @@ export function scanKeys(text) {
       lineStart = i + 1;
     } else if (c === '"') {
       const { value, end } = readString(text, i);
-      if (top && top.kind === 'obj' && top.expectKey) {
+      if (top && top.kind === 'obj' && (top.expectKey || /^\s*:/.test(text.slice(end, end + 64)))) {
         top.key = value;
         top.expectKey = false;
         const path = join(top.path, value);

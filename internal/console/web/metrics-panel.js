@@ -57,13 +57,16 @@ export class MetricsPanel {
   }
 
   // refresh fetches the points newer than the last one held and redraws.
+  // A 404 (a server that keeps no history) stops the asking.
   async refresh() {
+    if (this.unavailable) return;
     const since = this.points.length ? this.points[this.points.length - 1].T : 0;
     let answer;
     try {
       answer = await metrics(this.name, since);
     } catch (err) {
       setText(this.status, `Metrics unavailable: ${err.message}`);
+      if (err.status === 404) this.unavailable = true;
       return;
     }
     setText(this.status, '');
@@ -83,6 +86,8 @@ export class MetricsPanel {
     const end = pts.length ? pts[pts.length - 1].T : Date.now();
     const range = [end - this.rangeMs, end];
     const gap = this.intervalMs * 2.5;
+    // With points but nothing to draw, the service had no traffic.
+    const idle = (what) => (pts.length ? `no ${what} in this time` : 'no data yet');
     const line = (label, color, pick) => ({ label, color, points: pts.map((p) => ({ t: p.T, v: pick(p) })) });
     const codes = [...new Set(pts.flatMap((p) => Object.keys(p.RPS || {})))].sort();
     const seen = {};
@@ -90,12 +95,12 @@ export class MetricsPanel {
       const family = code[0];
       seen[family] = (seen[family] || 0) + 1;
       return line(code, codeColor(code, seen[family] - 1), (p) => Number((p.RPS || {})[code]) || 0);
-    }), range, gap);
+    }), range, gap, idle('requests'));
     this.charts.latency.set([
       line('p50', '#0969da', (p) => num(p.P50Ms)),
       line('p99', '#cf222e', (p) => num(p.P99Ms)),
-    ], range, gap);
-    this.charts.batch.set([line('batch', '#8250df', (p) => num(p.Batch))], range, gap);
+    ], range, gap, idle('requests'));
+    this.charts.batch.set([line('batch', '#8250df', (p) => num(p.Batch))], range, gap, idle('model runs'));
     this.charts.queue.set([
       line('queue depth', '#bc4c00', (p) => num(p.QueueDepth)),
       line('in flight', '#0969da', (p) => num(p.InFlight)),

@@ -4,7 +4,7 @@
 // charts, the test panel, versions (switch / roll back), instances, events
 // (newest first) and the current config. Everything refreshes every 2 s.
 
-import { control, servicePath, ApiError, listServices } from './api.js';
+import { control, servicePath, regionOf } from './api.js';
 import {
   h, setText, stateBadge, formatBytes, formatDuration, formatTime, processorOf,
   prettyJSON, createNotice, tableWrap, replaceKeepingFocus,
@@ -16,17 +16,6 @@ import { poll } from './poll.js';
 import { go, regions, serviceHash, setFlash, takeFlash } from './state.js';
 
 const REFRESH_MS = 2000;
-
-// regionOf answers the Region of a service: the one seen last, else the
-// list's (one call).
-export async function regionOf(name) {
-  if (!regions.has(name)) {
-    const list = await listServices();
-    for (const s of list.Services || []) regions.set(s.ServiceName, s.Region);
-  }
-  if (!regions.has(name)) throw new ApiError(404, 'NotFound', `no service named "${name}"`);
-  return regions.get(name);
-}
 
 export function mount(main, { name }) {
   const page = new DetailPage(name);
@@ -57,7 +46,8 @@ class DetailPage {
     this.message = h('p', { id: 'service-message', class: 'service-message', hidden: true });
     this.endpoint = h('code', { id: 'endpoint' });
     this.token = h('code', { id: 'token', class: 'token', text: '••••••••' });
-    this.tokenToggle = h('button', { type: 'button', id: 'token-toggle', class: 'small', 'aria-pressed': 'false', 'aria-controls': 'token', text: 'Show', onclick: () => this.toggleToken() });
+    this.tokenShown = false;
+    this.tokenToggle = h('button', { type: 'button', id: 'token-toggle', class: 'small', 'aria-controls': 'token', 'aria-label': 'Show the token', text: 'Show', onclick: () => this.toggleToken() });
     this.facts = {
       processor: h('dd', { id: 'processor' }), version: h('dd', { id: 'version' }),
       instances: h('dd', { id: 'instances' }), created: h('dd', { id: 'created' }), updated: h('dd', { id: 'updated' }),
@@ -124,7 +114,9 @@ class DetailPage {
     try {
       region = await regionOf(this.name);
     } catch (err) {
-      this.gone(err);
+      if (this.destroyed) return;
+      if (err.status === 404) this.gone(err);
+      else this.loadNotice.show('error', `Could not load the service: ${err.message}`);
       return;
     }
     const path = (suffix) => servicePath(region, this.name, suffix);
@@ -174,7 +166,7 @@ class DetailPage {
     this.message.hidden = !msg;
     this.message.classList.toggle('failed', s.Status === 'Failed');
     setText(this.endpoint, s.IntranetEndpoint);
-    if (this.tokenToggle.getAttribute('aria-pressed') === 'true') setText(this.token, s.AccessToken);
+    if (this.tokenShown) setText(this.token, s.AccessToken);
     setText(this.facts.processor, processorOf(s.ServiceConfig));
     setText(this.facts.version, s.LatestVersion !== s.CurrentVersion
       ? `${s.CurrentVersion} (latest ${s.LatestVersion})` : String(s.CurrentVersion));
@@ -188,11 +180,12 @@ class DetailPage {
     if (this.changed('config', s.ServiceConfig)) setText(this.config, prettyJSON(s.ServiceConfig));
   }
 
+  // toggleToken shows or hides the service's AccessToken.
   toggleToken() {
-    const show = this.tokenToggle.getAttribute('aria-pressed') !== 'true';
-    this.tokenToggle.setAttribute('aria-pressed', String(show));
-    setText(this.tokenToggle, show ? 'Hide' : 'Show');
-    setText(this.token, show ? (this.service ? this.service.AccessToken : '') : '••••••••');
+    this.tokenShown = !this.tokenShown;
+    setText(this.tokenToggle, this.tokenShown ? 'Hide' : 'Show');
+    this.tokenToggle.setAttribute('aria-label', this.tokenShown ? 'Hide the token' : 'Show the token');
+    setText(this.token, this.tokenShown ? (this.service ? this.service.AccessToken : '') : '••••••••');
   }
 
   // showProgress shows the download of the version being loaded.

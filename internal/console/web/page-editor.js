@@ -5,10 +5,9 @@
 // problem is placed at the line of the key it names, marked in the gutter,
 // and listed with a button that selects that line.
 
-import { control, servicePath, validate, ApiError } from './api.js';
+import { control, servicePath, validate, regionOf, ApiError } from './api.js';
 import { h, setText, createNotice, prettyJSON } from './dom.js';
 import { scanKeys, lineOfPath, lineStartOffset } from './jsonscan.js';
-import { regionOf } from './page-detail.js';
 import { go, serviceHash, setFlash } from './state.js';
 
 const DEBOUNCE_MS = 400;

@@ -27,7 +27,7 @@ export function mount(main) {
     h('caption', { class: 'visually-hidden', text: 'Services' }),
     h('thead', {}, h('tr', {}, COLUMNS.map((c, i) => h('th', { scope: 'col', class: i >= 6 ? 'num' : null, text: c })))),
     tbody);
-  const view = { tbody, rows: new Map(), filter, count, loaded: false };
+  const view = { tbody, rows: new Map(), filter, count, loaded: false, noMetrics: false };
 
   filter.addEventListener('input', () => {
     session.listFilter = filter.value;
@@ -49,15 +49,17 @@ export function mount(main) {
 }
 
 // refresh fetches the services and the latest metrics and updates the
-// table; a metrics failure only blanks the QPS and p99 columns.
+// table; a metrics failure only blanks the QPS and p99 columns (a 404, from
+// a server that keeps no history, stops asking for them).
 async function refresh(view, notice) {
-  const [list, stats] = await Promise.allSettled([listServices(), metrics()]);
+  const [list, stats] = await Promise.allSettled([listServices(), view.noMetrics ? null : metrics()]);
+  if (stats.status === 'rejected' && stats.reason.status === 404) view.noMetrics = true; // a server without history
   if (list.status === 'rejected') {
     notice.show('error', `Could not load the services: ${list.reason.message}`);
     return;
   }
   notice.clear();
-  const latest = stats.status === 'fulfilled' ? lastPoints(stats.value) : new Map();
+  const latest = stats.status === 'fulfilled' && stats.value ? lastPoints(stats.value) : new Map();
   const services = [...(list.value.Services || [])].sort((a, b) => a.ServiceName.localeCompare(b.ServiceName));
   for (const s of services) regions.set(s.ServiceName, s.Region);
   updateRows(view, services, latest);

@@ -6,9 +6,10 @@
 // (performance.now() around the call) and the answer.
 
 import { dataPlane } from './api.js';
-import { h, setText } from './dom.js';
+import { h, setText, formatJSON } from './dom.js';
 
 const DEFAULT_BODY = '{"hello": "console"}';
+const SHOW_MAX = 256 * 1024; // characters of an answer shown
 
 export class TestPanel {
   // service() answers the latest ServiceObject (for its name and token).
@@ -220,11 +221,15 @@ export function describeAnswer(bytes, contentType) {
   }
   // eslint-disable-next-line no-control-regex
   if (text !== null && !/[\u0000-\u0008\u000e-\u001f]/.test(text)) {
+    let shown = text;
     try {
-      return JSON.stringify(JSON.parse(text), null, 2);
+      shown = formatJSON(JSON.parse(text));
     } catch {
-      return text;
+      shown = text;
     }
+    return shown.length > SHOW_MAX
+      ? `${shown.slice(0, SHOW_MAX)}\n… (${bytes.length} bytes in all; the rest is not shown)`
+      : shown;
   }
   const head = [...bytes.slice(0, 64)].map((b) => b.toString(16).padStart(2, '0')).join(' ');
   return `(binary answer: ${bytes.length} bytes${contentType ? `, ${contentType}` : ''})\nfirst bytes: ${head}${bytes.length > 64 ? ' …' : ''}`;
