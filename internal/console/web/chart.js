@@ -130,6 +130,7 @@ export class LineChart {
     this.canvas.dataset.lastT = String(values.reduce((m, p) => Math.max(m, p.t), 0));
     const plot = { x: PAD.left, y: PAD.top, w: width - PAD.left - PAD.right, h: HEIGHT - PAD.top - PAD.bottom };
     const max = values.reduce((m, p) => Math.max(m, p.v), 0);
+    this.canvas.dataset.max = String(max); // the top value in view, for tests and tools
     const yStep = this.digits === 0 ? Math.max(1, niceStep((max || 1) / 4)) : niceStep((max || 1) / 4);
     const yMax = Math.max(yStep, Math.ceil((max * 1.05) / yStep) * yStep); // headroom above the top value
     this.drawAxes(ctx, plot, yMax, yStep);
