@@ -11,9 +11,11 @@ LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
 all: build
 
-## deps: native runtime libraries (ONNX Runtime from the npm tarball, sha256-pinned)
+## deps: native runtime libraries (ONNX Runtime from the npm tarball, sha256-pinned).
+## GPU=1 also fetches ONNX Runtime's CUDA execution provider (CUDA 13, cuDNN 9;
+## sha256-pinned) beside it, for the onnx/pytorch/tensorflow/caffe GPU codes.
 deps:
-	bash scripts/fetch-onnxruntime.sh
+	bash scripts/fetch-onnxruntime.sh $(if $(filter-out 0,$(GPU)),--gpu)
 	bash scripts/build-torchshim.sh
 
 ## build: bin/eas-server, after fetching the native libraries it loads

@@ -57,7 +57,7 @@ type Config struct {
 	onnx.Config
 }
 
-const accepts = `{"model": "deploy.prototxt", "weight": "<name>.caffemodel", "intra_op_threads", "inter_op_threads", "allow_spinning", "graph_optimization", "device_id"}`
+const accepts = `{"model": "deploy.prototxt", "weight": "<name>.caffemodel", "intra_op_threads", "inter_op_threads", "allow_spinning", "graph_optimization", "device_id", "gpu_mem_limit", "arena_extend_strategy", "cudnn_conv_algo_search"}`
 
 // Model is one Caffe service. Decode, FromTensors, Run, Encode and
 // ToTensors are safe for concurrent use after Load.

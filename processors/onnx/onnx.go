@@ -27,6 +27,8 @@
 // session: {"intra_op_threads": 4, "inter_op_threads": 1,
 // "allow_spinning": true, "graph_optimization": "all", "device_id": 0}.
 // intra_op_threads defaults to metadata.cpu, else the CPUs the process may use.
+// GPU codes also take the CUDA provider's "gpu_mem_limit",
+// "arena_extend_strategy" and "cudnn_conv_algo_search" (cuda.go).
 package onnx
 
 import (
@@ -110,6 +112,16 @@ type Config struct {
 	GraphOptimization string `json:"graph_optimization"`
 	// DeviceID is the CUDA device for GPU codes.
 	DeviceID int `json:"device_id"`
+	// GPUMemLimit bounds the CUDA provider's memory arena, in bytes; 0
+	// (the default) leaves it unbounded. GPU codes only.
+	GPUMemLimit int64 `json:"gpu_mem_limit"`
+	// ArenaExtendStrategy is how the CUDA arena grows: kNextPowerOfTwo
+	// (ONNX Runtime's default) or kSameAsRequested. GPU codes only.
+	ArenaExtendStrategy string `json:"arena_extend_strategy"`
+	// CudnnConvAlgoSearch is how cuDNN picks convolution algorithms:
+	// EXHAUSTIVE (ONNX Runtime's default: benchmarks them on the first run
+	// of each shape), HEURISTIC or DEFAULT. GPU codes only.
+	CudnnConvAlgoSearch string `json:"cudnn_conv_algo_search"`
 	// TorchScriptOptimize applies to TorchScript files: none (default,
 	// PyTorch's exact numerics), freeze, or inference (freeze plus
 	// optimize_for_inference: BatchNorm folded into convolutions, fusions;
@@ -215,7 +227,7 @@ func (m *Model) Configure(spec processors.Spec) error {
 // parseConfig reads model_config and checks its values.
 func parseConfig(spec processors.Spec) (Config, error) {
 	var cfg Config
-	if err := spec.DecodeConfig(&cfg, "an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id, torchscript_optimize"); err != nil {
+	if err := spec.DecodeConfig(&cfg, "an object with intra_op_threads, inter_op_threads, allow_spinning, graph_optimization, device_id, gpu_mem_limit, arena_extend_strategy, cudnn_conv_algo_search, torchscript_optimize"); err != nil {
 		return cfg, err
 	}
 	if err := torchscript.CheckOptimize(cfg.TorchScriptOptimize); err != nil {
@@ -232,6 +244,9 @@ func parseConfig(spec processors.Spec) (Config, error) {
 	}
 	if cfg.DeviceID < 0 {
 		return cfg, fmt.Errorf("model_config.device_id: must be >= 0, got %d", cfg.DeviceID)
+	}
+	if err := checkCUDAConfig(&cfg); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -365,30 +380,13 @@ func (m *Model) sessionOptions() (*ort.SessionOptions, error) {
 	m.provider = "CPUExecutionProvider"
 	if m.info.gpu {
 		// No silent CPU fallback: a GPU code either gets CUDA or fails here.
-		cuda, err := ort.NewCUDAProviderOptions()
-		if err != nil {
+		if err := m.appendCUDA(opts); err != nil {
 			opts.Destroy()
-			return nil, m.gpuError(err)
-		}
-		defer cuda.Destroy()
-		if err := cuda.Update(map[string]string{"device_id": strconv.Itoa(m.cfg.DeviceID)}); err != nil {
-			opts.Destroy()
-			return nil, m.gpuError(err)
-		}
-		if err := opts.AppendExecutionProviderCUDA(cuda); err != nil {
-			opts.Destroy()
-			return nil, m.gpuError(err)
+			return nil, err
 		}
 		m.provider = "CUDAExecutionProvider"
 	}
 	return opts, nil
-}
-
-// gpuError explains why a GPU code cannot run here.
-func (m *Model) gpuError(err error) error {
-	return fmt.Errorf("processor %q needs the CUDA execution provider, which ONNX Runtime cannot use here: %v; "+
-		"the library from scripts/fetch-onnxruntime.sh is the CPU-only build: on a host with an NVIDIA GPU install an ONNX Runtime %s GPU build and set %s to it, or deploy with processor %q",
-		m.code, err, LibraryVersion, EnvLibraryPath, m.info.cpu)
 }
 
 func indexOf(ios []ioInfo) map[string]int {
@@ -552,7 +550,7 @@ func (m *Model) Metadata() processors.Metadata {
 			},
 		}
 	}
-	return processors.Metadata{
+	md := processors.Metadata{
 		Processor: m.code,
 		Inputs:    spec(m.inputs),
 		Outputs:   spec(m.outputs),
@@ -565,6 +563,10 @@ func (m *Model) Metadata() processors.Metadata {
 			"batchable":          m.batchable && !m.noBatch.Load(),
 		},
 	}
+	if m.provider == "CUDAExecutionProvider" {
+		md.Extra["device_id"] = m.cfg.DeviceID
+	}
+	return md
 }
 
 // Close releases the session or module. The model must not be used

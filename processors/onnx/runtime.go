@@ -15,7 +15,7 @@ import (
 
 // LibraryVersion is the ONNX Runtime release scripts/fetch-onnxruntime.sh
 // installs and the binding (onnxruntime_go v1.27.0, C API 24) is built for.
-const LibraryVersion = "1.24.1"
+const LibraryVersion = "1.29.0"
 
 // libraryFile is the file name the fetch script installs.
 const libraryFile = "libonnxruntime.so." + LibraryVersion
@@ -31,7 +31,7 @@ var (
 )
 
 // SetLibraryPath makes the ONNX Runtime environment load the shared library
-// at p (a file, or a directory holding libonnxruntime.so.1.24.1) instead of
+// at p (a file, or a directory holding libonnxruntime.so.1.29.0) instead of
 // searching for it. The binary's --onnxruntime-lib flag calls
 // it; it must run before the first ONNX model loads, and an empty p restores
 // the search. It has no effect once the environment is initialised.
