@@ -338,7 +338,15 @@ class DetailPage {
     });
     if (!ok) return;
     this.notice.show('info', `Deleting ${this.name}…`);
-    const answer = await control('DELETE', this.path());
+    // No refresh may ask for the service while, or after, it goes.
+    await this.loop.stop();
+    let answer;
+    try {
+      answer = await control('DELETE', this.path());
+    } catch (err) {
+      this.start();
+      throw err;
+    }
     regions.delete(this.name);
     setFlash(answer.Message || `Service "${this.name}" deleted.`);
     go('#/services');

@@ -8,11 +8,14 @@ export function poll(refresh, intervalMs, onError = () => {}) {
   let running = false;
   let again = false;
   let timer = 0;
+  let inFlight = Promise.resolve();
   const tick = async () => {
     timer = 0;
     running = true;
+    const call = (async () => refresh())();
+    inFlight = call.catch(() => {});
     try {
-      await refresh();
+      await call;
     } catch (err) {
       if (!stopped) onError(err);
     }
@@ -27,9 +30,13 @@ export function poll(refresh, intervalMs, onError = () => {}) {
   };
   tick();
   return {
+    // stop ends the refreshes; its promise settles once the refresh in
+    // flight, if any, has finished (so that nothing is asked of a service
+    // about to be deleted).
     stop() {
       stopped = true;
       clearTimeout(timer);
+      return inFlight;
     },
     // now refreshes at once, or right after the refresh in flight.
     now() {
