@@ -129,3 +129,26 @@ func FuzzParseModelConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestGPUPlacement: a KIND_GPU model runs on the first GPU id a KIND_GPU
+// group lists (device 0 when none does); KIND_CPU models run on the CPU.
+func TestGPUPlacement(t *testing.T) {
+	for name, tc := range map[string]struct {
+		pbtxt  string
+		gpu    bool
+		device int
+	}{
+		"cpu":         {`instance_group [{ kind: KIND_CPU }]`, false, 0},
+		"none listed": {`instance_group [{ kind: KIND_GPU }]`, true, 0},
+		"listed":      {`instance_group [{ kind: KIND_CPU }, { kind: KIND_GPU gpus: [2, 3] }]`, true, 2},
+		"later group": {`instance_group [{ kind: KIND_GPU }, { kind: KIND_GPU gpus: [1] }]`, true, 1},
+	} {
+		cfg, err := ParseModelConfig([]byte(`name: "m" platform: "onnxruntime_onnx" ` + tc.pbtxt))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if gpu, device := gpuPlacement(cfg); gpu != tc.gpu || device != tc.device {
+			t.Errorf("%s: gpu %v device %d, want %v %d", name, gpu, device, tc.gpu, tc.device)
+		}
+	}
+}

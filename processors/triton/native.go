@@ -220,18 +220,16 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %s/%s/%s is missing: %w", e.name, v, e.name, v, file, err)
 	}
-	gpu := false
-	for _, g := range e.cfg.InstanceGroups {
-		gpu = gpu || g.Kind == "KIND_GPU"
-	}
-	code := "onnx_cpu"
+	gpu, device := gpuPlacement(e.cfg)
+	code, modelConfig := "onnx_cpu", []byte(nil)
 	if gpu {
 		code = "onnx_cu100"
+		modelConfig = fmt.Appendf(nil, `{"device_id": %d}`, device)
 	}
 	rt := onnx.New(code)
 	if err := rt.Configure(processors.Spec{
 		Service: p.spec.Service, Code: code, ModelSource: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
-		MaxModelBytes: p.spec.MaxModelBytes,
+		ModelConfig: modelConfig, MaxModelBytes: p.spec.MaxModelBytes,
 		Logger:        p.log.With("model", e.name, "model_version", v),
 	}); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
@@ -254,6 +252,24 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 		return nil, fmt.Errorf("model %q version %s: warm-up: %w", e.name, v, err)
 	}
 	return mv, nil
+}
+
+// gpuPlacement says whether a model runs on a GPU (an instance group of
+// KIND_GPU) and on which: the first id a KIND_GPU group lists, else 0. One
+// ONNX Runtime session serves every instance, so one device is used where
+// Triton would place instances on each listed GPU.
+func gpuPlacement(cfg *ModelConfig) (gpu bool, device int) {
+	listed := false
+	for _, g := range cfg.InstanceGroups {
+		if g.Kind != "KIND_GPU" {
+			continue
+		}
+		gpu = true
+		if !listed && len(g.GPUs) > 0 {
+			device, listed = g.GPUs[0], true
+		}
+	}
+	return gpu, device
 }
 
 // reconcile checks config.pbtxt against the ONNX model and fills what the
