@@ -230,7 +230,7 @@ func (p *Processor) loadVersion(ctx context.Context, e *entry, v string) (*versi
 	if err := rt.Configure(processors.Spec{
 		Service: p.spec.Service, Code: code, ModelSource: path, CPU: p.spec.CPU, GPU: p.spec.GPU,
 		ModelConfig: modelConfig, MaxModelBytes: p.spec.MaxModelBytes,
-		Logger:        p.log.With("model", e.name, "model_version", v),
+		Logger: p.log.With("model", e.name, "model_version", v),
 	}); err != nil {
 		return nil, fmt.Errorf("model %q version %s: %w", e.name, v, err)
 	}
