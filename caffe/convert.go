@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eas-server/eas-server/internal/humanize"
 	"github.com/eas-server/eas-server/onnxbuild"
 	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/tensor"
@@ -54,13 +55,7 @@ func (e *UnsupportedError) Error() string {
 	sort.Strings(types)
 	parts := make([]string, len(types))
 	for i, t := range types {
-		names := e.Types[t]
-		more := ""
-		if len(names) > 5 {
-			more = fmt.Sprintf(" and %d more", len(names)-5)
-			names = names[:5]
-		}
-		parts[i] = fmt.Sprintf("%s (%s%s)", t, strings.Join(names, ", "), more)
+		parts[i] = fmt.Sprintf("%s (%s)", t, strings.Join(humanize.FirstN(e.Types[t], 5), ", "))
 	}
 	return fmt.Sprintf("the network uses Caffe layers that cannot be translated to ONNX: %s; the supported layers are %s. "+
 		"Remove or replace them (training-only layers such as data and loss layers do not belong in a deploy.prototxt), "+

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/eas-server/eas-server/internal/humanize"
 )
 
 // ModelFile says which file under model_path a processor loads. Every
@@ -103,11 +105,7 @@ func (f ModelFile) Find(path, entry string) (string, error) {
 		}
 		return "", fmt.Errorf("%s", msg)
 	}
-	names := found
-	if len(names) > 5 {
-		names = append(names[:5:5], fmt.Sprintf("and %d more", len(found)-5))
-	}
-	return "", fmt.Errorf("model_path: %d %s files in %s (%s); set model_entry to the one to serve", len(found), f.Kind, path, strings.Join(names, ", "))
+	return "", fmt.Errorf("model_path: %d %s files in %s (%s); set model_entry to the one to serve", len(found), f.Kind, path, strings.Join(humanize.FirstN(found, 5), ", "))
 }
 
 func (f ModelFile) matches(p string) bool {

@@ -20,3 +20,13 @@ func Bytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
+
+// FirstN keeps the first n items of a list a message names, and says how
+// many it leaves out as a last item ("and 3 more"), so that a long list
+// does not drown the message. It does not change items.
+func FirstN(items []string, n int) []string {
+	if len(items) <= n {
+		return items
+	}
+	return append(append(make([]string, 0, n+1), items[:n]...), fmt.Sprintf("and %d more", len(items)-n))
+}

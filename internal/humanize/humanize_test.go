@@ -9,3 +9,17 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstN(t *testing.T) {
+	items := []string{"a", "b", "c", "d"}
+	if got := FirstN(items, 4); len(got) != 4 || got[3] != "d" {
+		t.Errorf("FirstN(4 items, 4) = %q", got)
+	}
+	got := FirstN(items, 2)
+	if len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "and 2 more" {
+		t.Errorf("FirstN(4 items, 2) = %q", got)
+	}
+	if items[2] != "c" {
+		t.Errorf("FirstN changed its input: %q", items)
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/caffe"
+	"github.com/eas-server/eas-server/internal/humanize"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
 	"github.com/eas-server/eas-server/tensor"
@@ -184,7 +185,7 @@ func (f fileKind) find(dir, name string) (string, error) {
 			found = []string{p}
 		}
 	}
-	listing := strings.Join(firstN(all, 10), ", ")
+	listing := strings.Join(humanize.FirstN(all, 10), ", ")
 	switch {
 	case len(found) == 1:
 		return found[0], nil
@@ -193,9 +194,9 @@ func (f fileKind) find(dir, name string) (string, error) {
 	case len(found) == 0:
 		return "", fmt.Errorf("model_path: no %s file (%s) in the model; it holds %s. Put it there, or name it in model_config.%s", f.kind, f.ext, listing, f.key)
 	case name != "":
-		return "", fmt.Errorf("model_config.%s: %q matches %d files (%s); give its path inside model_path", f.key, name, len(found), strings.Join(firstN(rel(dir, found), 5), ", "))
+		return "", fmt.Errorf("model_config.%s: %q matches %d files (%s); give its path inside model_path", f.key, name, len(found), strings.Join(humanize.FirstN(rel(dir, found), 5), ", "))
 	}
-	return "", fmt.Errorf("model_path: %d %s files (%s); name the one to serve in model_config.%s", len(found), f.ext, strings.Join(firstN(rel(dir, found), 5), ", "), f.key)
+	return "", fmt.Errorf("model_path: %d %s files (%s); name the one to serve in model_config.%s", len(found), f.ext, strings.Join(humanize.FirstN(rel(dir, found), 5), ", "), f.key)
 }
 
 func rel(dir string, ps []string) []string {
@@ -204,13 +205,6 @@ func rel(dir string, ps []string) []string {
 		out[i], _ = filepath.Rel(dir, p)
 	}
 	return out
-}
-
-func firstN(s []string, n int) []string {
-	if len(s) <= n {
-		return s
-	}
-	return append(slices.Clone(s[:n]), fmt.Sprintf("and %d more", len(s)-n))
 }
 
 // Load finds and parses the two files, translates the network and starts
