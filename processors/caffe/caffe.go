@@ -268,29 +268,17 @@ func (m *Model) readNet(ctx context.Context) (*caffe.Net, error) {
 	return net, nil
 }
 
-// start loads a translation on ONNX Runtime through a temporary file, which
-// is removed once the session holds the model.
+// start loads a translation on ONNX Runtime; the session holds the
+// model, so its bytes are dropped.
 func (m *Model) start(ctx context.Context, tm *caffe.Model) (*session, error) {
-	f, err := os.CreateTemp("", "eas-caffe-*.onnx")
-	if err != nil {
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(tm.ONNX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
-	tm.ONNX = nil
 	rt, err := m.runtime()
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.Load(ctx, processors.Files{ModelPath: f.Name()}); err != nil {
+	if err := rt.LoadBytes(ctx, tm.ONNX); err != nil {
 		return nil, err
 	}
+	tm.ONNX = nil
 	return &session{model: tm, rt: rt}, nil
 }
 

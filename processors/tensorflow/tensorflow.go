@@ -16,7 +16,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -210,28 +209,15 @@ func checkSavedModel(path string, limit int64) error {
 	return nil
 }
 
-// startRuntime writes model to a temporary file, loads it through the ONNX
-// processor and removes the file (the session keeps the model).
+// startRuntime loads a translated model through the ONNX processor.
 func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, error) {
-	f, err := os.CreateTemp("", "eas-tf2onnx-*.onnx")
-	if err != nil {
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(model); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("write translated model: %w", err)
-	}
 	rt := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
 	spec := m.spec
-	spec.ModelSource, spec.ModelEntry = f.Name(), ""
+	spec.ModelSource, spec.ModelEntry = "model.onnx", ""
 	if err := rt.Configure(spec); err != nil {
 		return nil, err
 	}
-	if err := rt.Load(ctx, processors.Files{ModelPath: f.Name()}); err != nil {
+	if err := rt.LoadBytes(ctx, model); err != nil {
 		return nil, err
 	}
 	return rt, nil
