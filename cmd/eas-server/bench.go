@@ -22,8 +22,8 @@ func benchCmd() *cobra.Command {
 		tensors                                                 []string
 		concurrency                                             string
 		duration, warmup                                        time.Duration
-		inProcess, processorCode                                string
-		cpu                                                     int
+		inProcess, processorCode, modelConfig                   string
+		cpu, gpu                                                int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -36,7 +36,7 @@ func benchCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if inProcess != "" {
-				return benchInProcess(cmd, inProcess, processorCode, cpu, tensors, duration, warmup, output)
+				return benchInProcess(cmd, inProcess, processorCode, inProcessResources{cpu, gpu, modelConfig}, tensors, duration, warmup, output)
 			}
 			target := url
 			if target == "" {
@@ -123,20 +123,37 @@ func benchCmd() *cobra.Command {
 	fl.StringVar(&inProcess, "in-process", "", "instead of HTTP, load this model file in this process and time Run on the --tensor inputs")
 	fl.StringVar(&processorCode, "processor", "onnx_cpu", "processor code for --in-process")
 	fl.IntVar(&cpu, "cpu", 0, "metadata.cpu for --in-process (intra-op threads; 0 = all cores)")
+	fl.IntVar(&gpu, "gpu", 0, "metadata.gpu for --in-process (a GPU code such as onnx_cu100 needs 1)")
+	fl.StringVar(&modelConfig, "model-config", "", "model_config JSON for --in-process (e.g. {\"device_id\": 1})")
 	return cmd
 }
 
+// inProcessResources are the service.json parts an in-process run takes:
+// the same processor on a GPU needs metadata.gpu and may need model_config.
+type inProcessResources struct {
+	cpu, gpu    int
+	modelConfig string
+}
+
 // benchInProcess times the processor's Run with no server in the path.
-func benchInProcess(cmd *cobra.Command, model, code string, cpu int, specs []string, d, warmup time.Duration, output string) error {
+func benchInProcess(cmd *cobra.Command, model, code string, rsc inProcessResources, specs []string, d, warmup time.Duration, output string) error {
 	if len(specs) == 0 {
 		return fmt.Errorf("--in-process needs --tensor inputs")
+	}
+	var modelConfig []byte
+	if rsc.modelConfig != "" {
+		if !json.Valid([]byte(rsc.modelConfig)) {
+			return fmt.Errorf("--model-config: not valid JSON: %s", rsc.modelConfig)
+		}
+		modelConfig = []byte(rsc.modelConfig)
 	}
 	engine, err := processors.New(code)
 	if err != nil {
 		return err
 	}
 	proc := engine.Processor()
-	if err := proc.Configure(processors.Spec{Service: "bench", Code: code, ModelSource: model, CPU: cpu}); err != nil {
+	spec := processors.Spec{Service: "bench", Code: code, ModelSource: model, CPU: rsc.cpu, GPU: rsc.gpu, ModelConfig: modelConfig}
+	if err := proc.Configure(spec); err != nil {
 		return err
 	}
 	if err := proc.Load(cmd.Context(), processors.Files{ModelPath: model}); err != nil {
