@@ -540,14 +540,13 @@ func (s *Scheduler) execute(batch []*call) {
 		s.free <- struct{}{}
 		s.signal() // a partial batch waiting on busy workers may now leave
 	}()
-	defer s.inflight.Add(-int64(len(batch)))
 
 	// Drop requests that expired or were cancelled between take and run.
 	now := time.Now()
 	live := batch[:0]
 	for _, c := range batch {
 		if c.expired(now) {
-			c.done <- result{err: c.err()}
+			s.answer(c, result{err: c.err()})
 			continue
 		}
 		live = append(live, c)
@@ -583,13 +582,23 @@ func (s *Scheduler) execute(batch []*call) {
 	}
 	for i, c := range live {
 		if err != nil {
-			c.done <- result{err: err}
+			s.answer(c, result{err: err})
 		} else if e, isErr := out[i].(error); isErr && e != nil {
-			c.done <- result{err: e} // a per-request failure inside the batch
+			s.answer(c, result{err: e}) // a per-request failure inside the batch
 		} else {
-			c.done <- result{value: out[i]}
+			s.answer(c, result{value: out[i]})
 		}
 	}
+}
+
+// answer hands a run's call its result. The call leaves the in-flight
+// count first: a caller that sends again the moment it has its answer must
+// not find its finished request still counted, or the recent-peak rule of
+// formLocked takes it for a second client and holds the new request for
+// the whole batch timeout.
+func (s *Scheduler) answer(c *call, r result) {
+	s.inflight.Add(-1)
+	c.done <- r
 }
 
 func (s *Scheduler) safeRun(ctx context.Context, payloads []any) (out []any, err error) {
