@@ -34,8 +34,11 @@ run: build examples
 	./$(BIN) serve --listen $(LISTEN) --state-dir ./eas-data $(foreach f,$(LOCAL_EXAMPLES),--deploy $(f))
 
 ## test-deps: everything the tests need (Debian packages, native libraries,
-## the Kubernetes test tools of scripts/build-k8s-tools.sh)
+## the Kubernetes test tools of scripts/build-k8s-tools.sh). The CUDA
+## provider too (as make deps GPU=1), so that the GPU codes' deploy errors
+## are checked against the real provider on machines without a GPU.
 test-deps: deps
+	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool

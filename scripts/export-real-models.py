@@ -36,39 +36,49 @@ def export(model, args, names_in, names_out, dynamic, path):
                       dynamic_axes=dynamic, opset_version=17, do_constant_folding=True, dynamo=False)
 
 
-def bert(outdir):
-    from transformers import BertConfig, BertModel
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=256, max_position_embeddings=64)
-    model = BertModel(cfg).eval()
+class BertOutputs(torch.nn.Module):
+    """A transformers BertModel as an ONNX graph wants it: two tensors in, two out."""
 
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
 
-        def forward(self, input_ids, attention_mask):
-            o = self.m(input_ids=input_ids, attention_mask=attention_mask)
-            return o.last_hidden_state, o.pooler_output
+    def forward(self, input_ids, attention_mask):
+        o = self.m(input_ids=input_ids, attention_mask=attention_mask)
+        return o.last_hidden_state, o.pooler_output
 
-    w = Wrap(model).eval()
+
+def export_bert(w, path, export=export):
+    """Exports a BertOutputs with dynamic batch and sequence axes."""
     ids = torch.randint(1, 1000, (2, 7))
-    mask = torch.ones_like(ids)
-    path = os.path.join(outdir, "bert_tiny.onnx")
-    export(w, (ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"],
+    export(w, (ids, torch.ones_like(ids)), ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"],
            {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
             "last_hidden_state": {0: "batch", 1: "seq"}, "pooler_output": {0: "batch"}}, path)
+
+
+def bert_cases(w, sizes, vocab, seed):
+    """Cases of random token ids (batch n, length t for each of sizes) with w's outputs."""
     cases = []
-    g = torch.Generator().manual_seed(1)
-    for n, t in ((1, 5), (2, 9), (3, 16)):
-        ids = torch.randint(1, 1000, (n, t), generator=g)
+    g = torch.Generator().manual_seed(seed)
+    for n, t in sizes:
+        ids = torch.randint(1, vocab, (n, t), generator=g)
         mask = torch.ones_like(ids)
         with torch.no_grad():
             h, p = w(ids, mask)
         cases.append({"name": f"n{n}_t{t}",
                       "inputs": [tensor_json("input_ids", ids), tensor_json("attention_mask", mask)],
                       "outputs": [tensor_json("last_hidden_state", h), tensor_json("pooler_output", p)]})
+    return cases
+
+
+def bert(outdir):
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=256, max_position_embeddings=64)
+    w = BertOutputs(BertModel(cfg).eval()).eval()
+    export_bert(w, os.path.join(outdir, "bert_tiny.onnx"))
+    cases = bert_cases(w, ((1, 5), (2, 9), (3, 16)), 1000, seed=1)
     with open(os.path.join(outdir, "bert_tiny.json"), "w") as f:
         json.dump({"model": "bert_tiny.onnx", "cases": cases}, f)
 
