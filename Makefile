@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript bench-caffe deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript bench-caffe bench-gpu deps test-deps proto clean
 
 all: build
 
@@ -98,6 +98,10 @@ bench-torchscript:
 ## bench-caffe: the Caffe (caffe_cpu) ratios of BENCHMARKS.md: ours vs OpenCV DNN, batching on vs off (starts its own server)
 bench-caffe:
 	bash scripts/bench-caffe.sh
+
+## bench-gpu: the GPU table of BENCHMARKS.md, on a machine with an NVIDIA GPU (DEVICE=cpu: a dry run on the CPU codes)
+bench-gpu:
+	bash scripts/bench-gpu.sh
 
 ## bench: Go micro-benchmarks (scheduler, codecs, evaluators)
 bench:
