@@ -36,7 +36,11 @@ func benchCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if inProcess != "" {
-				return benchInProcess(cmd, inProcess, processorCode, inProcessResources{cpu, gpu, modelConfig}, tensors, duration, warmup, output)
+				spec := processors.Spec{Service: "bench", Code: processorCode, ModelSource: inProcess, CPU: cpu, GPU: gpu}
+				if modelConfig != "" {
+					spec.ModelConfig = []byte(modelConfig) // Configure says what is wrong with it
+				}
+				return benchInProcess(cmd, spec, tensors, duration, warmup, output)
 			}
 			target := url
 			if target == "" {
@@ -128,35 +132,21 @@ func benchCmd() *cobra.Command {
 	return cmd
 }
 
-// inProcessResources are the service.json parts an in-process run takes:
-// the same processor on a GPU needs metadata.gpu and may need model_config.
-type inProcessResources struct {
-	cpu, gpu    int
-	modelConfig string
-}
-
-// benchInProcess times the processor's Run with no server in the path.
-func benchInProcess(cmd *cobra.Command, model, code string, rsc inProcessResources, specs []string, d, warmup time.Duration, output string) error {
-	if len(specs) == 0 {
+// benchInProcess times the processor's Run with no server in the path,
+// configured as a service with spec's resources and model_config would be.
+func benchInProcess(cmd *cobra.Command, spec processors.Spec, tensorSpecs []string, d, warmup time.Duration, output string) error {
+	if len(tensorSpecs) == 0 {
 		return fmt.Errorf("--in-process needs --tensor inputs")
 	}
-	var modelConfig []byte
-	if rsc.modelConfig != "" {
-		if !json.Valid([]byte(rsc.modelConfig)) {
-			return fmt.Errorf("--model-config: not valid JSON: %s", rsc.modelConfig)
-		}
-		modelConfig = []byte(rsc.modelConfig)
-	}
-	engine, err := processors.New(code)
+	engine, err := processors.New(spec.Code)
 	if err != nil {
 		return err
 	}
 	proc := engine.Processor()
-	spec := processors.Spec{Service: "bench", Code: code, ModelSource: model, CPU: rsc.cpu, GPU: rsc.gpu, ModelConfig: modelConfig}
 	if err := proc.Configure(spec); err != nil {
 		return err
 	}
-	if err := proc.Load(cmd.Context(), processors.Files{ModelPath: model}); err != nil {
+	if err := proc.Load(cmd.Context(), processors.Files{ModelPath: spec.ModelSource}); err != nil {
 		return err
 	}
 	if c, ok := proc.(processors.Closer); ok {
@@ -164,12 +154,12 @@ func benchInProcess(cmd *cobra.Command, model, code string, rsc inProcessResourc
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	p := &processors.TensorPayload{}
-	for _, s := range specs {
-		spec, err := loadgen.ParseTensorSpec(s)
+	for _, s := range tensorSpecs {
+		ts, err := loadgen.ParseTensorSpec(s)
 		if err != nil {
 			return fmt.Errorf("--tensor: %w", err)
 		}
-		p.Inputs = append(p.Inputs, spec.Generate(rng))
+		p.Inputs = append(p.Inputs, ts.Generate(rng))
 	}
 	rows, err := tensor.BatchSize(p.Inputs)
 	if err != nil {
@@ -184,6 +174,6 @@ func benchInProcess(cmd *cobra.Command, model, code string, rsc inProcessResourc
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "in-process %s batch %d: %.1f rows/s, %.3f ms per run (%d runs)\n", code, res.Batch, res.RowsPS, res.MeanMs, res.Runs)
+	fmt.Fprintf(cmd.OutOrStdout(), "in-process %s batch %d: %.1f rows/s, %.3f ms per run (%d runs)\n", spec.Code, res.Batch, res.RowsPS, res.MeanMs, res.Runs)
 	return nil
 }

@@ -30,7 +30,7 @@ func TestBenchInProcess(t *testing.T) {
 
 	_, errOut, code = runCLI(t, "bench", "--in-process", model, "--processor", "onnx_cpu",
 		"--tensor", "input:FP32:4x16", "--model-config", `{"x":`)
-	if code == 0 || !strings.Contains(errOut, "--model-config") {
+	if code == 0 || !strings.Contains(errOut, "model_config") {
 		t.Fatalf("bad --model-config: exit %d: %s", code, errOut)
 	}
 
