@@ -18,6 +18,7 @@
 # intra-op threads per run, default 2: one run uses both cores), MAX_BATCH (default 64).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 
 DUR=${1:-10s}
 WORKERS=${WORKERS:-1}
@@ -65,17 +66,9 @@ EOF
 srv_pid=$!
 "${srv_pin[@]}" ./bin/ginecho --listen 127.0.0.1:$PEER_PORT &
 peer_pid=$!
-for _ in $(seq 1 200); do
-	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready" >&2; exit 1; }
+wait_ready "$PORT" 20 "" "$srv_pid"
 
 B="${cli_pin[*]} ./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s"
-field() { $PY -c "import json,sys; print(json.load(sys.stdin)[0]['$1'])"; }
-batch_stats() { # prints sum count of eas_batch_size for mlp_on
-	curl -fs "127.0.0.1:$PORT/metrics" | awk '/^eas_batch_size_sum\{service="mlp_on"\}/{s=$2} /^eas_batch_size_count\{service="mlp_on"\}/{c=$2} END{print s+0, c+0}'
-}
 
 echo "measuring: batching off, 64 clients" >&2
 off64=$($B --service mlp_off --tensor input:FP32:1x2048 -c 64)
@@ -101,9 +94,9 @@ print(total)" "$js"
 on_rounds=()
 for round in 1 2 3; do
 	echo "measuring: round $round: batching on, 64 clients, then in-process ONNX Runtime at its mean batch" >&2
-	read -r s0 c0 < <(batch_stats)
+	read -r s0 c0 < <(batch_stats "$PORT" mlp_on)
 	on=$($B --service mlp_on --tensor input:FP32:1x2048 -c 64)
-	read -r s1 c1 < <(batch_stats)
+	read -r s1 c1 < <(batch_stats "$PORT" mlp_on)
 	mb=$($PY -c "print(max(1, round(($s1-$s0)/max(1,$c1-$c0))))")
 	ip=$(inprocess "$mb")
 	on_rounds+=("$(field throughput_rps <<<"$on") $mb $ip $(field p99_ms <<<"$on")")

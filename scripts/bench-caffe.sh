@@ -32,6 +32,7 @@
 # with Debian's python3-opencv), PORT (default 18098).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 
 DUR=${1:-10s}
 HTTP_DUR=${HTTP_DUR:-$DUR}
@@ -102,11 +103,7 @@ echo "starting the server ($HTTP_NET as caffe_on and caffe_off)" >&2
 "${srv_pin[@]}" ./bin/eas-server serve --listen "127.0.0.1:$PORT" --state-dir "$work/state" --log-level warn \
 	--deploy "$work/caffe_on.json" --deploy "$work/caffe_off.json" 2>"$work/server.log" &
 srv_pid=$!
-for _ in $(seq 1 1200); do
-	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready:" >&2; cat "$work/server.log" >&2; exit 1; }
+wait_ready "$PORT" 120 "$work/server.log" "$srv_pid"
 
 # What a failed request says: one image as KServe v2 JSON, sent with curl.
 explain() { # service

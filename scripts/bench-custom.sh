@@ -11,6 +11,7 @@
 # Usage: scripts/bench-custom.sh [DURATION]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 
 DUR=${1:-10s}
 PORT=${PORT:-18094}
@@ -44,15 +45,10 @@ JSON
 ./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn \
 	--deploy "$work/echo.json" --deploy "$work/cpp_echo.json" --deploy "$work/python_echo.json" &
 srv_pid=$!
-for _ in $(seq 1 200); do
-	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready" >&2; exit 1; }
+wait_ready "$PORT" 20 "" "$srv_pid"
 
 printf '[{"x":1}]' >"$work/body.json"
 B="./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s --body $work/body.json"
-field() { $PY -c "import json,sys; print(json.load(sys.stdin)[0]['$1'])"; }
 rounds=()
 for round in 1 2 3; do
 	for c in 64 1; do

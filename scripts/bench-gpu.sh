@@ -30,6 +30,7 @@
 # OUT_DIR (default $OUT when set, else bench-gpu-out), PORT (18094).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 
 DUR=${1:-10s}
 DEVICE=${DEVICE:-cuda}
@@ -125,8 +126,10 @@ svc() { # name model batching
 EOF
 	echo "--deploy $work/$1.json"
 }
+checked=(mobilenet_v3_small bert_tiny resnet50)
+[[ $bert == bert_base ]] && checked+=(bert_base)
 deploys=$(
-	for m in mobilenet_v3_small bert_tiny resnet50 $([[ $bert == bert_base ]] && echo bert_base); do svc "chk_$m" "$m" false; done
+	for m in "${checked[@]}"; do svc "chk_$m" "$m" false; done
 	svc rn_on resnet50 true
 	svc rn_off resnet50 false
 	svc bert_on "$bert" true
@@ -135,22 +138,12 @@ deploys=$(
 # shellcheck disable=SC2086
 ./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn $deploys 2>"$OUT_DIR/server.log" &
 srv_pid=$!
-for _ in $(seq 1 1200); do
-	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-	kill -0 "$srv_pid" 2>/dev/null || break
-	sleep 0.1
-done
-if ! curl -fs "127.0.0.1:$PORT/readyz" >/dev/null; then
-	say "- the services did not become ready:"
-	curl -s "127.0.0.1:$PORT/readyz" | tee -a "$report" || true
-	tail -20 "$OUT_DIR/server.log" | tee -a "$report"
-	exit 1
-fi
+wait_ready "$PORT" 120 "$OUT_DIR/server.log" "$srv_pid"
 say ""
 say "| service | cases | worst error / max abs of PyTorch CPU | within $RTOL |"
 say "|---|---|---|---|"
 ok=1
-for m in mobilenet_v3_small bert_tiny resnet50 $([[ $bert == bert_base ]] && echo bert_base); do
+for m in "${checked[@]}"; do
 	r=$($PY scripts/gpu-models.py check "http://127.0.0.1:$PORT" bench "chk_$m" "$work/models/$m.json" "$RTOL") || ok=0
 	say "${r:-| chk_$m | - | the check failed | **no** |}"
 done
@@ -158,9 +151,10 @@ say ""
 
 # 4. Batching on vs off, batched HTTP vs in-process, GPU utilisation.
 B="./bin/eas-server bench --endpoint http://127.0.0.1:$PORT --token bench -o json -d $DUR --warmup 2s -c $CLIENTS"
-field() { $PY -c "import json,sys; print(json.load(sys.stdin)[0]['$1'])"; }
-batch_stats() { # service -> sum count of eas_batch_size
-	curl -fs "127.0.0.1:$PORT/metrics" | awk -v s="{service=\"$1\"}" '$1=="eas_batch_size_sum"s{a=$2} $1=="eas_batch_size_count"s{c=$2} END{print a+0, c+0}'
+tensors() { # BATCH NAME:DTYPE:Bx... -> a --tensor NAME:DTYPE:BATCHx... pair for each
+	local n=$1 spec
+	shift
+	for spec in "$@"; do printf -- '--tensor\n%s\n' "${spec/:Bx/:${n}x}"; done
 }
 gpu_util() { # runs "$@" while sampling the GPU; prints the mean utilisation % and peak memory MiB
 	if [[ $DEVICE != cuda ]]; then "$@" >"$work/run.json"; echo "- -"; return; fi
@@ -175,26 +169,26 @@ gpu_util() { # runs "$@" while sampling the GPU; prints the mean utilisation % a
 rows=()
 for m in rn bert; do
 	if [[ $m == rn ]]; then
-		model=resnet50; t=(--tensor "input:FP32:1x3x224x224"); shape() { echo "--tensor input:FP32:${1}x3x224x224"; }
+		model=resnet50; specs=("input:FP32:Bx3x224x224")
 	else
-		model=$bert; t=(--tensor "input_ids:INT64:1x$SEQ" --tensor "attention_mask:INT64:1x$SEQ")
-		shape() { echo "--tensor input_ids:INT64:${1}x$SEQ --tensor attention_mask:INT64:${1}x$SEQ"; }
+		model=$bert; specs=("input_ids:INT64:Bx$SEQ" "attention_mask:INT64:Bx$SEQ")
 	fi
+	mapfile -t t < <(tensors 1 "${specs[@]}")
 	log "$model: batching off, $CLIENTS clients"
 	read -r uoff moff < <(gpu_util $B --service "${m}_off" "${t[@]}")
 	off=$(cat "$work/run.json")
 	log "$model: batching on, $CLIENTS clients"
-	read -r s0 c0 < <(batch_stats "${m}_on")
+	read -r s0 c0 < <(batch_stats "$PORT" "${m}_on")
 	read -r uon mon < <(gpu_util $B --service "${m}_on" "${t[@]}")
 	on=$(cat "$work/run.json")
-	read -r s1 c1 < <(batch_stats "${m}_on")
+	read -r s1 c1 < <(batch_stats "$PORT" "${m}_on")
 	mb=$($PY -c "print(max(1, round(($s1-$s0)/max(1,$c1-$c0))))")
 	log "$model: in-process $inproc_code at batch $mb, $WORKERS loops at once (as the service's workers)"
+	mapfile -t tb < <(tensors "$mb" "${specs[@]}")
 	pids=()
 	for w in $(seq 1 "$WORKERS"); do
-		# shellcheck disable=SC2046
 		./bin/eas-server bench --in-process "$work/models/$model.onnx" --processor "$inproc_code" --gpu "$gpu" \
-			$(shape "$mb") -d "$DUR" --warmup 2s -o json >"$work/inproc.$w.json" &
+			"${tb[@]}" -d "$DUR" --warmup 2s -o json >"$work/inproc.$w.json" &
 		pids+=($!)
 	done
 	wait "${pids[@]}" # not the server

@@ -6,6 +6,7 @@
 # Usage: scripts/bench-onnx.sh [DURATION]   (default 10s per measurement)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 DUR=${1:-10s}
 PORT=${PORT:-18092}
 PY=/usr/bin/python3
@@ -18,7 +19,7 @@ cat >"$work/mlp.json" <<JSON
 JSON
 ./bin/eas-server serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn --deploy "$work/mlp.json" 2>/dev/null &
 srv_pid=$!
-for _ in $(seq 1 100); do curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_ready "$PORT" 10 "" "$srv_pid"
 echo "| batch | in-process ORT, ms per run | HTTP round trip (Torch protobuf), p50 ms | p99 ms | overhead p50 |"
 echo "|---|---|---|---|---|"
 for n in 1 64; do

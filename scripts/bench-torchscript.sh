@@ -29,6 +29,7 @@
 # PY (default /usr/bin/python3), PORT (default 18092).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/benchlib.sh
 
 DUR=${1:-20s}
 WARMUP=${WARMUP:-3s}
@@ -90,11 +91,7 @@ fi
 
 "${srv_pin[@]}" ./bin/eas-server serve --listen "127.0.0.1:$PORT" --state-dir "$work/state" --log-level warn "${deploy[@]}" 2>"$work/server.log" &
 srv_pid=$!
-for _ in $(seq 1 600); do
-	curl -fs "127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-curl -fs "127.0.0.1:$PORT/readyz" >/dev/null || { echo "server not ready:" >&2; cat "$work/server.log" >&2; exit 1; }
+wait_ready "$PORT" 60 "$work/server.log" "$srv_pid"
 
 check=("$ts_model" bench "http://127.0.0.1:$PORT/v2/models/ts_on/infer" x "http://127.0.0.1:$PORT/v2/models/ts_off/infer" x)
 [[ -n "$onnx_model" ]] && check+=("http://127.0.0.1:$PORT/v2/models/onnx_on/infer" input)
