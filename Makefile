@@ -36,10 +36,12 @@ run: build examples
 ## test-deps: everything the tests need (Debian packages, native libraries,
 ## the Kubernetes test tools of scripts/build-k8s-tools.sh). The CUDA
 ## provider too (as make deps GPU=1), so that the GPU codes' deploy errors
-## are checked against the real provider on machines without a GPU.
+## are checked against the real provider on machines without a GPU. The
+## official Python clients' virtual environments (scripts/python-venv.sh).
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
+	bash scripts/python-venv.sh eas-sdk tritonclient
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
 # drop items), so TestZeroAllocations skips under -race and the allocation

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# python-venv.sh NAME... creates (or brings up to date) one Python virtual
+# environment per NAME from the pinned scripts/requirements/NAME.txt, for the
+# acceptance tests that drive the server with the official Python clients.
+# Each lives outside the repository, in ${EAS_PYVENV_DIR:-~/.cache/eas-server/pyvenv}/NAME,
+# and records the sha256 of the requirements it was made from in
+# .requirements.sha256: a changed requirements file makes it anew, an
+# unchanged one costs nothing. internal/pyvenv finds them the same way.
+# Separate environments because the clients pin conflicting versions
+# (eas-prediction wants protobuf<=3.20.3, tritonclient[grpc] protobuf>=6.30).
+# Nothing is installed into a system Python; the interpreter is python3 on
+# PATH (or $EAS_VENV_PYTHON), which needs the venv module.
+set -euo pipefail
+cd "$(dirname "$0")"
+root="${EAS_PYVENV_DIR:-$HOME/.cache/eas-server/pyvenv}"
+python="${EAS_VENV_PYTHON:-python3}"
+[[ $# -gt 0 ]] || { echo "usage: $0 NAME... (names of scripts/requirements/*.txt)" >&2; exit 2; }
+for name in "$@"; do
+	req="requirements/$name.txt"
+	[[ -f "$req" ]] || { echo "python-venv.sh: no $req" >&2; exit 2; }
+	sum="$(sha256sum "$req" | cut -d' ' -f1)"
+	dir="$root/$name"
+	if [[ -x "$dir/bin/python" && "$(cat "$dir/.requirements.sha256" 2>/dev/null)" == "$sum" ]]; then
+		continue
+	fi
+	echo "python-venv.sh: making $dir from scripts/$req"
+	rm -rf "$dir"
+	mkdir -p "$root"
+	"$python" -m venv "$dir"
+	"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$req"
+	echo "$sum" >"$dir/.requirements.sha256"
+done
