@@ -1,7 +1,8 @@
 // Package scheduler admits, queues, batches and runs the requests of one
 // service version. It knows payloads and a run function, not HTTP.
 //
-// Semantics (see docs/architecture.md, "Scheduler semantics"):
+// Semantics (the keys are metadata.rpc's, docs/service-json.md; the status
+// codes, docs/protocol.md):
 //   - Admission: a full instance answers ErrQueueFull at once; over the rate
 //     limit, ErrRateLimited. An instance is full when every worker is busy with
 //     a full batch and MaxQueueSize requests wait (with batching off a "full

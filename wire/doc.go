@@ -8,6 +8,8 @@
 //   - caffepb: the EAS Caffe caffe.eas.PredictRequest / PredictResponse
 //     (float32 only: other numeric dtypes are converted on encode)
 //   - kserve: KServe v2 / Open Inference Protocol JSON and binary tensors
+//   - kservegrpc: the KServe v2 gRPC API (GRPCInferenceService) as generated
+//     code, and its messages to and from tensor.Tensor
 //
 // How each tensor dtype travels (ArrayProto is shared by tfpb and torchpb):
 //
