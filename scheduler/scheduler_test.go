@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // double is a run function that doubles int payloads and records batch sizes.
@@ -32,7 +34,7 @@ func (d *double) run(ctx context.Context, batch []any) ([]any, error) {
 		}
 	}
 	if d.delay > 0 {
-		time.Sleep(d.delay)
+		time.Sleep(d.delay) // the model's work time, not synchronisation
 	}
 	out := make([]any, len(batch))
 	for i, p := range batch {
@@ -81,7 +83,7 @@ func TestQueueFullRejectsExcessAtOnce(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, func() bool { return s.inflight.Load() == workers+queue })
+	wait.Until(t, 5*time.Second, inflightIs(s, workers+queue))
 
 	start := time.Now()
 	if _, err := s.Do(t.Context(), 99); !errors.Is(err, ErrQueueFull) {
@@ -128,7 +130,7 @@ func TestDeadlineInQueueAndInRun(t *testing.T) {
 		}
 	}
 	close(release)
-	waitFor(t, func() bool { return s.inflight.Load() == 0 && s.QueueDepth() == 0 })
+	wait.Until(t, 5*time.Second, both(inflightIs(s, 0), depthIs(s, 0)))
 	if n := runs.Load(); n != 1 {
 		t.Errorf("runs started = %d, want 1 (the queued requests expired and were dropped)", n)
 	}
@@ -140,7 +142,7 @@ func TestCancelledRequestIsDropped(t *testing.T) {
 	defer s.Stop(context.Background())
 
 	go s.Do(context.Background(), 1) // occupies the only worker
-	waitFor(t, func() bool { return len(d.batchSizes()) == 1 })
+	wait.Until(t, 5*time.Second, batchesAre(d, 1))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -148,7 +150,7 @@ func TestCancelledRequestIsDropped(t *testing.T) {
 		_, err := s.Do(ctx, 2)
 		done <- err
 	}()
-	waitFor(t, func() bool { return s.QueueDepth() == 1 })
+	wait.Until(t, 5*time.Second, depthIs(s, 1))
 	cancel()
 	if err := <-done; !errors.Is(err, ErrCanceled) {
 		t.Fatalf("cancelled request: err = %v, want ErrCanceled", err)
@@ -157,7 +159,7 @@ func TestCancelledRequestIsDropped(t *testing.T) {
 		t.Fatalf("queue depth after cancel = %d, want 0", q)
 	}
 	close(d.release)
-	waitFor(t, func() bool { return s.inflight.Load() == 0 })
+	wait.Until(t, 5*time.Second, inflightIs(s, 0))
 	if n := len(d.batchSizes()); n != 1 {
 		t.Errorf("runs = %d, want 1 (the cancelled request never ran)", n)
 	}
@@ -230,7 +232,7 @@ func TestBatchesFormUnderLoad(t *testing.T) {
 	defer s.Stop(context.Background())
 
 	go s.Do(context.Background(), 0) // occupies the worker
-	waitFor(t, func() bool { return len(d.batchSizes()) == 1 })
+	wait.Until(t, 5*time.Second, batchesAre(d, 1))
 
 	var wg sync.WaitGroup
 	results := make([]any, 20)
@@ -245,7 +247,7 @@ func TestBatchesFormUnderLoad(t *testing.T) {
 			results[i] = v
 		}()
 	}
-	waitFor(t, func() bool { return s.QueueDepth() == 20 })
+	wait.Until(t, 5*time.Second, depthIs(s, 20))
 	close(d.release)
 	wg.Wait()
 	for i, v := range results {
@@ -275,13 +277,13 @@ func TestDifferentKeysNeverShareABatch(t *testing.T) {
 	s := New(Config{Workers: 1, Batching: true, MaxBatchSize: 16, Timeout: time.Minute}, run, key, Observer{}, nil)
 	defer s.Stop(context.Background())
 	go s.Do(context.Background(), 100)
-	waitFor(t, func() bool { return len(d.batchSizes()) == 1 })
+	wait.Until(t, 5*time.Second, batchesAre(d, 1))
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Do(context.Background(), i) }()
 	}
-	waitFor(t, func() bool { return s.QueueDepth() == 10 })
+	wait.Until(t, 5*time.Second, depthIs(s, 10))
 	close(d.release)
 	wg.Wait()
 	if mixed.Load() {
@@ -313,7 +315,14 @@ func TestBatchTimeoutMeasuredFromArrival(t *testing.T) {
 	defer s.Stop(context.Background())
 	defer close(block)
 	go s.Do(context.Background(), 0)
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 })
+	wait.Until(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sizes) != 1 {
+			return fmt.Errorf("batches run: %v, want the first one running", sizes)
+		}
+		return nil
+	})
 
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -346,7 +355,7 @@ func TestStopDrainsThenRefuses(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, func() bool { return s.inflight.Load() == 5 })
+	wait.Until(t, 5*time.Second, inflightIs(s, 5))
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -373,14 +382,44 @@ func TestObserver(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 5s")
+// inflightIs is a wait.Until condition: the scheduler holds want calls
+// (admitted, not yet answered).
+func inflightIs(s *Scheduler, want int64) func() error {
+	return func() error {
+		if got := s.inflight.Load(); got != want {
+			return fmt.Errorf("%d calls in flight, want %d", got, want)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
+	}
+}
+
+// depthIs is a wait.Until condition: want requests wait for a worker.
+func depthIs(s *Scheduler, want int) func() error {
+	return func() error {
+		if got := s.QueueDepth(); got != want {
+			return fmt.Errorf("queue depth %d, want %d", got, want)
+		}
+		return nil
+	}
+}
+
+// both is a wait.Until condition that holds when a and b do.
+func both(a, b func() error) func() error {
+	return func() error {
+		if err := a(); err != nil {
+			return err
+		}
+		return b()
+	}
+}
+
+// batchesAre is a wait.Until condition: d has started want batches.
+func batchesAre(d *double, want int) func() error {
+	return func() error {
+		if got := d.batchSizes(); len(got) != want {
+			return fmt.Errorf("batches started: %v, want %d", got, want)
+		}
+		return nil
 	}
 }
 
@@ -424,13 +463,13 @@ func TestPreferredBatchSizes(t *testing.T) {
 		d.run, sameKey, Observer{}, nil)
 	defer s.Stop(context.Background())
 	go s.Do(context.Background(), 0)
-	waitFor(t, func() bool { return len(d.batchSizes()) == 1 })
+	wait.Until(t, 5*time.Second, batchesAre(d, 1))
 	var wg sync.WaitGroup
 	for i := range 14 {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Do(context.Background(), i) }()
 	}
-	waitFor(t, func() bool { return s.QueueDepth() == 14 })
+	wait.Until(t, 5*time.Second, depthIs(s, 14))
 	close(d.release)
 	wg.Wait()
 	// 14 queued: a preferred 8, then a preferred 4, then the last 2 at idle.
@@ -456,14 +495,14 @@ func TestErrorResultFailsOnlyItsRequest(t *testing.T) {
 	s := New(Config{Workers: 1, Batching: true, MaxBatchSize: 8, Timeout: time.Minute}, run, sameKey, Observer{}, nil)
 	defer s.Stop(context.Background())
 	go s.Do(context.Background(), 0)
-	waitFor(t, func() bool { return s.inflight.Load() == 1 && s.QueueDepth() == 0 })
+	wait.Until(t, 5*time.Second, both(inflightIs(s, 1), depthIs(s, 0)))
 	errs := make([]error, 5)
 	var wg sync.WaitGroup
 	for i := 1; i < 5; i++ {
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = s.Do(context.Background(), i) }()
 	}
-	waitFor(t, func() bool { return s.QueueDepth() == 4 })
+	wait.Until(t, 5*time.Second, depthIs(s, 4))
 	close(release)
 	wg.Wait()
 	for i := 1; i < 5; i++ {
