@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // modelServer serves files like a static web server (ETag, conditional and
@@ -304,6 +306,25 @@ func TestHTTPArchiveUnpacked(t *testing.T) {
 	}
 }
 
+// waitersAre is a wait.Until condition: the running downloads of f have
+// want callers waiting on them, in all.
+func waitersAre(f *Fetcher, want int) func() error {
+	return func() error {
+		f.group.mu.Lock()
+		defer f.group.mu.Unlock()
+		got := 0
+		for _, fl := range f.group.flights {
+			fl.mu.Lock()
+			got += fl.waiters
+			fl.mu.Unlock()
+		}
+		if got != want {
+			return fmt.Errorf("%d callers wait on %d downloads, want %d callers", got, len(f.group.flights), want)
+		}
+		return nil
+	}
+}
+
 func TestConcurrentFetchesShareOneDownload(t *testing.T) {
 	ms, srv := newModelServer(t)
 	blob := randomBytes(100_000, 4)
@@ -322,22 +343,7 @@ func TestConcurrentFetchesShareOneDownload(t *testing.T) {
 			}})
 		})
 	}
-	// Wait until every caller has joined the one flight.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f.group.mu.Lock()
-		waiters := 0
-		for _, fl := range f.group.flights {
-			fl.mu.Lock()
-			waiters += fl.waiters
-			fl.mu.Unlock()
-		}
-		f.group.mu.Unlock()
-		if waiters == n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, waitersAre(f, n)) // every caller joined the one flight
 	close(ms.gate)
 	wg.Wait()
 	for i := range n {
@@ -361,13 +367,13 @@ func TestWaiterLeavingDoesNotCancelOthers(t *testing.T) {
 		_, err := f.Fetch(ctx, srv.URL+"/m.bin", FetchOptions{})
 		firstErr <- err
 	}()
+	wait.Until(t, 10*time.Second, waitersAre(f, 1)) // the first caller started the download
 	second := make(chan error, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
 		_, err := f.Fetch(t.Context(), srv.URL+"/m.bin", FetchOptions{})
 		second <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	wait.Until(t, 10*time.Second, waitersAre(f, 2)) // the second joined it
 	cancel()
 	if err := <-firstErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled caller: %v; want context.Canceled", err)

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // TestHTTPRetryHookHearsEveryRetry: FetchOptions.Retry hears of a dropped
@@ -36,21 +38,7 @@ func TestHTTPRetryHookHearsEveryRetry(t *testing.T) {
 			}
 		})
 	}
-	// Both callers join the one download before it starts.
-	for {
-		time.Sleep(time.Millisecond)
-		f.group.mu.Lock()
-		var waiters int
-		for _, fl := range f.group.flights {
-			fl.mu.Lock()
-			waiters = fl.waiters
-			fl.mu.Unlock()
-		}
-		f.group.mu.Unlock()
-		if waiters == 2 {
-			break
-		}
-	}
+	wait.Until(t, 10*time.Second, waitersAre(f, 2)) // both callers join the one download before it starts
 	close(ms.gate)
 	wg.Wait()
 	for caller := range 2 {

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // These tests run real processes on one cache directory: the test binary
@@ -334,19 +336,16 @@ func TestSharedCacheKilledMidDownload(t *testing.T) {
 	cache := t.TempDir()
 	c := startChild(t, "CACHE="+cache, "URL="+srv.URL+"/model.bin")
 	// Kill it once half the body is on disk.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.Until(t, time.Minute, func() error {
 		ps, _ := filepath.Glob(filepath.Join(cache, "partial", "*-model.bin"))
-		if len(ps) == 1 {
-			if st, err := os.Stat(ps[0]); err == nil && st.Size() == int64(len(data)/2) {
-				break
-			}
+		if len(ps) != 1 {
+			return fmt.Errorf("partial downloads %q, want one\n%s", ps, c.output())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no partial download after a minute:\n%s", c.output())
+		if st, err := os.Stat(ps[0]); err != nil || st.Size() != int64(len(data)/2) {
+			return fmt.Errorf("the partial download is not half the body (%d bytes) yet: %v\n%s", len(data)/2, err, c.output())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := c.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
