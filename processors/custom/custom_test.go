@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/custom" // processor_path
 	"github.com/eas-server/eas-server/processors/custom/cworker"
 	_ "github.com/eas-server/eas-server/processors/echo"
@@ -182,17 +183,29 @@ func TestCppCrashIsolation(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	// flowing waits for a request answered on the current worker: the
+	// load runs there, so requests are in flight when it dies.
+	flowing := func(worker string) {
+		t.Helper()
+		from := ok.Load()
+		wait.Until(t, 20*time.Second, func() error {
+			if ok.Load() == from {
+				return fmt.Errorf("no request answered on the %s worker (%d before it)", worker, from)
+			}
+			return nil
+		})
+	}
+	flowing("first")
 	if code, body := post(t, st, "upper", "crash"); code != 500 || !strings.Contains(body, "ended while running this request") {
 		t.Errorf("crash: %d %q", code, body)
 	}
 	second := waitNewPID(t, pid, first)
-	time.Sleep(200 * time.Millisecond)
+	flowing("second")
 	if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitNewPID(t, pid, second)
-	time.Sleep(300 * time.Millisecond)
+	flowing("third")
 	close(stop)
 	wg.Wait()
 	if ok.Load() == 0 || failed.Load() == 0 || otherBad.Load() != 0 {
@@ -221,15 +234,14 @@ func workerPID(t *testing.T, st *teststack.Stack, name string) int {
 // waitNewPID waits for the worker to come back as another process.
 func waitNewPID(t *testing.T, pid func() int, old int) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if p := pid(); p != old && p != 0 {
-			return p
+	var p int
+	wait.Until(t, 20*time.Second, func() error {
+		if p = pid(); p == old || p == 0 {
+			return fmt.Errorf("the worker is still process %d", old)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the worker is still process %d", old)
-	return 0
+		return nil
+	})
+	return p
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -380,26 +392,22 @@ func TestRollingUpdateAndQueue(t *testing.T) {
 	if _, err := st.Manager.Update("py", s); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	wait.Until(t, 20*time.Second, func() error {
 		code, body := post(t, st, "py", "abc")
 		if code != 200 || (body != "v1:ABC" && body != "v2:ABC") {
 			t.Fatalf("during the update: %d %q", code, body)
 		}
-		if body == "v2:ABC" {
-			break
+		if body != "v2:ABC" {
+			return fmt.Errorf("the update did not switch: version 1 still answers %q", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the update did not switch")
+		return nil
+	})
+	wait.Until(t, 20*time.Second, func() error {
+		if syscall.Kill(oldPID, 0) == nil {
+			return fmt.Errorf("the old version's worker %d still runs", oldPID)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for time.Now().Before(deadline) && syscall.Kill(oldPID, 0) == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := syscall.Kill(oldPID, 0); err == nil {
-		t.Errorf("the old version's worker %d still runs", oldPID)
-	}
+		return nil
+	})
 	// worker_threads 4, queue 1: of 12 sleeping requests at once, the ones
 	// beyond 5 are refused at once.
 	var wg sync.WaitGroup
