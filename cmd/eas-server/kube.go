@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/deploy"
 	"github.com/eas-server/eas-server/internal/kube"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
@@ -181,5 +182,14 @@ func k8sCmd() *cobra.Command {
 	pf.add(render, "eas-server:latest")
 	render.Flags().BoolVar(&asEAS, "easservice", false, "print the EASService (for a cluster where eas-server controller runs) instead of the objects")
 	root.AddCommand(render)
+	root.AddCommand(&cobra.Command{
+		Use:   "crd",
+		Short: "Print the EASService CustomResourceDefinition the controller needs (eas-server k8s crd | kubectl apply -f -)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(deploy.CRD())
+			return err
+		},
+	})
 	return root
 }

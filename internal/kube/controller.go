@@ -76,10 +76,14 @@ type Controller struct {
 	Handler http.Handler
 }
 
-// NewController sets a Controller up; Manager.Start runs the loop.
+// NewController sets a Controller up; Manager.Start runs the loop. It
+// refuses a cluster that does not serve the EASService CRD (CheckCRD).
 func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.AdminToken == "" {
 		return nil, errors.New("no admin token: set EAS_ADMIN_TOKEN (the chart sets it from a Secret); the control plane refuses every request without one")
+	}
+	if err := CheckCRD(cfg.Rest); err != nil {
+		return nil, err
 	}
 	scheme := Scheme()
 	ns := cfg.Options.Namespace
