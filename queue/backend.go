@@ -39,6 +39,9 @@ type Queue interface {
 	Delete(indexes ...uint64) error
 	// Truncate deletes the entries below index.
 	Truncate(index uint64) error
+	// Search says where the entry index stands: held by a consumer, or
+	// waiting behind how many; ErrNoEntry when the queue does not hold it.
+	Search(index uint64) (Position, error)
 	// End ends the stream; force drops what is still queued.
 	End(force bool) error
 	Stats() Stats
@@ -46,6 +49,18 @@ type Queue interface {
 	WaitRoom(ctx context.Context) error
 	// SetDeadLetter sets where an entry goes after its last delivery.
 	SetDeadLetter(f func(Frame, string) error)
+}
+
+// Position is where an entry stands in its queue (the queue API's search).
+type Position struct {
+	// InFlight: delivered to a consumer and not committed.
+	InFlight bool
+	// Consumer is the id of the consumer holding it (WatchOptions.Consumer),
+	// when InFlight.
+	Consumer string
+	// Ahead counts the entries waiting to be delivered before it; 0 when
+	// InFlight.
+	Ahead int
 }
 
 // Watcher is one consumer of a queue.

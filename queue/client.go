@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -113,6 +114,21 @@ func (c *Client) Attributes(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	return ParseAttributes(b)
+}
+
+// Search says where the entry index stands in the queue (the queue API's
+// _search_); a *StatusError with Code 404 when the queue does not hold it.
+func (c *Client) Search(ctx context.Context, index uint64) (Position, error) {
+	b, _, err := c.do(ctx, http.MethodGet, url.Values{"_search_": {"true"}, "_index_": {strconv.FormatUint(index, 10)}}, nil,
+		http.Header{"Accept": {MediaJSON}})
+	if err != nil {
+		return Position{}, err
+	}
+	var s searchJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		return Position{}, fmt.Errorf("search answer %q: %w", b, err)
+	}
+	return Position{InFlight: s.IsPending, Consumer: s.ConsumerID, Ahead: s.WaitCount}, nil
 }
 
 func indexList(idx []uint64) string {

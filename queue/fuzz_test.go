@@ -12,7 +12,8 @@ func FuzzParseCall(f *testing.F) {
 	for _, s := range []string{"GET _attrs_=true", "GET _index_=3&_length_=10&_timeout_=5s&_auto_delete_=true&requestId=x",
 		"GET _watch_=true&_window_=4&_index_only_=false&_auto_commit_=true&tag=v", "PUT _indexes_=1,2,3",
 		"PUT _indexes_=1&_negative_=true", "DELETE _index_=9&_trunc_=true", "DELETE _indexes_=4", "POST _eos_=true&_force_=true",
-		"POST k=v&_priority_=3", "GET _timeout_=2.5", "GET _length_=0", "PATCH "} {
+		"POST k=v&_priority_=3", "GET _timeout_=2.5", "GET _length_=0", "PATCH ", "GET _search_=true&_index_=7",
+		"GET _search_=true", "GET _search_=1&_index_=0&_watch_=true"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -27,6 +28,9 @@ func FuzzParseCall(f *testing.F) {
 		}
 		if c.Length < 1 || c.Length > maxGetLength || c.Window < 1 || len(c.Indexes) > maxIndexes || c.Timeout < 0 || c.Timeout > maxTimeout || c.Priority < 0 {
 			t.Fatalf("%q: out of bounds: %+v", s, c)
+		}
+		if c.Op == OpSearch && c.Index < 1 {
+			t.Fatalf("%q: a search of index 0 (no entry has it) was accepted: %+v", s, c)
 		}
 	})
 }

@@ -24,6 +24,14 @@ const (
 	HeaderRequestID = "X-Eas-Queueservice-Request-Id"
 )
 
+// The identity headers the EAS Python and Java SDKs send whatever the
+// attributes name: a watcher's consumer id is made of them when the
+// attributes' ones are absent.
+const (
+	headerRedisUser  = "X-Eas-Queueservice-Redis-Uid"
+	headerRedisGroup = "X-Eas-Queueservice-Redis-Gid"
+)
+
 // Op is what a queue API call does.
 type Op int
 
@@ -38,6 +46,7 @@ const (
 	OpNegative
 	OpDelete
 	OpTruncate
+	OpSearch
 )
 
 // Call is one parsed queue API call.
@@ -67,7 +76,8 @@ const (
 // ParseCall reads a call from its method and query: the parameters are
 // EAS's (_index_, _length_, _timeout_, _auto_delete_, _raw_, _watch_,
 // _window_, _index_only_, _auto_commit_, _indexes_, _negative_, _trunc_,
-// _eos_, _force_, _attrs_, _priority_); any other parameter is a tag.
+// _eos_, _force_, _attrs_, _search_, _priority_); any other parameter is a
+// tag.
 func ParseCall(method string, q url.Values) (Call, error) {
 	c := Call{Length: 1, Window: 1}
 	var err error
@@ -116,6 +126,12 @@ func ParseCall(method string, q url.Values) (Call, error) {
 		switch {
 		case flag("_attrs_"):
 			c.Op = OpAttrs
+		case flag("_search_"):
+			c.Op = OpSearch
+			if q.Get("_index_") == "" && err == nil {
+				err = errors.New("_search_ needs _index_: the index of the entry to find")
+			}
+			c.Index = num("_index_", 1, 1<<63)
 		case flag("_watch_"):
 			c.Op = OpWatch
 			c.Index = num("_index_", 0, 1<<63)
@@ -221,6 +237,8 @@ func StatusOf(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrNoEntry):
+		return http.StatusNotFound
 	case errors.Is(err, context.Canceled):
 		return 499
 	}
@@ -234,13 +252,24 @@ func fail(w http.ResponseWriter, code int, msg string) int {
 	return code
 }
 
-// mediaOf picks the codec the client accepts: JSON when it asks for JSON,
-// else protobuf (the SDKs' default).
-func mediaOf(r *http.Request) string {
-	if strings.Contains(r.Header.Get("Accept"), MediaJSON) {
-		return MediaJSON
+// mediaOf picks the codec of an answer: the first of JSON and protobuf
+// that the request's Accept names, else def. EAS's defaults differ by call,
+// as the SDKs show: the attributes are JSON unless protobuf is asked for
+// (the Python and Java SDKs send no Accept and parse JSON; the Go SDK asks
+// for protobuf), frames are protobuf unless JSON is asked for (every SDK
+// asks for protobuf; the Python SDK's older client sent no Accept and
+// parsed protobuf).
+func mediaOf(r *http.Request, def string) string {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch mt = strings.ToLower(strings.TrimSpace(mt)); mt {
+		case MediaJSON:
+			return MediaJSON
+		case MediaProtobuf, "application/x-protobuf", "application/protobuf":
+			return MediaProtobuf
+		}
 	}
-	return MediaProtobuf
+	return def
 }
 
 // Serve answers one call and returns the status sent.
@@ -280,7 +309,7 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusOK
 	case OpAttrs:
 		attrs := a.Attributes()
-		media := mediaOf(r)
+		media := mediaOf(r, MediaJSON)
 		w.Header().Set("Content-Type", media)
 		if media == MediaJSON {
 			return writeJSON(w, attrs)
@@ -300,10 +329,17 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 			w.Write(frames[0].Data) //nolint:errcheck
 			return http.StatusOK
 		}
-		media := mediaOf(r)
+		media := mediaOf(r, MediaProtobuf)
 		w.Header().Set("Content-Type", media)
 		w.Write(EncodeFrames(media, frames)) //nolint:errcheck
 		return http.StatusOK
+	case OpSearch:
+		pos, err := q.Search(c.Index)
+		if err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
+		w.Header().Set("Content-Type", MediaJSON)
+		return writeJSON(w, searchJSON{ConsumerID: pos.Consumer, IsPending: pos.InFlight, WaitCount: pos.Ahead})
 	case OpWatch:
 		return a.watch(w, r, c)
 	case OpCommit:
@@ -363,8 +399,8 @@ func (a *API) Attributes() map[string]string {
 // stream of length-delimited frames (a 4-byte big-endian length, then the
 // frame). The consumer's uncommitted entries are redelivered when it goes.
 func (a *API) watch(w http.ResponseWriter, r *http.Request, c Call) int {
-	media := mediaOf(r)
-	opts := WatchOptions{From: c.Index, Window: c.Window, Filter: c.Tags, AutoCommit: c.AutoCommit, IndexOnly: c.IndexOnly}
+	media := mediaOf(r, MediaProtobuf)
+	opts := WatchOptions{From: c.Index, Window: c.Window, Filter: c.Tags, AutoCommit: c.AutoCommit, IndexOnly: c.IndexOnly, Consumer: consumerOf(r)}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		websocket.Server{Handler: func(ws *websocket.Conn) {
 			ws.PayloadType = websocket.BinaryFrame
@@ -413,4 +449,34 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, c Call) int {
 			fl.Flush()
 		}
 	}
+}
+
+// searchJSON is the answer of a search (our rule: the EAS SDKs read it as a
+// JSON object and name no field): the consumer holding the entry, whether
+// one does, and how many entries are delivered before it.
+type searchJSON struct {
+	ConsumerID string `json:"ConsumerId"`
+	IsPending  bool   `json:"IsPending"`
+	WaitCount  int    `json:"WaitCount"`
+}
+
+// consumerOf names a watcher "<group>.<user>" from the identity headers the
+// SDKs send (the attributes' ones, else the Python and Java SDKs' own);
+// "" when the request names no user.
+func consumerOf(r *http.Request) string {
+	user := r.Header.Get(HeaderUser)
+	if user == "" {
+		user = r.Header.Get(headerRedisUser)
+	}
+	if user == "" {
+		return ""
+	}
+	group := r.Header.Get(HeaderGroup)
+	if group == "" {
+		group = r.Header.Get(headerRedisGroup)
+	}
+	if group == "" {
+		return user
+	}
+	return group + "." + user
 }

@@ -37,6 +37,7 @@ var (
 	ErrTooLarge = errors.New("payload larger than the queue's limit")
 	ErrEnded    = errors.New("queue is at its end of stream")
 	ErrClosed   = errors.New("queue is closed")
+	ErrNoEntry  = errors.New("no such entry in the queue")
 )
 
 // RequestIDTag is the tag every frame carries: the request id Put made.
@@ -200,6 +201,7 @@ type boltQueue struct {
 	ended        bool
 	closed       bool
 	redeliveries int64
+	consumers    int // watchers made, for their default ids
 	deadLetter   func(Frame, string) error
 }
 
@@ -527,6 +529,34 @@ func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, deli
 	return q.Delete(idx)
 }
 
+// Search says where an entry stands: held by a watcher, or waiting behind
+// the ready entries that come first in delivery order (higher priority,
+// then lower index). It costs one pass over the ready entries.
+func (q *boltQueue) Search(index uint64) (Position, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return Position{}, ErrClosed
+	}
+	e, ok := q.entries[index]
+	if !ok {
+		return Position{}, fmt.Errorf("%w: index %d (already answered, committed or deleted, or never put)", ErrNoEntry, index)
+	}
+	if w := q.owner[index]; w != nil {
+		return Position{InFlight: true, Consumer: w.id}, nil
+	}
+	if e.heapIdx < 0 || e.heapIdx >= len(q.ready) || q.ready[e.heapIdx] != e {
+		return Position{InFlight: true}, nil // being handed out this instant
+	}
+	ahead := 0
+	for _, o := range q.ready {
+		if o != e && readyHeap([]*entry{o, e}).Less(0, 1) {
+			ahead++
+		}
+	}
+	return Position{Ahead: ahead}, nil
+}
+
 // Stats are a queue's numbers for /metrics and desc.
 type Stats struct {
 	Length       int
@@ -593,6 +623,7 @@ func (q *boltQueue) close() {
 // them uncommitted at once.
 type boltWatcher struct {
 	q          *boltQueue
+	id         string
 	window     int
 	from       uint64
 	filter     map[string]string
@@ -609,12 +640,19 @@ type WatchOptions struct {
 	Filter     map[string]string // only entries whose tags match
 	AutoCommit bool              // an entry is committed as it is delivered
 	IndexOnly  bool              // frames carry the index and tags, not the data
+	// Consumer names the watcher in a search's answer; "" names it
+	// "<queue>.consumer-<n>".
+	Consumer string
 }
 
 // Watch adds a consumer.
 func (q *boltQueue) Watch(o WatchOptions) Watcher {
-	w := &boltWatcher{q: q, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+	w := &boltWatcher{q: q, id: o.Consumer, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
 	q.mu.Lock()
+	q.consumers++
+	if w.id == "" {
+		w.id = fmt.Sprintf("%s.consumer-%d", q.name, q.consumers)
+	}
 	q.watchers[w] = true
 	q.signalLocked()
 	q.mu.Unlock()

@@ -176,6 +176,7 @@ type Queue struct {
 	watchers   map[*Watcher]bool
 	deadLetter func(queue.Frame, string) error
 	redeliver  int64
+	consumers  int // watchers made, for their default ids
 	quit       chan struct{}
 	lengthSeen int       // the stream's length as last asked
 	lengthAt   time.Time // when
@@ -374,8 +375,12 @@ func (q *Queue) scan(ctx context.Context, from uint64, length int, filter map[st
 // consumer while it holds fewer than its window. From and Filter are not
 // applied on a broker (the durable consumer delivers in order).
 func (q *Queue) Watch(o queue.WatchOptions) queue.Watcher {
-	w := &Watcher{q: q, window: max(o.Window, 1), autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+	w := &Watcher{q: q, id: o.Consumer, window: max(o.Window, 1), autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
 	q.mu.Lock()
+	q.consumers++
+	if w.id == "" {
+		w.id = fmt.Sprintf("%s.consumer-%d", q.name, q.consumers)
+	}
 	q.watchers[w] = true
 	q.mu.Unlock()
 	return w
@@ -482,6 +487,49 @@ func (q *Queue) End(force bool) error {
 	return nil
 }
 
+// Search says where an entry stands. Delivery on a broker is in stream
+// order, so the entries ahead of a waiting one are those of lower sequence
+// still in the stream; an entry held by another server's consumer counts as
+// waiting here (only this server's holds are known).
+func (q *Queue) Search(index uint64) (queue.Position, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q.mu.Lock()
+	h, held := q.held[index]
+	q.mu.Unlock()
+	if held {
+		return queue.Position{InFlight: true, Consumer: h.w.id}, nil
+	}
+	if _, err := q.stream.GetMsg(ctx, index); err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) || isNotFound(err) {
+			return queue.Position{}, fmt.Errorf("%w: index %d (already answered, committed or deleted, or never put)", queue.ErrNoEntry, index)
+		}
+		return queue.Position{}, err
+	}
+	info, err := q.stream.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return queue.Position{}, err
+	}
+	first := info.State.FirstSeq
+	if index < first {
+		return queue.Position{}, nil
+	}
+	ahead := int(index - first)
+	for _, d := range info.State.Deleted {
+		if d >= first && d < index {
+			ahead--
+		}
+	}
+	q.mu.Lock()
+	for i := range q.held {
+		if i >= first && i < index {
+			ahead--
+		}
+	}
+	q.mu.Unlock()
+	return queue.Position{Ahead: max(ahead, 0)}, nil
+}
+
 // Stats reads the stream's and the consumer's numbers.
 func (q *Queue) Stats() queue.Stats {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -534,6 +582,7 @@ func (q *Queue) close() {
 // Watcher is one consumer of a Queue.
 type Watcher struct {
 	q          *Queue
+	id         string
 	window     int
 	autoCommit bool
 	indexOnly  bool

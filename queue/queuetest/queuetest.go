@@ -23,6 +23,7 @@ func Run(t *testing.T, open func(t *testing.T) queue.Backend, caps Caps) {
 	t.Run("PutGetWatchCommit", func(t *testing.T) { putGetWatchCommit(t, open(t), caps) })
 	t.Run("RedeliveryAndDeadLetter", func(t *testing.T) { redeliveryAndDeadLetter(t, open(t)) })
 	t.Run("TransferDeleteTruncateEnd", func(t *testing.T) { transferDeleteTruncateEnd(t, open(t)) })
+	t.Run("Search", func(t *testing.T) { search(t, open(t), caps) })
 }
 
 func queues(t *testing.T, b queue.Backend) (queue.Queue, queue.Queue) {
@@ -183,5 +184,52 @@ func transferDeleteTruncateEnd(t *testing.T, b queue.Backend) {
 	defer cancel()
 	if _, err := sw.Next(ectx); err != io.EOF {
 		t.Errorf("after the last entry of an ended queue: %v, want EOF", err)
+	}
+}
+
+// search: a waiting entry counts the entries delivered before it; a held
+// one names its consumer; a gone one is ErrNoEntry.
+func search(t *testing.T, b queue.Backend, caps Caps) {
+	in, _ := queues(t, b)
+	var idx []uint64
+	for i := range 3 {
+		x, _, err := in.Put(fmt.Appendf(nil, "e%d", i), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, x)
+	}
+	for k, x := range idx {
+		if p, err := in.Search(x); err != nil || p.InFlight || p.Ahead != k {
+			t.Errorf("search %d: %+v %v, want waiting behind %d", x, p, err, k)
+		}
+	}
+	w := in.Watch(queue.WatchOptions{Window: 1, Consumer: "grp.me"})
+	defer w.Close("done")
+	if f := next(t, w); f.Index != idx[0] {
+		t.Fatalf("delivered %d, want %d", f.Index, idx[0])
+	}
+	if p, err := in.Search(idx[0]); err != nil || !p.InFlight || p.Consumer != "grp.me" || p.Ahead != 0 {
+		t.Errorf("search of the held entry: %+v %v", p, err)
+	}
+	if p, err := in.Search(idx[2]); err != nil || p.InFlight || p.Ahead != 1 {
+		t.Errorf("search behind a held entry: %+v %v, want 1 ahead", p, err)
+	}
+	if caps.Priority {
+		hi, _, _ := in.Put([]byte("urgent"), nil, 9)
+		if p, err := in.Search(hi); err != nil || p.Ahead != 0 {
+			t.Errorf("search of a prioritized entry: %+v %v, want first in line", p, err)
+		}
+		if p, err := in.Search(idx[1]); err != nil || p.Ahead != 1 {
+			t.Errorf("search behind a prioritized entry: %+v %v, want 1 ahead", p, err)
+		}
+	}
+	if err := in.Commit(idx[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []uint64{idx[0], idx[2] + 100} {
+		if p, err := in.Search(x); !errors.Is(err, queue.ErrNoEntry) {
+			t.Errorf("search of %d, not in the queue: %+v %v, want ErrNoEntry", x, p, err)
+		}
 	}
 }
