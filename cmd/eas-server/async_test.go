@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/wait"
 	"github.com/eas-server/eas-server/queue"
 )
 
@@ -23,19 +27,14 @@ func TestAsyncKillRestartLosesNothing(t *testing.T) {
 	a := startChild(t, nil, "--state-dir", stateDir, "--deploy", spec)
 	ctx := context.Background()
 	in := &queue.Client{URL: a.url + "/api/predict/work", Token: "tok"}
-	waitAttrs := func(c *queue.Client) map[string]string {
+	waitAttrs := func(c *queue.Client) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			attrs, err := c.Attributes(ctx)
-			if err == nil {
-				return attrs
+		wait.Until(t, 30*time.Second, func() error {
+			if _, err := c.Attributes(ctx); err != nil {
+				return fmt.Errorf("the queue did not come up: %w", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the queue did not come up: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitAttrs(in)
 	const n = 1000
@@ -61,19 +60,19 @@ func TestAsyncKillRestartLosesNothing(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	// Wait for 50 in flight (2 instances x window 25), then kill.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		attrs, err := in.Attributes(ctx)
-		if err == nil && attrs["consumers.status.total"] == "2" {
-			break
+	// Kill once some are answered and 50 run (2 instances x window 25).
+	inFlight := `eas_async_queue_in_flight{queue="input",service="work"} 50`
+	wait.Until(t, 20*time.Second, func() error {
+		attrs, err := (&queue.Client{URL: in.URL + "/sink", Token: "tok"}).Attributes(ctx)
+		if err != nil || attrs["stream.length"] == "0" {
+			return fmt.Errorf("no answer in the sink yet: %v %v", attrs["stream.length"], err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the instances did not start: %v %v", attrs, err)
+		metrics := scrape(t, a.url)
+		if !strings.Contains(metrics, inFlight) {
+			return fmt.Errorf("/metrics lacks %s:\n%s", inFlight, grepLines(metrics, "eas_async_queue_in_flight"))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(150 * time.Millisecond) // some answered, 50 running
+		return nil
+	})
 	a.kill(t)
 
 	b := startChild(t, nil, "--state-dir", stateDir)
@@ -117,4 +116,30 @@ func TestAsyncKillRestartLosesNothing(t *testing.T) {
 		t.Errorf("no answer says it was redelivered; the kill should have cut some requests short")
 	}
 	t.Logf("%d requests answered once each, %d of them redelivered after the kill", n, redelivered)
+}
+
+// scrape returns the server's /metrics.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }

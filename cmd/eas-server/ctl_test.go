@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 const testAdmin = "test-admin-token"
@@ -231,13 +233,12 @@ func startLoad(url, name, token string, clients int) *load {
 func (l *load) waitFor(t *testing.T, n int64) {
 	t.Helper()
 	target := l.total.Load() + n
-	deadline := time.Now().Add(10 * time.Second)
-	for l.total.Load() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("load stalled at %d requests", l.total.Load())
+	wait.Until(t, 10*time.Second, func() error {
+		if got := l.total.Load(); got < target {
+			return fmt.Errorf("load stalled at %d requests, want %d", got, target)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestCLIModifyUnderLoadDropsNothing(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // dashboardFile is the sample Grafana dashboard (docs/grafana).
@@ -130,8 +133,9 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	c := startChild(t, []string{"EAS_ADMIN_TOKEN=admin"}, "--state-dir", t.TempDir(), "--deploy", good, "--deploy", bad)
 	waitReady(t, c.url)
 	var body string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// The failed load of "bad" is counted once its deploy has run.
+	const failedLoad = `eas_model_load_failures_total{reason="config",service="bad"} 1`
+	wait.Until(t, 20*time.Second, func() error {
 		predict(t, c.url, "good", "T", "x")
 		predict(t, c.url, "good", "wrong", "x")
 		resp, err := http.Get(c.url + "/metrics")
@@ -141,12 +145,11 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		// The failed load of "bad" is counted once its deploy has run.
-		if strings.Contains(body, `eas_model_load_failures_total{reason="config",service="bad"} 1`) || time.Now().After(deadline) {
-			break
+		if !strings.Contains(body, failedLoad) {
+			return fmt.Errorf("/metrics lacks %s", failedLoad)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if missing := missingMetrics(queries, body); len(missing) > 0 {
 		t.Fatalf("%s queries metrics /metrics does not export: %v\n/metrics:\n%s", dashboardFile, missing, body)
 	}

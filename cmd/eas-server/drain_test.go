@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // TestDrainSequenceUnderLoad sends SIGTERM to a server under load and checks
@@ -57,7 +59,7 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 					lateNew := !reused && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)) && afterDelay.Load()
 					if errors.Is(err, syscall.ECONNREFUSED) || lateNew {
 						refused.Add(1)
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(20 * time.Millisecond) // pacing: a refused client retries, not in a busy loop
 						continue
 					}
 					mu.Lock()
@@ -80,11 +82,13 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	wait.Until(t, 20*time.Second, func() error {
+		if n := ok.Load(); n < 8 {
+			return fmt.Errorf("%d requests answered before the signal, want 8 (one per client)", n)
+		}
+		return nil
+	})
 	before := ok.Load()
-	if before == 0 {
-		t.Fatal("no request succeeded before the signal")
-	}
 
 	sigAt := time.Now()
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -107,20 +111,17 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 		return resp, string(b), nil
 	}
 	var notReadyAt time.Time
-	for time.Since(sigAt) < delay/2 {
+	wait.Until(t, delay/2-time.Since(sigAt), func() error {
 		resp, body, err := fresh("GET", "/readyz")
 		if err != nil {
 			t.Fatalf("/readyz refused %v after SIGTERM, inside the %v delay: %v", time.Since(sigAt), delay, err)
 		}
-		if resp.StatusCode == 503 && strings.Contains(body, "shutting down") {
-			notReadyAt = time.Now()
-			break
+		if resp.StatusCode != 503 || !strings.Contains(body, "shutting down") {
+			return fmt.Errorf("/readyz still answers %s %q %v after SIGTERM, want 503 shutting down", resp.Status, body, time.Since(sigAt))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if notReadyAt.IsZero() {
-		t.Fatalf("/readyz still not 503 %v after SIGTERM", delay/2)
-	}
+		notReadyAt = time.Now()
+		return nil
+	})
 	// 2. Still serving, closing connections.
 	resp, body, err := fresh("POST", "/api/predict/slow")
 	if err != nil || resp.StatusCode != 200 || body != "x" || !resp.Close {
@@ -128,21 +129,19 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 	}
 	// 3. Refused after the delay, not before.
 	var refusedAt time.Time
-	for time.Since(sigAt) < delay+5*time.Second {
-		if _, _, err := fresh("GET", "/healthz"); err != nil {
-			// Refused, or (queued by the kernel as the listener closed)
-			// reset or cut before an answer.
-			if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
-				t.Fatalf("after the delay: %v, want connection refused", err)
-			}
-			refusedAt = time.Now()
-			break
+	wait.Until(t, delay+5*time.Second-time.Since(sigAt), func() error {
+		_, _, err := fresh("GET", "/healthz")
+		if err == nil {
+			return fmt.Errorf("the listener still accepts %v after SIGTERM", time.Since(sigAt))
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if refusedAt.IsZero() {
-		t.Fatal("the listener never closed")
-	}
+		// Refused, or (queued by the kernel as the listener closed)
+		// reset or cut before an answer.
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
+			t.Fatalf("after the delay: %v, want connection refused", err)
+		}
+		refusedAt = time.Now()
+		return nil
+	})
 	if d := refusedAt.Sub(sigAt); d < delay-100*time.Millisecond {
 		t.Fatalf("connections refused %v after SIGTERM, before the %v delay", d, delay)
 	}
@@ -170,16 +169,15 @@ func TestDrainSequenceUnderLoad(t *testing.T) {
 // waitReady polls /readyz until it answers 200.
 func waitReady(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(t, 20*time.Second, func() error {
 		resp, err := http.Get(url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("the server is not ready: %w", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("the server did not become ready")
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("the server is not ready: /readyz answers %s", resp.Status)
+		}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // runAsMainEnv makes the test binary run main() instead of the tests, so
@@ -158,18 +160,20 @@ func TestKillAndRestartKeepsEveryService(t *testing.T) {
 	t.Setenv("EAS_ADMIN_TOKEN", admin)
 	for name, want := range before {
 		var got server.ServiceObject
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		wait.Until(t, 10*time.Second, func() error {
 			out, errOut, code := runCLI(t, "desc", name, "-o", "json", "--endpoint", bsrv.url)
 			if code != 0 {
 				t.Fatalf("desc %s after restart: %s\nserver:\n%s", name, errOut, bsrv.stderr())
 			}
-			json.Unmarshal([]byte(out), &got)
-			if got.Status == want.Status || time.Now().After(deadline) {
-				break
+			got = server.ServiceObject{}
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("desc %s after restart: %v in %s", name, err, out)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			if got.Status != want.Status {
+				return fmt.Errorf("%s is %s after the restart, want %s as before", name, got.Status, want.Status)
+			}
+			return nil
+		})
 		if got.Status != want.Status || got.AccessToken != want.AccessToken || got.CurrentVersion != want.CurrentVersion ||
 			got.LatestVersion != want.LatestVersion || got.RunningInstance != want.RunningInstance {
 			t.Errorf("%s after kill -9 and restart:\n got %+v\nwant %+v", name, got, want)

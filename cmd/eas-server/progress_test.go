@@ -57,7 +57,7 @@ func (w *throttledWriter) Write(p []byte) (int, error) {
 			}
 			return n + k, http.ErrHandlerTimeout
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the throttle under test: a slow download, not synchronisation
 		k, err := w.ResponseWriter.Write(chunk)
 		w.ResponseWriter.(http.Flusher).Flush()
 		n += k
