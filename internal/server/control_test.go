@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 const admin = "admin-secret"
@@ -131,15 +132,15 @@ func TestControlPlaneServiceObject(t *testing.T) {
 	if obj.Status != "Creating" || obj.AccessToken == "" || obj.CurrentVersion != 1 {
 		t.Fatalf("create answered %+v", obj)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for obj.Status != "Running" {
-		if time.Now().After(deadline) {
-			t.Fatalf("still %s", obj.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
+	wait.Until(t, 10*time.Second, func() error {
 		r = do(t, "GET", st.URL+"/api/v2/services/cn-hangzhou/gen", nil, h)
+		obj = server.ServiceObject{}
 		must(t, json.Unmarshal([]byte(r.body), &obj))
-	}
+		if obj.Status != "Running" {
+			return fmt.Errorf("the service is %s, want Running", obj.Status)
+		}
+		return nil
+	})
 	host := strings.TrimPrefix(st.URL, "http://")
 	if obj.IntranetEndpoint != "http://"+host+"/api/predict/gen" || obj.Region != "cn-hangzhou" ||
 		obj.RunningInstance != 2 || obj.TotalInstance != 2 || obj.LatestVersion != 1 || obj.CreateTime.IsZero() ||

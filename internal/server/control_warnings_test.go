@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // TestChangeAnswerWarnings: create and modify answer, besides the service,
@@ -26,9 +28,12 @@ func TestChangeAnswerWarnings(t *testing.T) {
 		t.Fatalf("create answered %s", r.body)
 	}
 	// A modify while the create still loads is refused (409): wait.
-	for i := 0; i < 200 && strings.Contains(do(t, "GET", st.URL+"/api/v2/services/local/warned", nil, h).body, `"Status":"Creating"`); i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
+	wait.Until(t, 5*time.Second, func() error {
+		if body := do(t, "GET", st.URL+"/api/v2/services/local/warned", nil, h).body; strings.Contains(body, `"Status":"Creating"`) {
+			return fmt.Errorf("the service is still creating: %s", body)
+		}
+		return nil
+	})
 	r = do(t, "PUT", st.URL+"/api/v2/services/local/warned", []byte(`{"name":"warned","processor":"echo","metadata":{"instance":1,"memory":2000}}`), h)
 	ans = server.ChangeAnswer{}
 	must(t, json.Unmarshal([]byte(r.body), &ans))

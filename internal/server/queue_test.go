@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/internal/wait"
 	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/queue/jetstream/natstest"
 )
@@ -111,16 +112,16 @@ func TestAsyncWindow(t *testing.T) {
 		}
 	}
 	svc, _ := st.Manager.Get("slow")
+	// Sample the requests in flight until every one is answered.
 	peak := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.Until(t, 30*time.Second, func() error {
 		s := svc.Queues().Input.Stats()
 		peak = max(peak, s.InFlight)
-		if s.Length == 0 {
-			break
+		if s.Length != 0 {
+			return fmt.Errorf("%d requests still queued (%d in flight, peak %d)", s.Length, s.InFlight, peak)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if peak != 4 {
 		t.Errorf("peak in flight %d, want 4 (2 instances x window 2)", peak)
 	}
@@ -236,20 +237,16 @@ func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Until(t, 10*time.Second, func() error {
 		info, err := st.Manager.Describe("seen")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(info.Queues) == 2 && info.Queues[0].Queue == "input" && info.Queues[0].Length == 3 && info.Queues[0].InFlight == 1 && info.Queues[0].Consumers == 1 {
-			break
+		if len(info.Queues) != 2 || info.Queues[0].Queue != "input" || info.Queues[0].Length != 3 || info.Queues[0].InFlight != 1 || info.Queues[0].Consumers != 1 {
+			return fmt.Errorf("desc queues %+v, want input first with 3 entries, 1 in flight, 1 consumer, then the sink", info.Queues)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("desc queues: %+v", info.Queues)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	_, body, _ := teststack.Do(t, http.MethodGet, st.URL+"/metrics", "", nil)
 	for _, want := range []string{
 		`eas_async_queue_length{queue="input",service="seen"} 3`,
