@@ -12,13 +12,17 @@
 //     base64(HMAC-SHA1(key=token, msg=verb+"\n"+Content-MD5+"\n"+Content-Type+"\n"+Date+"\n"+resource)).
 //
 // The signature is checked over the header values exactly as the client sent
-// them, and three more checks stop a captured request from being replayed
+// them, and four more checks stop a captured request from being replayed
 // (docs/protocol.md "EAS signature"):
 //
-//   - Date must parse and lie within a window of the server's clock (15
-//     minutes by default). The Go and Python SDKs stamp local time with a
-//     "GMT" suffix, so the Date is also read as the server's own local wall
-//     clock, and as that of the client zones the operator names.
+//   - Date must parse and lie within a window (15 minutes by default) of the
+//     server's clock read in some time zone. The Go and Python SDKs stamp
+//     their local wall-clock time with a "GMT" suffix, so a client in UTC+8
+//     sends a Date 8 hours ahead of the server's UTC clock: every real
+//     zone offset (UTC-12:00 to UTC+14:00, in quarter hours) is accepted.
+//   - Because that makes a Date good for a day, each accepted signature is
+//     remembered (ReplayCache) and is good again only within the window of
+//     its first use: a replay later is refused, whatever the zone.
 //   - The signed resource must be the request's: /api/predict/<service> and
 //     its extra path, or the request path itself; never empty.
 //   - Content-MD5 must be the MD5 of the body actually received. The server
@@ -36,6 +40,7 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -134,17 +139,24 @@ const defaultContentType = "application/octet-stream"
 const DefaultSignatureWindow = 15 * time.Minute
 
 // Options tunes the checks of signed requests. The zero value is the
-// default: a 15 minute window, the server's local zone, time.Now.
+// default: a 15 minute window, any client zone, the package's shared
+// replay cache, the server's local zone, time.Now.
 type Options struct {
-	// SignatureWindow bounds |Date - now| of a signed request; 0 means
-	// DefaultSignatureWindow, a negative value turns the Date check off
-	// (any Date, even a missing one, is accepted: the old behaviour).
+	// SignatureWindow bounds |Date - now| of a signed request, now read in
+	// the client's zone; 0 means DefaultSignatureWindow, a negative value
+	// turns the Date and replay checks off (any Date, even a missing one,
+	// is accepted: the old behaviour).
 	SignatureWindow time.Duration
-	// ClientZones are the UTC offsets of clients whose SDK stamps local
-	// time with a "GMT" label (the Go and Python SDKs); their Dates are
-	// read as that zone's wall clock too. The server's own zone (Local) is
-	// always read that way.
+	// ClientZones are UTC offsets whose wall clock a Date is read as when
+	// OnlyClientZones is set (the server's own zone and UTC always are).
 	ClientZones []time.Duration
+	// OnlyClientZones refuses Dates stamped in any other zone than UTC,
+	// the server's and ClientZones; by default every real zone offset
+	// (UTC-12:00..UTC+14:00 in quarter hours) is accepted.
+	OnlyClientZones bool
+	// Replay remembers accepted signatures; nil means a cache shared by
+	// the package, of DefaultReplayEntries.
+	Replay *ReplayCache
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Local is the server's zone; nil means time.Local.
@@ -232,13 +244,20 @@ func (o Options) Verify(token string, req Request) (BodyCheck, error) {
 	case hasScheme && strings.EqualFold(scheme, "EAS"):
 		// The Date is checked first: it is cheap, and a stale replay
 		// costs no HMAC.
-		if err := o.checkDate(req.Header.Get("Date")); err != nil {
+		dc, err := o.checkDate(req.Header.Get("Date"))
+		if err != nil {
 			return BodyCheck{}, err
 		}
-		if verifySigned(token, strings.TrimSpace(rest), req) {
-			return BodyCheck{signed: true, contentMD5: req.Header.Get("Content-MD5")}, nil
+		sig, ok := verifySigned(token, strings.TrimSpace(rest), req)
+		if !ok {
+			return BodyCheck{}, fmt.Errorf("%w: EAS signature does not match; check the token and that Content-MD5, Content-Type, Date and the path are sent as signed", ErrUnauthorized)
 		}
-		return BodyCheck{}, fmt.Errorf("%w: EAS signature does not match; check the token and that Content-MD5, Content-Type, Date and the path are sent as signed", ErrUnauthorized)
+		// Only a verified signature is remembered: nobody without the
+		// token can fill the cache.
+		if err := o.checkReplay(sig, dc); err != nil {
+			return BodyCheck{}, err
+		}
+		return BodyCheck{signed: true, contentMD5: req.Header.Get("Content-MD5")}, nil
 	default:
 		return BodyCheck{}, fmt.Errorf("%w: wrong token in Authorization header", ErrUnauthorized)
 	}
@@ -249,19 +268,37 @@ func (o Options) Verify(token string, req Request) (BodyCheck, error) {
 // two older forms HTTP allows.
 var dateLayouts = []string{time.RFC1123, time.RFC1123Z, time.RFC850, time.ANSIC}
 
-// checkDate accepts a Date within the window of now, read as labelled, as
-// the server's local wall clock, or as the wall clock of a client zone.
-func (o Options) checkDate(date string) error {
+// The real-world UTC offsets: from UTC-12:00 (Baker Island) to UTC+14:00
+// (Kiribati), all multiples of a quarter hour (Nepal's +05:45, the
+// Chatham Islands' +12:45).
+const (
+	zoneStep = 15 * time.Minute
+	zoneMin  = -12 * time.Hour
+	zoneMax  = 14 * time.Hour
+)
+
+// dateCheck is what checkDate learnt of an accepted Date, for checkReplay.
+type dateCheck struct {
+	on      bool          // false: the checks are off (a negative window)
+	now     time.Time     // the server's clock
+	expires time.Time     // when the Date stops passing the check
+	window  time.Duration // the signature window
+}
+
+// checkDate accepts a Date within the window of now read as labelled, as
+// the server's local wall clock, as the wall clock of a client zone, or
+// (unless OnlyClientZones) as that of any real zone offset.
+func (o Options) checkDate(date string) (dateCheck, error) {
 	w := o.SignatureWindow
 	if w < 0 {
-		return nil
+		return dateCheck{}, nil
 	}
 	if w == 0 {
 		w = DefaultSignatureWindow
 	}
 	date = strings.TrimSpace(date)
 	if date == "" {
-		return fmt.Errorf("%w: an EAS-signed request must send and sign a Date header", ErrUnauthorized)
+		return dateCheck{}, fmt.Errorf("%w: an EAS-signed request must send and sign a Date header", ErrUnauthorized)
 	}
 	var t time.Time
 	var err error
@@ -271,7 +308,7 @@ func (o Options) checkDate(date string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: the Date header %q is not an HTTP date such as %q", ErrUnauthorized, capString(date, 64), "Mon, 02 Jan 2006 15:04:05 GMT")
+		return dateCheck{}, fmt.Errorf("%w: the Date header %q is not an HTTP date such as %q", ErrUnauthorized, capString(date, 64), "Mon, 02 Jan 2006 15:04:05 GMT")
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -283,20 +320,46 @@ func (o Options) checkDate(date string) error {
 	}
 	n := now()
 	within := func(d time.Duration) bool { return d <= w && d >= -w }
-	if within(t.Sub(n)) {
-		return nil
-	}
-	// Local time labelled GMT: compare the wall clocks.
+	skew := t.Sub(n) // a client in UTC+8 labelling local time GMT: about +8h
+	// Expiry in the cache: the latest moment the Date can still pass.
+	dc := dateCheck{on: true, now: n, window: w, expires: t.Add(-zoneMin + w)}
 	_, off := n.In(loc).Zone()
-	if within(t.Sub(n) - time.Duration(off)*time.Second) {
+	zones := append([]time.Duration{0, time.Duration(off) * time.Second}, o.ClientZones...)
+	if o.OnlyClientZones {
+		for _, z := range zones {
+			if within(skew - z) {
+				return dc, nil
+			}
+		}
+		return dateCheck{}, fmt.Errorf("%w: the Date header is more than %s from the server's clock in UTC, the server's zone and --signature-client-zones; a signature is good only that long: sign each request with the current time and check the client's clock and zone (or the server's --signature-window, --signature-client-zones, --signature-any-zone)", ErrUnauthorized, w)
+	}
+	// The zone offset nearest the skew, within the real range.
+	z := min(max(skew.Round(zoneStep), zoneMin), zoneMax)
+	if within(skew - z) {
+		return dc, nil
+	}
+	return dateCheck{}, fmt.Errorf("%w: the Date header is more than %s from the server's clock read in any time zone (UTC-12:00 to UTC+14:00); a signature is good only that long: sign each request with the current time and check the client's clock (or the server's --signature-window)", ErrUnauthorized, w)
+}
+
+// checkReplay refuses a signature first used more than the window ago.
+// Every accepted signature is remembered, whichever zone its Date passed
+// in: a request from a client in UTC, replayed 8 hours later, has a Date
+// that a client in UTC+8 could have sent, so only its first use tells.
+func (o Options) checkReplay(sig []byte, dc dateCheck) error {
+	if !dc.on || o.OnlyClientZones {
+		// Without the widened zones the Date alone bounds a replay to
+		// the window, as it always did.
 		return nil
 	}
-	for _, z := range o.ClientZones {
-		if within(t.Sub(n) - z) {
-			return nil
-		}
+	c := o.Replay
+	if c == nil {
+		c = defaultReplay()
 	}
-	return fmt.Errorf("%w: the Date header is more than %s from the server's clock; a signature is good only that long: sign each request with the current time and check the client's clock (or the server's --signature-window and --signature-client-zones)", ErrUnauthorized, w)
+	first, ok := c.use(binary.BigEndian.Uint64(sig), dc.now, dc.expires, dc.window)
+	if !ok {
+		return fmt.Errorf("%w: this EAS signature was first used %s ago, and a signed request is good only %s after its first use (a replayed request?): sign each request anew", ErrUnauthorized, dc.now.Sub(first).Round(time.Second), dc.window)
+	}
+	return nil
 }
 
 func capString(s string, n int) string {
@@ -327,12 +390,13 @@ func (r Request) resources() []string {
 }
 
 // verifySigned reports whether sig is the signature of any message the SDKs
-// could have built for req. sig is decoded once and compared as bytes with
-// hmac.Equal, so a wrong signature takes the same time whichever byte differs.
-func verifySigned(token, sig string, req Request) bool {
+// could have built for req, and returns it decoded. sig is decoded once and
+// compared as bytes in constant time, so a wrong signature takes the same
+// time whichever byte differs.
+func verifySigned(token, sig string, req Request) ([]byte, bool) {
 	got, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || len(got) != sha1.Size {
-		return false
+		return nil, false
 	}
 	h := req.Header
 	md5, date := h.Get("Content-MD5"), h.Get("Date")
@@ -357,7 +421,7 @@ func verifySigned(token, sig string, req Request) bool {
 			}
 		}
 	}
-	return ok == 1
+	return got, ok == 1
 }
 
 // equal compares two strings in constant time for equal lengths. The length

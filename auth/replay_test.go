@@ -39,7 +39,11 @@ func TestSignedDateOutsideWindowRefused(t *testing.T) {
 		{"server local time labelled GMT", now.Format("Mon, 02 Jan 2006 15:04:05") + " GMT", true},
 		{"2001", "Mon, 01 Jan 2001 00:00:00 GMT", false},
 		{"2100", "Fri, 01 Jan 2100 00:00:00 GMT", false},
-		{"an hour ago", now.Add(-time.Hour).UTC().Format(http.TimeFormat), false},
+		// Any zone's wall clock passes (UTC-12:00..UTC+14:00); beyond, no
+		// client's clock can be.
+		{"an hour ago: a client in UTC-1", now.Add(-time.Hour).UTC().Format(http.TimeFormat), true},
+		{"13 hours ago", now.Add(-13 * time.Hour).UTC().Format(http.TimeFormat), false},
+		{"15 hours ahead", now.Add(15 * time.Hour).UTC().Format(http.TimeFormat), false},
 		{"missing", "", false},
 		{"unreadable", "yesterday", false},
 	} {
@@ -133,7 +137,9 @@ func TestSignatureWindowOption(t *testing.T) {
 	if _, err := o.Verify(token, at(-2*time.Minute)); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("outside a 1m window: %v", err)
 	}
-	// A client that stamps +08:00 local time labelled GMT.
+	// A client that stamps +08:00 local time labelled GMT: with only the
+	// named zones, +08:00 must be named.
+	o.OnlyClientZones = true
 	if _, err := o.Verify(token, at(8*time.Hour)); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("+08:00 local time without the zone allowed: %v", err)
 	}
@@ -141,7 +147,7 @@ func TestSignatureWindowOption(t *testing.T) {
 	if _, err := o.Verify(token, at(8*time.Hour)); err != nil {
 		t.Errorf("+08:00 local time with the zone allowed: %v", err)
 	}
-	o.ClientZones = nil
+	o.ClientZones, o.OnlyClientZones = nil, false
 	o.SignatureWindow = -1 // off
 	if _, err := o.Verify(token, at(-1000*time.Hour)); err != nil {
 		t.Errorf("window off: %v", err)

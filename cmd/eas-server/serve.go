@@ -61,6 +61,8 @@ type serveFlags struct {
 	grpcMaxStreams  uint32
 	sigWindow       time.Duration
 	sigZones        string
+	sigAnyZone      bool
+	sigReplay       int
 	metricsAdmin    bool
 	accessLog       bool
 }
@@ -101,8 +103,10 @@ func serveCmd() *cobra.Command {
 	fl.DurationVar(&f.bodyReadTimeout, "body-read-timeout", server.DefaultBodyReadTimeout, "how long a request body may take to arrive; a data-plane request gets at least its service's rpc.keepalive; a late body gets 408")
 	fl.IntVar(&f.maxConns, "max-connections", 10000, "most connections open at once on each listener (HTTP, gRPC); more wait to be accepted (0 = no cap)")
 	fl.Uint32Var(&f.grpcMaxStreams, "grpc-max-streams", 1000, "most concurrent gRPC calls on one connection")
-	fl.DurationVar(&f.sigWindow, "signature-window", auth.DefaultSignatureWindow, "how far the Date of an EAS-signed request may lie from the server's clock, either way (negative = not checked)")
-	fl.StringVar(&f.sigZones, "signature-client-zones", "", "UTC offsets of clients whose SDK stamps local time labelled GMT (the Go and Python SDKs), e.g. +08:00,-05:00; the server's own zone is always accepted")
+	fl.DurationVar(&f.sigWindow, "signature-window", auth.DefaultSignatureWindow, "how far the Date of an EAS-signed request may lie from the server's clock read in the client's zone, either way, and how long after its first use a signature is good (negative = neither checked)")
+	fl.BoolVar(&f.sigAnyZone, "signature-any-zone", true, "accept EAS-signed requests stamped in any time zone (UTC-12:00..UTC+14:00: the Go and Python SDKs stamp local time labelled GMT), each signature good only within --signature-window of its first use; false = only UTC, the server's zone and --signature-client-zones, with no memory of signatures")
+	fl.StringVar(&f.sigZones, "signature-client-zones", "", "with --signature-any-zone=false, the UTC offsets of the clients' zones besides UTC and the server's, e.g. +08:00,-05:00")
+	fl.IntVar(&f.sigReplay, "signature-replay-cache", auth.DefaultReplayEntries, "most EAS signatures remembered for the replay check (about 52 bytes each; a day of signed requests needs 86400 x their rate per second); past it the oldest are forgotten early")
 	fl.BoolVar(&f.accessLog, "access-log", false, "log one line per data-plane request (method, path, service, version, status, latency, request id, remote address, body bytes; never tokens or bodies)")
 	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics only with the admin token (its labels name every service)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
@@ -169,6 +173,12 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.sigReplay < 0 {
+		return fmt.Errorf("--signature-replay-cache: %d is not a number of signatures >= 0", f.sigReplay)
+	}
+	if len(zones) > 0 && f.sigAnyZone {
+		log.Warn("--signature-client-zones has no effect: every zone is accepted unless --signature-any-zone=false")
+	}
 	var accessLog *slog.Logger
 	if f.accessLog {
 		accessLog = log
@@ -181,7 +191,7 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	srv := server.New(server.Options{
 		Manager: mgr, Logger: log, Metrics: mt, Gatherer: prometheus.Gatherers{reg, easReg}, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
-		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones},
+		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones, OnlyClientZones: !f.sigAnyZone, Replay: auth.NewReplayCache(f.sigReplay)},
 		BodyReadTimeout:     f.bodyReadTimeout,
 		MetricsRequireAdmin: f.metricsAdmin,
 		NoConsole:           !f.console || f.noControl,
