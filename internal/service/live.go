@@ -31,6 +31,11 @@ type Live struct {
 	model     *model
 	refs      atomic.Int64 // requests holding this Live
 	consumers *consumers   // an asynchronous version's instances; nil for a synchronous one
+
+	// heldWaits counts the times retire found requests still holding this
+	// Live and waited: the one sign, for tests, that a drain is waiting for
+	// them rather than not yet started.
+	heldWaits atomic.Int64
 }
 
 // Instances is the number of replicas this version runs
@@ -99,6 +104,7 @@ func (mgr *Manager) retire(ctx context.Context, l *Live, log *slog.Logger) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for l.refs.Load() > 0 {
+		l.heldWaits.Add(1)
 		select {
 		case <-ctx.Done():
 			log.Warn("requests still running after the grace period; stopping the version anyway", "version", l.Version, "requests", l.refs.Load(), "grace", grace.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/echo"
 	_ "github.com/eas-server/eas-server/processors/pmml"
 	"github.com/eas-server/eas-server/scheduler"
@@ -39,20 +41,18 @@ func newManager(t *testing.T, dir string) *Manager {
 // its snapshot.
 func settle(t *testing.T, m *Manager, name string) Info {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		in, err := m.Describe(name)
-		if err != nil {
+	var in Info
+	wait.Until(t, 10*time.Second, func() error {
+		var err error
+		if in, err = m.Describe(name); err != nil {
 			t.Fatal(err)
 		}
-		if in.PendingVersion == 0 && in.Status != Creating && in.Status != Updating {
-			return in
+		if in.PendingVersion != 0 || in.Status == Creating || in.Status == Updating {
+			return fmt.Errorf("service %s still %s (pending version %d)", name, in.Status, in.PendingVersion)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("service %s still %s after 10s", name, in.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return in
 }
 
 // call runs one request through the serving version, as the data plane does.
@@ -399,22 +399,25 @@ func TestDrainWaitsForRequestsHoldingTheOldVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, m, "svc")
-	time.Sleep(20 * time.Millisecond)
+	// The drain has seen the held request and waits for it (twice over,
+	// so it did not just start).
+	wait.Until(t, 5*time.Second, func() error {
+		if n := held.heldWaits.Load(); n < 2 {
+			return fmt.Errorf("the old version's drain waited %d times for the request holding it, want 2", n)
+		}
+		return nil
+	})
 	// The old version must still take the held request.
 	if _, err := held.Scheduler.Do(t.Context(), []byte("late")); err != nil {
 		t.Fatalf("a request holding the old version failed after the swap: %v", err)
 	}
 	held.Release()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := held.Scheduler.Do(t.Context(), []byte("x")); errors.Is(err, scheduler.ErrStopped) {
-			break
+	wait.Until(t, 5*time.Second, func() error {
+		if _, err := held.Scheduler.Do(t.Context(), []byte("x")); !errors.Is(err, scheduler.ErrStopped) {
+			return fmt.Errorf("the old version still runs after its last request: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the old version was never stopped after its last request")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestScaleOnlyAndSameConfig(t *testing.T) {
@@ -658,18 +661,13 @@ func TestCreateDuringDeleteIsBusy(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- m.Delete(t.Context(), "svc") }()
-		var createErr error
-		for {
-			_, createErr = m.Create(parse(t, v1))
-			if createErr == nil {
-				break
+		wait.Until(t, 10*time.Second, func() error {
+			_, err := m.Create(parse(t, v1))
+			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrExists) {
+				t.Fatalf("round %d: create during delete: %v, want ErrBusy, ErrExists or success", round, err)
 			}
-			if errors.Is(createErr, ErrBusy) || errors.Is(createErr, ErrExists) {
-				time.Sleep(time.Millisecond) // the delete is still running
-				continue
-			}
-			t.Fatalf("round %d: create during delete: %v, want ErrBusy, ErrExists or success", round, createErr)
-		}
+			return err // busy or there: the delete is still running
+		})
 		if err := <-done; err != nil {
 			t.Fatalf("round %d: delete: %v", round, err)
 		}

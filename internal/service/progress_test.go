@@ -19,6 +19,8 @@ func TestFetchReportRateRetriesInInfo(t *testing.T) {
 	defer m.leave(svc)
 	progress, retry := m.fetchReport("svc", "model_path")
 	progress(0, 4<<20)
+	// Not synchronisation: the rate is bytes over wall time, and it needs
+	// over 50 ms between two reports.
 	time.Sleep(100 * time.Millisecond)
 	progress(1<<20, 4<<20)
 	in := svc.Info()
