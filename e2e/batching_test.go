@@ -168,7 +168,7 @@ func TestPadBatcherOnBERT(t *testing.T) {
 					t.Errorf("round %d %s: %v", round, c.Name, err)
 					return
 				}
-				compareTol(t, fmt.Sprintf("round %d %s", round, c.Name), got, want, 1e-4, 1e-4)
+				compareTol(t, fmt.Sprintf("round %d %s", round, c.Name), got, want, tensor.F32Reformulated)
 			}()
 		}
 	}

@@ -85,20 +85,20 @@ func tensorsOf(t *testing.T, raw json.RawMessage, key string) []tensor.Tensor {
 
 // TestONNXModelsThroughEveryCodec sends every reference case of every test
 // model through HTTP in the four wire formats and compares the outputs with
-// the numpy references (relative tolerance 1e-5).
+// the numpy references (tensor.F32Accumulated).
 func TestONNXModelsThroughEveryCodec(t *testing.T) {
-	checkRefs(t, onnxTestdata, 1e-5, 1e-6)
+	checkRefs(t, onnxTestdata, tensor.F32Accumulated)
 }
 
 // TestRealArchitectures does the same for real architectures exported by
 // PyTorch (scripts/export-real-models.py: a small BERT and MobileNetV3),
-// against PyTorch's own outputs. The tolerance allows for the different
-// kernels of two runtimes over a deep network.
+// against PyTorch's own outputs, within tensor.F32Reformulated: ONNX
+// Runtime computes the network with other kernels than PyTorch.
 func TestRealArchitectures(t *testing.T) {
-	checkRefs(t, "testdata/real", 1e-4, 1e-4)
+	checkRefs(t, "testdata/real", tensor.F32Reformulated)
 }
 
-func checkRefs(t *testing.T, dir string, rtol, atol float64) {
+func checkRefs(t *testing.T, dir string, tol tensor.Tolerance) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	if len(files) == 0 {
 		t.Fatal("no reference files in " + dir)
@@ -127,7 +127,7 @@ func checkRefs(t *testing.T, dir string, rtol, atol float64) {
 						t.Errorf("%s/%s: %v", c.Name, codec, err)
 						continue
 					}
-					compareTol(t, c.Name+"/"+codec, got, want, rtol, atol)
+					compareTol(t, c.Name+"/"+codec, got, want, tol)
 				}
 			}
 		})
@@ -136,10 +136,10 @@ func checkRefs(t *testing.T, dir string, rtol, atol float64) {
 
 func compare(t *testing.T, label string, got, want []tensor.Tensor) {
 	t.Helper()
-	compareTol(t, label, got, want, 1e-5, 1e-6)
+	compareTol(t, label, got, want, tensor.F32Accumulated)
 }
 
-func compareTol(t *testing.T, label string, got, want []tensor.Tensor, rtol, atol float64) {
+func compareTol(t *testing.T, label string, got, want []tensor.Tensor, tol tensor.Tolerance) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Errorf("%s: %d outputs, want %d", label, len(got), len(want))
@@ -150,7 +150,7 @@ func compareTol(t *testing.T, label string, got, want []tensor.Tensor, rtol, ato
 		if g.Name != want[i].Name {
 			t.Errorf("%s: output %d named %q, want %q", label, i, g.Name, want[i].Name)
 		}
-		if err := tensor.AllClose(g, want[i], rtol, atol); err != nil {
+		if err := tensor.Close(g, want[i], tol); err != nil {
 			t.Errorf("%s: output %q: %v", label, want[i].Name, err)
 		}
 	}

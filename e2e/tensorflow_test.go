@@ -59,7 +59,7 @@ func TestTensorFlowSavedModelThroughHTTP(t *testing.T) {
 	if len(outs) != 1 {
 		t.Fatalf("outputs = %v", outs)
 	}
-	if err := tensor.AllClose(outs[0], want, 1e-6, 0); err != nil {
+	if err := tensor.Close(outs[0], want, tensor.F32Elementwise); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = s.post(t, "/api/predict/tf", []byte("not a protobuf \xff"), nil)

@@ -10,11 +10,12 @@
         pooler_output), each with a .json of cases in the form of
         scripts/export-real-models.py: inputs and PyTorch's CPU float32
         outputs. Prints one line per model: NAME FILE CASES.
-    gpu-models.py check URL TOKEN SERVICE CASES.json RTOL
+    gpu-models.py check URL TOKEN SERVICE CASES.json RTOL ATOL
         Sends every case to URL/v2/models/SERVICE/infer (KServe v2 JSON) and
-        compares each output with PyTorch's: the worst |got - want| over
-        max|want| must be <= RTOL. Prints a markdown table row (service,
-        cases, worst error, within RTOL); exits 1 when it is over RTOL.
+        compares each output with PyTorch's by the rule of tensor.Close
+        (tensor/close.go): every |got - want| <= ATOL + RTOL * max|want| of
+        that output. Prints a markdown table row (service, cases, the worst
+        |got - want| over that bound, within it); exits 1 when it is over 1.
 
 Both run on PyTorch 1.13 (Debian) and 2.x (the GPU machines' pip install).
 """
@@ -79,7 +80,7 @@ def write_cases(outdir, name, cases):
     print(name, os.path.join(outdir, name + ".onnx"), cases_path)
 
 
-def check(url, token, service, cases_path, rtol):
+def check(url, token, service, cases_path, rtol, atol):
     with open(cases_path) as f:
         cases = json.load(f)["cases"]
     worst = 0.0
@@ -93,10 +94,10 @@ def check(url, token, service, cases_path, rtol):
             g = got[want["name"]]
             if g["shape"] != want["shape"]:
                 raise SystemExit(f"{service} {c['name']} {want['name']}: shape {g['shape']}, want {want['shape']}")
-            scale = max(abs(v) for v in want["data"]) or 1.0
-            err = max(abs(a - b) for a, b in zip(g["data"], want["data"])) / scale
+            bound = max(atol + rtol * max(abs(v) for v in want["data"]), sys.float_info.min)
+            err = max(abs(a - b) for a, b in zip(g["data"], want["data"])) / bound
             worst = max(worst, err)
-    ok = worst <= rtol
+    ok = worst <= 1
     print(f"| {service} | {len(cases)} | {worst:.2e} | {'yes' if ok else '**no**'} |")
     return ok
 
@@ -106,7 +107,7 @@ if __name__ == "__main__":
         os.makedirs(sys.argv[2], exist_ok=True)
         resnet50(sys.argv[2])
         bert_base(sys.argv[2])
-    elif len(sys.argv) == 7 and sys.argv[1] == "check":
-        sys.exit(0 if check(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6])) else 1)
+    elif len(sys.argv) == 8 and sys.argv[1] == "check":
+        sys.exit(0 if check(*sys.argv[2:6], float(sys.argv[6]), float(sys.argv[7])) else 1)
     else:
         sys.exit(__doc__)

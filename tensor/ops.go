@@ -3,7 +3,6 @@ package tensor
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,52 +328,6 @@ func Equal(a, b Tensor) bool {
 		}
 	}
 	return true
-}
-
-// AllClose compares got against want like numpy.allclose:
-// |got-want| <= atol + rtol*|want| for every element, with NaN equal to NaN
-// and infinities equal only to themselves. Dtypes and shapes must match;
-// names are not compared. BYTES and BOOL compare exactly. It returns nil, or
-// an error naming the first differing element, for use in tests.
-func AllClose(got, want Tensor, rtol, atol float64) error {
-	if got.DType != want.DType {
-		return fmt.Errorf("tensor %q: dtype %s, want %s", got.Name, got.DType, want.DType)
-	}
-	if !slices.Equal(got.Shape, want.Shape) {
-		return fmt.Errorf("tensor %q: shape %s, want %s", got.Name, FormatShape(got.Shape), FormatShape(want.Shape))
-	}
-	if err := got.Validate(); err != nil {
-		return err
-	}
-	if err := want.Validate(); err != nil {
-		return err
-	}
-	if got.DType == String {
-		for i := range got.Strings {
-			if !bytes.Equal(got.Strings[i], want.Strings[i]) {
-				return fmt.Errorf("tensor %q: element %d is %q, want %q", got.Name, i, got.Strings[i], want.Strings[i])
-			}
-		}
-		return nil
-	}
-	n := len(got.Data) / got.DType.Size()
-	for i := 0; i < n; i++ {
-		g, w := got.float64At(i), want.float64At(i)
-		if math.IsNaN(g) || math.IsNaN(w) {
-			if math.IsNaN(g) && math.IsNaN(w) {
-				continue
-			}
-		} else if math.IsInf(w, 0) || math.IsInf(g, 0) {
-			if g == w {
-				continue
-			}
-		} else if math.Abs(g-w) <= atol+rtol*math.Abs(w) {
-			continue
-		}
-		return fmt.Errorf("tensor %q: element %d (index %v) is %v, want %v (rtol %g, atol %g)",
-			got.Name, i, unravel(i, got.Shape), g, w, rtol, atol)
-	}
-	return nil
 }
 
 // unravel turns a flat row-major index into per-dim indexes.

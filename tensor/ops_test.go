@@ -261,39 +261,6 @@ func TestTrailingKeyAndBatchSize(t *testing.T) {
 	}
 }
 
-func TestAllClose(t *testing.T) {
-	want := FromFloat32("y", []int64{3}, []float32{1, 100, float32(nan())})
-	tests := []struct {
-		name    string
-		got     Tensor
-		wantErr string
-	}{
-		{"exact", FromFloat32("y", []int64{3}, []float32{1, 100, float32(nan())}), ""},
-		{"within rtol", FromFloat32("y", []int64{3}, []float32{1, 100.0009, float32(nan())}), ""},
-		{"beyond rtol", FromFloat32("y", []int64{3}, []float32{1, 100.01, float32(nan())}), "element 1 (index [1])"},
-		{"nan vs number", FromFloat32("y", []int64{3}, []float32{1, 100, 0}), "element 2"},
-		{"shape", FromFloat32("y", []int64{1, 3}, []float32{1, 100, 0}), "shape [1,3], want [3]"},
-		{"dtype", FromFloat64("y", []int64{3}, []float64{1, 100, 0}), "dtype FP64, want FP32"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := AllClose(tt.got, want, 1e-5, 1e-6)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
-	if err := AllClose(FromStrings("s", []int64{1}, []string{"a"}), FromStrings("s", []int64{1}, []string{"b"}), 0, 0); err == nil {
-		t.Error("different strings compared close")
-	}
-}
-
 func nan() float64 { var z float64; return z / z }
 
 func TestClone(t *testing.T) {

@@ -1,6 +1,12 @@
 // Package tensor is the one in-memory tensor every codec decodes into and every
 // tensor model runs on: a dtype, a shape and contiguous row-major little-endian
 // bytes (or a slice of byte strings for the String dtype).
+//
+// Tests compare computed outputs with Close (and CloseValues for plain
+// lists) under one of the named Tolerances: every element within
+// Atol + Rtol times the largest magnitude of the reference tensor, a rule
+// that holds whatever kernel the CPU runs and whatever batch a request
+// joins.
 package tensor
 
 import "fmt"

@@ -151,7 +151,7 @@ func TestFunctionInlining(t *testing.T) {
 	}
 	got := run(t, ts.Model, tensor.FromFloat32("x", []int64{3}, []float32{1, -1, 0.5}))
 	want := tensor.FromFloat32("y", []int64{3}, []float32{5, -1, 3.5})
-	if err := tensor.AllClose(got[0], want, 1e-6, 1e-6); err != nil {
+	if err := tensor.Close(got[0], want, tensor.F32Elementwise); err != nil {
 		t.Error(err)
 	}
 }

@@ -113,35 +113,13 @@ func (r refTensor) encode(t *testing.T) tensor.Tensor {
 	return out
 }
 
-// decode reads a float32/float64/int64 tensor's values as float64.
-func decode(t *testing.T, x tensor.Tensor) []float64 {
-	t.Helper()
-	n := int(x.NumElements())
-	v := make([]float64, n)
-	for i := range v {
-		switch x.DType {
-		case tensor.Float32:
-			v[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(x.Data[4*i:])))
-		case tensor.Float64:
-			v[i] = math.Float64frombits(binary.LittleEndian.Uint64(x.Data[8*i:]))
-		case tensor.Int64:
-			v[i] = float64(int64(binary.LittleEndian.Uint64(x.Data[8*i:])))
-		default:
-			t.Fatalf("decode %s", x.DType)
-		}
-	}
-	return v
-}
-
 func check(t *testing.T, got tensor.Tensor, want refTensor) {
 	t.Helper()
 	if got.Name != want.Name || got.DType != torchDTypes[want.DType] || !reflect.DeepEqual(got.Shape, want.Shape) {
 		t.Fatalf("output %s %s %v, want %s %s %v", got.Name, got.DType, got.Shape, want.Name, want.DType, want.Shape)
 	}
-	for i, g := range decode(t, got) {
-		if w := want.Data[i]; math.Abs(g-w) > 1e-5 {
-			t.Fatalf("output %s[%d] = %v, want %v", got.Name, i, g, w)
-		}
+	if err := tensor.Close(got, want.encode(t), tensor.F32Accumulated.For(got.DType)); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -296,9 +274,10 @@ func TestConcurrentForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inputs []tensor.Tensor
+	var inputs, wants []tensor.Tensor
 	for _, c := range ref.Cases {
 		inputs = append(inputs, c.Inputs[0].encode(t))
+		wants = append(wants, c.Outputs[0].encode(t))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -308,22 +287,18 @@ func TestConcurrentForward(t *testing.T) {
 			defer wg.Done()
 			for i := range 20 {
 				k := (g + i) % len(ref.Cases)
-				c := ref.Cases[k]
 				out, err := m.Forward([]tensor.Tensor{inputs[k]})
 				if err != nil {
 					errs <- err
 					return
 				}
-				if len(out) != 1 || out[0].DType != tensor.Float32 || len(out[0].Data) != 4*len(c.Outputs[0].Data) {
+				if len(out) != 1 {
 					errs <- fmt.Errorf("goroutine %d: outputs %v", g, out)
 					return
 				}
-				for j := range c.Outputs[0].Data {
-					v := float64(math.Float32frombits(binary.LittleEndian.Uint32(out[0].Data[4*j:])))
-					if math.Abs(v-c.Outputs[0].Data[j]) > 1e-5 {
-						errs <- fmt.Errorf("goroutine %d: output[%d] = %v, want %v", g, j, v, c.Outputs[0].Data[j])
-						return
-					}
+				if err := tensor.Close(out[0], wants[k], tensor.F32Accumulated); err != nil {
+					errs <- fmt.Errorf("goroutine %d: %w", g, err)
+					return
 				}
 			}
 		}()
@@ -545,8 +520,8 @@ func TestDevices(t *testing.T) {
 }
 
 // TestOptimize loads models frozen and optimised for inference: the
-// answers stay PyTorch's within 1e-4 (folded BatchNorm reorders float
-// sums), an unknown optimisation is refused, and the control-flow model,
+// answers stay PyTorch's within tensor.F32Reformulated (BatchNorm folded
+// into the convolutions' weights), an unknown optimisation is refused, and the control-flow model,
 // whose loop freezing keeps, still runs.
 func TestOptimize(t *testing.T) {
 	rs := refs(t)
@@ -566,10 +541,8 @@ func TestOptimize(t *testing.T) {
 					t.Fatalf("%s, %s, case %d: %v", name, opt, ci, err)
 				}
 				for i, w := range c.Outputs {
-					for j, g := range decode(t, out[i]) {
-						if d := math.Abs(g - w.Data[j]); d > 1e-4*(1+math.Abs(w.Data[j])) {
-							t.Fatalf("%s, %s, case %d: output %d[%d] = %v, PyTorch %v", name, opt, ci, i, j, g, w.Data[j])
-						}
+					if err := tensor.Close(out[i], w.encode(t), tensor.F32Reformulated.For(out[i].DType)); err != nil {
+						t.Fatalf("%s, %s, case %d: output %d: %v", name, opt, ci, i, err)
 					}
 				}
 			}

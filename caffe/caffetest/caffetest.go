@@ -234,9 +234,10 @@ func Random(name string, shape []int64, seed uint64) tensor.Tensor {
 	return tensor.FromFloat32(name, shape, v)
 }
 
-// Compare checks got against OpenCV's want: every element within rel times
-// the largest magnitude of want (the relative error of the blob).
-func Compare(got, want tensor.Tensor, rel float64) error {
+// Compare checks got against want, OpenCV's answer or another run's, by
+// tensor.Close under tol. Both are read as float32, OpenCV's dtype, and
+// need only hold the same number of values: the shape compared is want's.
+func Compare(got, want tensor.Tensor, tol tensor.Tolerance) error {
 	g, err := got.AsFloat32()
 	if err != nil {
 		return err
@@ -248,22 +249,5 @@ func Compare(got, want tensor.Tensor, rel float64) error {
 	if len(g) != len(w) {
 		return fmt.Errorf("%s: %d values (shape %v), OpenCV has %d (shape %v)", want.Name, len(g), got.Shape, len(w), want.Shape)
 	}
-	scale := 0.0
-	for _, x := range w {
-		scale = math.Max(scale, math.Abs(float64(x)))
-	}
-	worst, at := 0.0, -1
-	for i := range w {
-		d := math.Abs(float64(g[i]) - float64(w[i]))
-		if math.IsNaN(float64(g[i])) != math.IsNaN(float64(w[i])) {
-			return fmt.Errorf("%s[%d]: %g, OpenCV %g", want.Name, i, g[i], w[i])
-		}
-		if d > worst {
-			worst, at = d, i
-		}
-	}
-	if scale > 0 && worst/scale > rel {
-		return fmt.Errorf("%s[%d]: %g, OpenCV %g: error %.3g of the blob's largest magnitude %.3g (limit %g)", want.Name, at, g[at], w[at], worst/scale, scale, rel)
-	}
-	return nil
+	return tensor.Close(tensor.FromFloat32(want.Name, want.Shape, g), tensor.FromFloat32(want.Name, want.Shape, w), tol)
 }

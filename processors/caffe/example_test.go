@@ -10,6 +10,7 @@ import (
 
 	"github.com/eas-server/eas-server/caffe/caffetest"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/caffepb"
 )
 
@@ -62,7 +63,7 @@ func TestLeNetExample(t *testing.T) {
 		if err != nil || len(outs) != 1 || outs[0].Name != "prob" {
 			t.Fatalf("answer %v: %v", outs, err)
 		}
-		if err := caffetest.Compare(outs[0], want[0], 1e-4); err != nil {
+		if err := caffetest.Compare(outs[0], want[0], tensor.F32Reformulated); err != nil {
 			t.Error(err)
 		}
 	}

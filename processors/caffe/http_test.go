@@ -138,7 +138,7 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 	if len(got) != 1 || got[0].Name != "prob" {
 		t.Fatalf("outputs %v", got)
 	}
-	if err := caffetest.Compare(got[0], want[0], 1e-4); err != nil {
+	if err := caffetest.Compare(got[0], want[0], tensor.F32Reformulated); err != nil {
 		t.Error(err)
 	}
 	for _, binary := range []bool{false, true} {
@@ -158,7 +158,7 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 		if outs[i].Name != mid[i] {
 			t.Errorf("output %d is %q, want %q", i, outs[i].Name, mid[i])
 		}
-		if err := caffetest.Compare(outs[i], w, 1e-4); err != nil {
+		if err := caffetest.Compare(outs[i], w, tensor.F32Reformulated); err != nil {
 			t.Error(err)
 		}
 	}
@@ -238,7 +238,7 @@ func TestBatchedAnswersEqualSingle(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range got {
-		if err := caffetest.Compare(got[i], want[i], 1e-5); err != nil {
+		if err := caffetest.Compare(got[i], want[i], tensor.F32Accumulated); err != nil {
 			t.Errorf("request %d: %v", i, err)
 		}
 	}
@@ -267,7 +267,7 @@ func TestBatchedAnswersEqualSingle(t *testing.T) {
 	if err != nil || len(outs) != 2 || outs[0].Name != "prob" || outs[1].Name != "pool10" {
 		t.Fatalf("grpc outputs %v: %v", outs, err)
 	}
-	if err := caffetest.Compare(outs[0], want[0], 1e-6); err != nil {
+	if err := caffetest.Compare(outs[0], want[0], tensor.F32Accumulated); err != nil {
 		t.Errorf("grpc: %v", err)
 	}
 }

@@ -51,7 +51,7 @@ layer { name: "cat" type: "Concat" bottom: "data" bottom: "data" top: "cat" conc
 			t.Errorf("%s: shape %v, want %v", name, g.Shape, shape)
 			return
 		}
-		if err := caffetest.Compare(g, tensor.FromFloat32(name, shape, want), 1e-5); err != nil {
+		if err := caffetest.Compare(g, tensor.FromFloat32(name, shape, want), tensor.F32Accumulated); err != nil {
 			t.Error(err)
 		}
 	}

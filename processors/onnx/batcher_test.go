@@ -57,7 +57,7 @@ func TestPadAndBucketBatchersMatchSingleRuns(t *testing.T) {
 				}
 				got := merged[i].Outputs[0]
 				want := alone[0].Outputs[0]
-				if err := tensor.AllClose(got, want, 1e-5, 1e-6); err != nil {
+				if err := tensor.Close(got, want, tensor.F32Accumulated); err != nil {
 					t.Errorf("request %d (shape %v): merged %s vs alone %s: %v", i, p.Inputs[0].Shape,
 						tensor.FormatShape(got.Shape), tensor.FormatShape(want.Shape), err)
 				}

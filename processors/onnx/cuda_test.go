@@ -250,9 +250,10 @@ func TestGPUDeployErrors(t *testing.T) {
 	})
 }
 
-// TestCUDAProvider runs the reference models on the GPU. It needs an
-// NVIDIA GPU with its driver, the provider (make deps GPU=1) and CUDA 13 /
-// cuDNN 9 on the library path.
+// TestCUDAProvider runs the reference models on the GPU and compares their
+// answers with numpy's within tensor.GPU (TF32, cuDNN's algorithms). It
+// needs an NVIDIA GPU with its driver, the provider (make deps GPU=1) and
+// CUDA 13 / cuDNN 9 on the library path.
 func TestCUDAProvider(t *testing.T) {
 	if !hasNVIDIAGPU() {
 		t.Skip("no NVIDIA GPU on this machine (/dev/nvidia0 missing)")
@@ -260,8 +261,6 @@ func TestCUDAProvider(t *testing.T) {
 	if installedProviderDir(t) == "" {
 		t.Skip("the CUDA provider is not installed: run make deps GPU=1")
 	}
-	// GPU kernels (TF32, cuDNN's algorithms) round differently from numpy.
-	const gpuRtol, gpuAtol = 1e-3, 1e-4
 	for _, cfg := range []string{
 		`{}`,
 		`{"gpu_mem_limit": 1073741824, "arena_extend_strategy": "kSameAsRequested", "cudnn_conv_algo_search": "HEURISTIC"}`,
@@ -282,7 +281,7 @@ func TestCUDAProvider(t *testing.T) {
 					}
 					r := res[0]
 					for i, want := range c.Outputs {
-						if err := tensor.AllClose(r.Outputs[i], want.tensor(t), gpuRtol, gpuAtol); err != nil {
+						if err := tensor.Close(r.Outputs[i], want.tensor(t), tensor.GPU); err != nil {
 							t.Errorf("%s: %v", c.Name, err)
 						}
 					}

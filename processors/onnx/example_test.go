@@ -63,7 +63,7 @@ func TestTorchScriptExample(t *testing.T) {
 	if len(ins.Inputs) != 1 {
 		t.Fatalf("request has %d inputs, want 1", len(ins.Inputs))
 	}
-	if err := tensor.AllClose(ins.Inputs[0], tensor.FromFloat32("", ref.Input.Shape, ref.Input.Data), 0, 0); err != nil {
+	if err := tensor.Close(ins.Inputs[0], tensor.FromFloat32("", ref.Input.Shape, ref.Input.Data), tensor.Exact); err != nil {
 		t.Fatalf("request vs reference input: %v", err)
 	}
 
@@ -93,7 +93,7 @@ func TestTorchScriptExample(t *testing.T) {
 		if len(outs) != 1 {
 			return fmt.Errorf("%d outputs, want 1", len(outs))
 		}
-		return tensor.AllClose(outs[0], want, 1e-5, 1e-6)
+		return tensor.Close(outs[0], want, tensor.F32Accumulated)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
@@ -152,7 +152,7 @@ func TestTorchScriptExampleReproduces(t *testing.T) {
 		}
 	}
 	got, want := exampleRef(t, ref), exampleRef(t, "../../examples/requests/torchscript_mlp_expected.json")
-	if err := tensor.AllClose(tensor.FromFloat32("", got.Output.Shape, got.Output.Data), tensor.FromFloat32("", want.Output.Shape, want.Output.Data), 1e-5, 1e-6); err != nil {
+	if err := tensor.Close(tensor.FromFloat32("", got.Output.Shape, got.Output.Data), tensor.FromFloat32("", want.Output.Shape, want.Output.Data), tensor.F32Accumulated); err != nil {
 		t.Errorf("regenerated model's output vs the committed reference: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func TestTorchScriptOverHTTP(t *testing.T) {
 			if got[i].Name != want[i].Name {
 				t.Errorf("%s: output %d named %q, want %q", label, i, got[i].Name, want[i].Name)
 			}
-			if err := tensor.AllClose(got[i], want[i], 1e-5, 1e-6); err != nil {
+			if err := tensor.Close(got[i], want[i], tensor.F32Accumulated); err != nil {
 				t.Errorf("%s: %v", label, err)
 			}
 		}

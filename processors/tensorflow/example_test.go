@@ -47,7 +47,7 @@ func TestExampleSignatures(t *testing.T) {
 				t.Fatalf("%s %s: %v", dir, c.sig, err)
 			}
 			want := tensor.FromFloat32(c.out, []int64{3, 1}, []float32{0.5 + c.add, 2 + c.add, -1 + c.add})
-			if err := tensor.AllClose(got[c.out], want, 1e-6, 1e-6); err != nil {
+			if err := tensor.Close(got[c.out], want, tensor.F32Elementwise); err != nil {
 				t.Errorf("%s %s: %v", dir, c.sig, err)
 			}
 		}
@@ -66,10 +66,10 @@ func TestParseExamplesErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := got[1]; tensor.AllClose(b, tensor.FromFloat32("in:b", []int64{1, 2}, []float32{7, 7}), 0, 0) != nil {
+	if b := got[1]; tensor.Close(b, tensor.FromFloat32("in:b", []int64{1, 2}, []float32{7, 7}), tensor.Exact) != nil {
 		t.Errorf("default not broadcast: %v", b)
 	}
-	if c := got[2]; tensor.AllClose(c, tensor.FromInt64("in:c", []int64{1}, []int64{-1}), 0, 0) != nil {
+	if c := got[2]; tensor.Close(c, tensor.FromInt64("in:c", []int64{1}, []int64{-1}), tensor.Exact) != nil {
 		t.Errorf("scalar default: %v", c)
 	}
 	for _, tc := range []struct {

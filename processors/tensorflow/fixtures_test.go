@@ -189,7 +189,7 @@ func TestFixtures(t *testing.T) {
 					t.Fatalf("signature %q: no output %q in %v", c.sig, out, got)
 				}
 				want := tensor.FromFloat32(out, c.shape, c.want(c.inputs))
-				if err := tensor.AllClose(g, want, 1e-6, 1e-5); err != nil {
+				if err := tensor.Close(g, want, tensor.F32Elementwise); err != nil {
 					t.Errorf("signature %q: %v (got %v)", c.sig, err, g)
 				}
 			}
@@ -276,7 +276,7 @@ func TestMKLFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tensor.AllClose(got["y"], tensor.FromFloat32("y", []int64{2, 1}, []float32{2.5, 4}), 1e-6, 1e-6); err != nil {
+	if err := tensor.Close(got["y"], tensor.FromFloat32("y", []int64{2, 1}, []float32{2.5, 4}), tensor.F32Elementwise); err != nil {
 		t.Error(err)
 	}
 	got, err = predict(t, m, "regress_x2_to_y3", []tensor.Tensor{tensor.FromFloat32("inputs", []int64{1, 1}, []float32{4})}, nil)
@@ -287,7 +287,7 @@ func TestMKLFixture(t *testing.T) {
 	for i := range want {
 		want[i] = 0.5*4 + 3
 	}
-	if err := tensor.AllClose(got["outputs"], tensor.FromFloat32("outputs", []int64{1, 10, 10, 1}, want), 1e-6, 1e-6); err != nil {
+	if err := tensor.Close(got["outputs"], tensor.FromFloat32("outputs", []int64{1, 10, 10, 1}, want), tensor.F32Elementwise); err != nil {
 		t.Error(err)
 	}
 }

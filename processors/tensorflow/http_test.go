@@ -70,7 +70,7 @@ func TestHTTPStack(t *testing.T) {
 	if err != nil || len(outs) != 1 {
 		t.Fatalf("response %v, %v", outs, err)
 	}
-	if err := tensor.AllClose(outs[0], tensor.FromFloat32("y", []int64{1}, []float32{3.5}), 1e-6, 1e-6); err != nil {
+	if err := tensor.Close(outs[0], tensor.FromFloat32("y", []int64{1}, []float32{3.5}), tensor.F32Elementwise); err != nil {
 		t.Error(err)
 	}
 
@@ -78,7 +78,7 @@ func TestHTTPStack(t *testing.T) {
 	if code, resp = call(http.MethodPost, "/api/predict/tf", body); code != http.StatusOK {
 		t.Fatalf("regress_x2_to_y3: %d %s", code, resp)
 	}
-	if outs, _ = tfpb.DecodeResponse(resp); len(outs) != 1 || tensor.AllClose(outs[0], tensor.FromFloat32("outputs", []int64{1}, []float32{4.5}), 1e-6, 1e-6) != nil {
+	if outs, _ = tfpb.DecodeResponse(resp); len(outs) != 1 || tensor.Close(outs[0], tensor.FromFloat32("outputs", []int64{1}, []float32{4.5}), tensor.F32Elementwise) != nil {
 		t.Errorf("regress_x2_to_y3 = %v", outs)
 	}
 

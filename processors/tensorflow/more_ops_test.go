@@ -66,6 +66,7 @@ func TestMoreOps(t *testing.T) {
 		},
 		want: []tensor.Tensor{nd{[]int64{1, 2, 2}, matmul(x, nd{[]int64{3, 2}, rnd(73, -1, 1, 1, 3, 2).v}).v}.f32(""),
 			gatherIdx([]int64{3, 3}, func(i []int64) float64 { return x.at([]int64{[]int64{1, 1, 0}[i[0]], i[1]}) }).f32("")},
+		tol: tensor.F32Accumulated,
 	}, opCase{
 		name:  "Concat (axis first)",
 		feeds: []tensor.Tensor{x.f32("x")},
@@ -81,7 +82,7 @@ func TestMoreOps(t *testing.T) {
 			return []string{b.op(t, "Conv2D", f32, []string{in[0], b.konst(t, filt.f32(""))}, attrs)}
 		},
 		want: []tensor.Tensor{transpose(conv2d(img, filt, 2, 1, true, false), 0, 3, 1, 2).f32("")},
-		tol:  1e-4,
+		tol:  tensor.F32Accumulated,
 	}, opCase{
 		name:  "Conv2D EXPLICIT padding",
 		feeds: []tensor.Tensor{img.f32("x")},
@@ -91,7 +92,7 @@ func TestMoreOps(t *testing.T) {
 		},
 		// Symmetric padding of 1 with a 3x3 kernel and stride 1 is SAME.
 		want: []tensor.Tensor{conv2d(img, filt, 1, 1, true, false).f32("")},
-		tol:  1e-4,
+		tol:  tensor.F32Accumulated,
 	}, opCase{
 		name:  "AvgPool NCHW",
 		feeds: []tensor.Tensor{nchw.f32("x")},
@@ -100,6 +101,7 @@ func TestMoreOps(t *testing.T) {
 			return []string{b.op(t, "AvgPool", f32, in, attrs)}
 		},
 		want: []tensor.Tensor{transpose(pool2d(img, 2, 2, false, false), 0, 3, 1, 2).f32("")},
+		tol:  tensor.F32Accumulated,
 	})
 	scale, offset := vals([]int64{2}, 1.5, 0.5), vals([]int64{2}, 0.25, -1)
 	mean, variance := vals([]int64{2}, 0.1, -0.2), vals([]int64{2}, 1, 0.5)
@@ -117,7 +119,6 @@ func TestMoreOps(t *testing.T) {
 				return []string{b.op(t, op, f32, ins, map[string]any{"is_training": false, "data_format": "NCHW"})}
 			},
 			want: []tensor.Tensor{transpose(bn, 0, 3, 1, 2).f32("")},
-			tol:  1e-4,
 		})
 	}
 	for _, c := range cases {
@@ -185,7 +186,7 @@ func TestOutputKeyEqualsInputKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tensor.AllClose(got["x"], tensor.FromFloat32("x", []int64{2}, []float32{-1, 3}), 0, 0); err != nil {
+		if err := tensor.Close(got["x"], tensor.FromFloat32("x", []int64{2}, []float32{-1, 3}), tensor.Exact); err != nil {
 			t.Errorf("filter %v: %v", filter, err)
 		}
 	}

@@ -18,7 +18,11 @@ type opCase struct {
 	// returns the output tensor names, one per want.
 	build func(t testing.TB, b *graphBuilder, in []string) []string
 	want  []tensor.Tensor
-	tol   float64
+	// tol compares each output with want: tensor.F32Elementwise when unset,
+	// tensor.F32Accumulated for ops that sum (matrix products,
+	// convolutions, pooling, Softmax); either becomes tensor.F64 for a
+	// float64 output (Tolerance.For).
+	tol tensor.Tolerance
 }
 
 func runOpCase(t *testing.T, c opCase) {
@@ -44,8 +48,8 @@ func runOpCase(t *testing.T, c opCase) {
 		t.Fatalf("predict: %v", err)
 	}
 	tol := c.tol
-	if tol == 0 {
-		tol = 1e-5
+	if tol == (tensor.Tolerance{}) {
+		tol = tensor.F32Elementwise
 	}
 	for i, w := range c.want {
 		key := fmt.Sprintf("out%d", i)
@@ -53,7 +57,7 @@ func runOpCase(t *testing.T, c opCase) {
 		if !ok {
 			t.Fatalf("no output %s", key)
 		}
-		if err := tensor.AllClose(g, w, tol, tol); err != nil {
+		if err := tensor.Close(g, w, tol.For(w.DType)); err != nil {
 			t.Errorf("%s: %v", key, err)
 		}
 	}
@@ -261,6 +265,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "BiasAdd", tensor.Float32, []string{mm, bv}, nil)}
 			},
 			want: []tensor.Tensor{bcast(matmul(x, w), bias, plus).f32("")},
+			tol:  tensor.F32Accumulated,
 		},
 		{
 			name:  "MatMul transposed",
@@ -270,6 +275,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "MatMul", tensor.Float32, []string{in[0], wt}, map[string]any{"transpose_a": true, "transpose_b": true})}
 			},
 			want: []tensor.Tensor{matmul(x, w).f32("")},
+			tol:  tensor.F32Accumulated,
 		},
 		{
 			name:  "BatchMatMulV2 adj_y",
@@ -279,6 +285,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "BatchMatMulV2", tensor.Float32, []string{in[0], y}, map[string]any{"adj_y": true})}
 			},
 			want: []tensor.Tensor{vals([]int64{2, 1, 3}, 1, 2, 3, 6, 8, 1).f32("")},
+			tol:  tensor.F32Accumulated,
 		},
 		{
 			name:  "Einsum",
@@ -287,6 +294,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "Einsum", tensor.Float32, []string{in[0], b.konst(t, w.f32(""))}, map[string]any{"equation": "ij,jk->ik", "N": 2})}
 			},
 			want: []tensor.Tensor{matmul(x, w).f32("")},
+			tol:  tensor.F32Accumulated,
 		},
 		{
 			name:  "BiasAdd NCHW",
@@ -304,6 +312,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "Softmax", tensor.Float32, in, nil), b.op(t, "LogSoftmax", tensor.Float32, in, nil)}
 			},
 			want: []tensor.Tensor{softmax(x, false).f32(""), softmax(x, true).f32("")},
+			tol:  tensor.F32Accumulated,
 		},
 	}
 	for _, cc := range []struct {
@@ -319,7 +328,7 @@ func TestNNOps(t *testing.T) {
 				return []string{b.op(t, "Conv2D", tensor.Float32, []string{in[0], f}, attrs)}
 			},
 			want: []tensor.Tensor{conv2d(img, filt, cc.stride, cc.dil, cc.pad == "SAME", false).f32("")},
-			tol:  1e-4,
+			tol:  tensor.F32Accumulated,
 		})
 		if cc.dil == 1 {
 			cases = append(cases, opCase{
@@ -331,9 +340,13 @@ func TestNNOps(t *testing.T) {
 					return []string{b.op(t, "DepthwiseConv2dNative", tensor.Float32, []string{in[0], f}, attrs)}
 				},
 				want: []tensor.Tensor{conv2d(img, dw, cc.stride, 1, cc.pad == "SAME", true).f32("")},
-				tol:  1e-4,
+				tol:  tensor.F32Accumulated,
 			})
 			for _, pool := range []string{"MaxPool", "AvgPool"} {
+				tol := tensor.F32Accumulated // an average sums its window
+				if pool == "MaxPool" {
+					tol = tensor.Exact // picks one of the inputs
+				}
 				cases = append(cases, opCase{
 					name:  fmt.Sprintf("%s %s stride %d", pool, cc.pad, cc.stride),
 					feeds: []tensor.Tensor{img.f32("x")},
@@ -342,6 +355,7 @@ func TestNNOps(t *testing.T) {
 						return []string{b.op(t, pool, tensor.Float32, in, attrs)}
 					},
 					want: []tensor.Tensor{pool2d(img, 3, cc.stride, cc.pad == "SAME", pool == "MaxPool").f32("")},
+					tol:  tol,
 				})
 			}
 		}
@@ -361,7 +375,7 @@ func TestNNOps(t *testing.T) {
 			return []string{b.op(t, "Conv2DBackpropInput", tensor.Float32, []string{sizes, f, in[0]}, attrs)}
 		},
 		want: []tensor.Tensor{convTranspose(tin, filtT, []int64{2, 5, 6, 3}, 2).f32("")},
-		tol:  1e-4,
+		tol:  tensor.F32Accumulated,
 	})
 	// FusedBatchNormV3 in inference mode.
 	scale, offset := vals([]int64{3}, 1, 2, 0.5), vals([]int64{3}, 0, -1, 1)
@@ -379,7 +393,6 @@ func TestNNOps(t *testing.T) {
 			return []string{b.op(t, "FusedBatchNormV3", tensor.Float32, ins, map[string]any{"epsilon": float32(0.001), "is_training": false, "U": tfType(t, tensor.Float32)})}
 		},
 		want: []tensor.Tensor{bn.f32("")},
-		tol:  1e-4,
 	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { runOpCase(t, c) })

@@ -82,7 +82,7 @@ func TestOutputFilterAndBatching(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("output_filter [logits] returned %d outputs", len(got))
 	}
-	if err := tensor.AllClose(got["logits"], ref(x1).f32("logits"), 1e-5, 1e-5); err != nil {
+	if err := tensor.Close(got["logits"], ref(x1).f32("logits"), tensor.F32Accumulated); err != nil {
 		t.Error(err)
 	}
 
@@ -119,7 +119,7 @@ func TestOutputFilterAndBatching(t *testing.T) {
 				logits = o
 			}
 		}
-		if err := tensor.AllClose(logits, ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
+		if err := tensor.Close(logits, ref(x).f32("logits"), tensor.F32Accumulated); err != nil {
 			t.Errorf("payload %d: %v", i, err)
 		}
 	}
@@ -138,7 +138,7 @@ func TestOutputFilterAndBatching(t *testing.T) {
 	if err != nil || len(tr.Outputs) != 1 {
 		t.Fatalf("ToTensors: %v, %v", tr, err)
 	}
-	if err := tensor.AllClose(tr.Outputs[0], ref(x2).f32("logits"), 1e-5, 1e-5); err != nil {
+	if err := tensor.Close(tr.Outputs[0], ref(x2).f32("logits"), tensor.F32Accumulated); err != nil {
 		t.Error(err)
 	}
 	if _, err := m.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 5}, make([]float32, 5))}}); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "shape") {
@@ -232,7 +232,7 @@ func TestONNXExportServedDirectly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5); err != nil {
+	if err := tensor.Close(got["logits"], ref(x).f32("logits"), tensor.F32Accumulated); err != nil {
 		t.Error(err)
 	}
 
@@ -329,7 +329,7 @@ func TestConcurrentRuns(t *testing.T) {
 			x := rnd(uint64(100+g), -1, 1, int64(1+g%4), 4)
 			got, err := predict(t, m, "", []tensor.Tensor{x.f32("x")}, []string{"logits"})
 			if err == nil {
-				err = tensor.AllClose(got["logits"], ref(x).f32("logits"), 1e-5, 1e-5)
+				err = tensor.Close(got["logits"], ref(x).f32("logits"), tensor.F32Accumulated)
 			}
 			errs <- err
 		}()

@@ -159,7 +159,7 @@ func checkOutputs(t *testing.T, got, want []tensor.Tensor) {
 		if !ok {
 			t.Fatalf("output %q missing", w.Name)
 		}
-		if err := tensor.AllClose(g, w, 1e-5, 1e-6); err != nil {
+		if err := tensor.Close(g, w, tensor.F32Accumulated); err != nil {
 			t.Errorf("output %q: %v", w.Name, err)
 		}
 	}
