@@ -11,12 +11,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/eas-server/eas-server/internal/require"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // Start runs nats-server -js on a free loopback port for the test and
 // returns its URL; the server stops when the test ends. Without
 // nats-server the test skips, unless EAS_REQUIRE_NATS=1 (make test sets
-// it; scripts/install-test-deps.sh installs Debian's nats-server).
+// it; scripts/install-test-deps.sh installs Debian's nats-server): see
+// package require.
 func Start(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
@@ -26,10 +30,7 @@ func Start(t testing.TB) string {
 		}
 	}
 	if err != nil {
-		if os.Getenv("EAS_REQUIRE_NATS") == "1" {
-			t.Fatal("nats-server is not installed: apt-get install nats-server (scripts/install-test-deps.sh does)")
-		}
-		t.Skip("nats-server is not installed (apt-get install nats-server); the JetStream backend is not tested")
+		require.Missing(t, require.NATS, "nats-server is not installed: apt-get install nats-server (scripts/install-test-deps.sh does); the JetStream backend is not tested")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,16 +44,13 @@ func Start(t testing.TB) string {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Until(t, 10*time.Second, func() error {
 		nc, err := nats.Connect(url)
-		if err == nil {
-			nc.Close()
-			return url
+		if err != nil {
+			return fmt.Errorf("nats-server did not start: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		nc.Close()
+		return nil
+	})
+	return url
 }
