@@ -26,7 +26,7 @@ func TestRunCountsStatusesAndLatency(t *testing.T) {
 			w.WriteHeader(450)
 			return
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the handler's latency the percentiles must show, not synchronisation
 	}))
 	defer ts.Close()
 	res, err := Run(t.Context(), Config{URL: ts.URL, Body: []byte("x"), Header: map[string]string{"Authorization": "T"},
