@@ -72,8 +72,9 @@ func Scheme() *runtime.Scheme {
 // Controller is the reconcile loop (Manager) and the control plane API
 // (Handler) of one namespace.
 type Controller struct {
-	Manager ctrl.Manager
-	Handler http.Handler
+	Manager    ctrl.Manager
+	Handler    http.Handler
+	Reconciler *Reconciler // the loop's; read its Completed count, change nothing
 }
 
 // NewController sets a Controller up; Manager.Start runs the loop. It
@@ -110,7 +111,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	}
 	backend := &Backend{Client: direct, Namespace: ns, MaxModelBytes: cfg.MaxModelBytes}
 	srv := server.New(server.Options{Control: backend, AdminToken: cfg.AdminToken, Logger: cfg.Log, Region: cfg.Region})
-	return &Controller{Manager: mgr, Handler: srv.ControlHandler()}, nil
+	return &Controller{Manager: mgr, Handler: srv.ControlHandler(), Reconciler: rec}, nil
 }
 
 // RunController runs the reconcile loop and serves the control plane API

@@ -28,6 +28,7 @@ import (
 	"github.com/eas-server/eas-server/deploy"
 	"github.com/eas-server/eas-server/internal/kube/kubetest"
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/all"
 )
 
@@ -54,6 +55,7 @@ type controller struct {
 	cancel context.CancelFunc
 	done   chan error
 	c      client.Client
+	ctl    *Controller
 }
 
 func startController(t *testing.T, ns string) *controller {
@@ -78,7 +80,7 @@ func startController(t *testing.T, ns string) *controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &controller{t: t, ns: ns, url: hs.URL, cancel: cancel, done: done, c: c}
+	k := &controller{t: t, ns: ns, url: hs.URL, cancel: cancel, done: done, c: c, ctl: ctl}
 	t.Cleanup(func() { hs.Close(); k.stop() })
 	return k
 }
@@ -139,16 +141,16 @@ func (k *controller) desc(name string) server.ServiceObject {
 // waitFor polls desc until ok says so.
 func (k *controller) waitFor(name, what string, ok func(server.ServiceObject) bool) server.ServiceObject {
 	k.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
 	var obj server.ServiceObject
-	for time.Now().Before(deadline) {
-		obj = k.desc(name)
-		if ok(obj) {
-			return obj
+	err := wait.Poll(90*time.Second, func() error {
+		if obj = k.desc(name); !ok(obj) {
+			return fmt.Errorf("service %s never became %s; last: %+v", name, what, obj)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		k.t.Fatalf("%v%s", err, cluster.LogTail("kwok"))
 	}
-	k.t.Fatalf("service %s never became %s; last: %+v%s", name, what, obj, cluster.LogTail("kwok"))
 	return obj
 }
 
@@ -284,17 +286,13 @@ func TestServiceLifecycle(t *testing.T) {
 
 	// A new token alone: the Secret changes and the pods roll onto it.
 	k.mustCall(200, "PUT", "/api/v2/services/local/my_echo", strings.Replace(echoJSON("my_echo", 2, `, "model_config": {"sleep_ms": 1}`), "tok-my_echo-secret", "tok-my_echo-rotated", 1), nil)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.Until(t, 60*time.Second, func() error {
 		k.get("eas-my-echo", &dep)
-		if dep.Spec.Template.Annotations[annotationTokenGeneration] == "2" {
-			break
+		if dep.Spec.Template.Annotations[annotationTokenGeneration] != "2" {
+			return fmt.Errorf("a new token did not roll the pods: template annotations %v", dep.Spec.Template.Annotations)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a new token did not roll the pods: template annotations %v", dep.Spec.Template.Annotations)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	k.waitFor("my_echo", "Running on the new token", running(2))
 	if obj := k.desc("my_echo"); obj.AccessToken != "tok-my_echo-rotated" {
 		t.Errorf("desc token after rotation: %q", obj.AccessToken)
@@ -349,15 +347,15 @@ func watchReady(t *testing.T, k *controller, name string) func() int32 {
 
 func waitGone(t *testing.T, k *controller, o client.Object, name string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		err := k.c.Get(context.Background(), types.NamespacedName{Namespace: k.ns, Name: name}, o)
-		if apierrors.IsNotFound(err) {
-			return
+	err := wait.Poll(60*time.Second, func() error {
+		if err := k.c.Get(context.Background(), types.NamespacedName{Namespace: k.ns, Name: name}, o); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%T %s still exists after its service was deleted (get: %v)", o, name, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Errorf("%v%s", err, cluster.LogTail("kube-controller-manager"))
 	}
-	t.Errorf("%T %s still exists after its service was deleted%s", o, name, cluster.LogTail("kube-controller-manager"))
 }
 
 // TestInvalidWritesNothing: a service.json the processor refuses, or whose
@@ -432,11 +430,17 @@ func TestRestartIsNoop(t *testing.T) {
 	k := startController(t, ns)
 	k.mustCall(201, "POST", "/api/v2/services", echoJSON("steady", 1, ""), nil)
 	k.waitFor("steady", "Running", running(1))
-	time.Sleep(2 * time.Second) // let the last status writes land
-	k.stop()
+	k.stop() // returns once its loop has ended: it writes nothing more
 	before := resourceVersions(t, k)
 	k2 := startController(t, ns)
-	time.Sleep(5 * time.Second) // the new loop reconciles everything at start
+	// The new loop reconciles every EASService at start; a pass that finds
+	// everything right writes nothing, so its count is what shows it ran.
+	wait.Until(t, 60*time.Second, func() error {
+		if n := k2.ctl.Reconciler.Completed(); n < 1 {
+			return fmt.Errorf("the new controller has completed %d reconciles, want 1 (the service at start)", n)
+		}
+		return nil
+	})
 	after := resourceVersions(t, k2)
 	for key, v := range before {
 		if after[key] != v {

@@ -11,6 +11,7 @@ import (
 // does not serve is refused with a message naming the CRD and the command
 // that installs it.
 func TestCRDCheck(t *testing.T) {
+	cluster.Need(t)
 	if err := CheckCRD(cluster.Config); err != nil {
 		t.Fatalf("installed CRD refused: %v", err)
 	}

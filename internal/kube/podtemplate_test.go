@@ -19,6 +19,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/syncbuf"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/internal/wait"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -46,6 +47,7 @@ func buildBinary(t *testing.T) string {
 // through it, then through the gateway, and sends SIGTERM as the kubelet
 // does after preStop.
 func TestPodTemplateRuns(t *testing.T) {
+	cluster.Need(t) // before the build
 	bin := buildBinary(t)
 	const token = "pod-template-token-7431"
 	raw := `{"name": "pod_echo", "processor": "echo", "token": "` + token + `", "metadata": {"instance": 1}}`
@@ -165,17 +167,12 @@ func TestPodTemplateRuns(t *testing.T) {
 	gs := httptest.NewServer(g)
 	defer gs.Close()
 	waitStatus(t, gs.URL+"/readyz", 200, logs)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := predict(gs.URL, token)
-		if code == 200 && body == "hello pod" {
-			break
+	wait.Until(t, 10*time.Second, func() error {
+		if code, body := predict(gs.URL, token); code != 200 || body != "hello pod" {
+			return fmt.Errorf("predict through the gateway: %d %q, want 200 \"hello pod\"", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("predict through the gateway: %d %q", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if code, _ := predict(gs.URL, "wrong"); code != 401 {
 		t.Errorf("gateway, wrong token: %d, want the pod's 401", code)
 	}
@@ -226,18 +223,20 @@ func freePort(t *testing.T) int {
 
 func waitStatus(t *testing.T, url string, want int, logs *syncbuf.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	err := wait.Poll(60*time.Second, func() error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("%s never answered %d: %w", url, want, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			return fmt.Errorf("%s never answered %d: %s", url, want, resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
 	}
-	t.Fatalf("%s never answered %d\n%s", url, want, logs.String())
 }
 
 // TestRenderQueueBroker: an asynchronous service's pods get the broker, so

@@ -49,6 +49,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/eas-server/eas-server/internal/require"
 )
 
 // K8sVersion is the Kubernetes version scripts/build-k8s-tools.sh builds by
@@ -131,6 +133,17 @@ type Cluster struct {
 	procs    []*proc
 	keepLogs bool
 	stopOnce sync.Once
+	missing  error // the tools are missing: no control plane runs (see Main)
+}
+
+// Need ends t, through require.Missing, when the cluster could not start
+// because the Kubernetes tools are missing; a test calls it (or Namespace)
+// before it uses Config or Client.
+func (c *Cluster) Need(t testing.TB) {
+	t.Helper()
+	if c.missing != nil {
+		require.Missing(t, require.K8s, "%v", c.missing)
+	}
 }
 
 // proc is one process Start started besides etcd and kube-apiserver.
@@ -459,18 +472,17 @@ func (c *Cluster) Stop() {
 
 // Main is a TestMain helper: it starts a cluster (installing crdPaths) into
 // *c, runs the tests, stops the cluster and exits with the tests' code. When
-// the tools are missing (see ToolsDir) it prints why and exits 0, skipping
-// every test of the package, unless EAS_REQUIRE_K8S=1, in which case it exits
-// 1. When Start fails it exits 1. When a test fails the logs of the control
-// plane are kept and their directory printed.
+// the tools are missing (see ToolsDir) the tests still run, on a Cluster
+// that has none: each test that needs it ends in Cluster.Need (Namespace
+// calls it), a skip, or a failure under EAS_REQUIRE_K8S=1 (package
+// require), so every such test is reported as skipped or failed by name,
+// and the tests that need no cluster run. When Start fails it exits 1. When
+// a test fails the logs of the control plane are kept and their directory
+// printed.
 func Main(m *testing.M, c **Cluster, crdPaths ...string) {
 	if _, err := ToolsDir(); err != nil {
-		if os.Getenv("EAS_REQUIRE_K8S") == "1" {
-			fmt.Fprintf(os.Stderr, "%v\n(EAS_REQUIRE_K8S=1: not skipping)\n", err)
-			os.Exit(1)
-		}
-		fmt.Fprintf(os.Stderr, "%v\nskipping every test of this package (EAS_REQUIRE_K8S=1 fails instead)\n", err)
-		os.Exit(0)
+		*c = &Cluster{missing: err}
+		os.Exit(m.Run())
 	}
 	cl, err := Start(crdPaths...)
 	if err != nil {
@@ -492,6 +504,7 @@ var notNameChar = regexp.MustCompile(`[^a-z0-9-]+`)
 // deletion to finish.
 func (c *Cluster) Namespace(t testing.TB) string {
 	t.Helper()
+	c.Need(t)
 	base := strings.Trim(notNameChar.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
 	if len(base) > 50 {
 		base = strings.TrimRight(base[:50], "-")

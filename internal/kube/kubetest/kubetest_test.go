@@ -125,7 +125,11 @@ func TestProbesIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods := waitReady(t, ns, "probed", 1)
-	time.Sleep(2 * time.Second) // a few probe periods
+	// Not synchronisation: there is nothing to wait for, the check is that
+	// nothing happens. A kubelet would have marked the pod unready and
+	// restarted its container within one period (failureThreshold 1);
+	// give it two.
+	time.Sleep(2 * time.Duration(pods[0].Spec.Containers[0].ReadinessProbe.PeriodSeconds) * time.Second)
 	p, err := cluster.Client.CoreV1().Pods(ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +201,7 @@ func TestGarbageCollection(t *testing.T) {
 }
 
 func TestNode(t *testing.T) {
+	cluster.Need(t)
 	n, err := cluster.Client.CoreV1().Nodes().Get(context.Background(), kubetest.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
