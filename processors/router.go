@@ -38,6 +38,22 @@ type StatsReporter interface {
 	Stats() any
 }
 
+// ConfigReporter is implemented by routed models that have a Triton model
+// configuration; Config returns it JSON-encodable, as Triton's model
+// configuration extension shows it (GET /v2/models/<model>/config).
+type ConfigReporter interface {
+	Config() any
+}
+
+// ModelLister is implemented by ModelRouters that can list what they serve:
+// Models returns every served version of every ready model, by name then
+// version; ok is false when the router cannot list its models (a proxy).
+// The server answers Triton's statistics of every model, and of every
+// version of one model, from it.
+type ModelLister interface {
+	Models() (models []RoutedModel, ok bool)
+}
+
 // StatusError is an error that carries the HTTP status the server answers
 // with. A proxy uses it to pass an upstream's 4xx through, or to answer 502
 // or 503 when the upstream fails, instead of a blanket 500.

@@ -123,7 +123,9 @@ func (g *grpcService) ServerMetadata(context.Context, *kservegrpc.ServerMetadata
 func (g *grpcService) ModelReady(ctx context.Context, r *kservegrpc.ModelReadyRequest) (*kservegrpc.ModelReadyResponse, error) {
 	t, err := g.resolve(ctx, r.GetName(), r.GetVersion())
 	if err != nil {
-		if status.Code(err) == codes.Unavailable {
+		// A model that is not serving, or not there, is not ready (as
+		// Triton answers); a wrong token stays an error.
+		if c := status.Code(err); c == codes.Unavailable || c == codes.NotFound {
 			return &kservegrpc.ModelReadyResponse{Ready: false}, nil
 		}
 		return nil, err

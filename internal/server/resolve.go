@@ -146,21 +146,22 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 
 // routedIn returns the model of live's processor that the extra path of
 // /api/predict/<service> names, when the processor routes models.
-// op is the operation the path names (see routedPath).
-func routedIn(live *service.Live, check auth.BodyCheck, extra string) (t target, op string, ok bool) {
+// op is the operation the path names and version the version it names
+// ("" for the model's default) (see routedPath).
+func routedIn(live *service.Live, check auth.BodyCheck, extra string) (t target, op, version string, ok bool) {
 	mr, ok := live.Engine.Processor().(processors.ModelRouter)
 	if !ok {
-		return nil, "", false
+		return nil, "", "", false
 	}
 	model, version, op, ok := routedPath(extra)
 	if !ok {
-		return nil, "", false
+		return nil, "", "", false
 	}
 	rm, ok := mr.Model(model, version)
 	if !ok {
-		return nil, "", false
+		return nil, "", "", false
 	}
-	return &routedTarget{held{live, check}, rm}, op, true
+	return &routedTarget{held{live, check}, rm}, op, version, true
 }
 
 // lookupRouted finds name among the models of the serving services whose
@@ -273,8 +274,10 @@ func (t *routedTarget) Infer(ctx context.Context, p *processors.TensorPayload) (
 	return t.rm.Do(ctx, p)
 }
 
-// stats returns the KServe statistics of a target that keeps them.
-func stats(t target) (any, bool) {
+// stats returns the KServe statistics of a target that keeps them: of its
+// version, or with allVersions of every version of its model that the
+// owning processor lists.
+func stats(t target, allVersions bool) ([]any, bool) {
 	rt, ok := t.(*routedTarget)
 	if !ok {
 		return nil, false
@@ -283,7 +286,41 @@ func stats(t target) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	return sr.Stats(), true
+	if allVersions {
+		if all := listedStats(rt.live.Engine.Processor(), rt.rm.Name()); len(all) > 0 {
+			return all, true
+		}
+	}
+	return []any{sr.Stats()}, true
+}
+
+// listedStats returns the statistics of every model version that proc
+// lists (those of the model called name, when name is not ""); nothing when
+// proc cannot list its models.
+func listedStats(proc processors.Processor, name string) []any {
+	out := []any{}
+	ml, ok := proc.(processors.ModelLister)
+	if !ok {
+		return out
+	}
+	models, _ := ml.Models()
+	for _, m := range models {
+		if sr, ok := m.(processors.StatsReporter); ok && (name == "" || m.Name() == name) {
+			out = append(out, sr.Stats())
+		}
+	}
+	return out
+}
+
+// modelConfig returns the Triton model configuration of a target that has
+// one.
+func modelConfig(t target) (any, bool) {
+	if rt, ok := t.(*routedTarget); ok {
+		if cr, ok := rt.rm.(processors.ConfigReporter); ok {
+			return cr.Config(), true
+		}
+	}
+	return nil, false
 }
 
 // healthOf asks x whether it is healthy, when it can tell.

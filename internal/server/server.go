@@ -188,9 +188,17 @@ func (s *Server) Handler() http.Handler {
 	s.controlRoutes(r)
 	s.consoleRoutes(r)
 	r.NoRoute(func(c *gin.Context) {
+		if isV2Path(c.Request.URL.Path) {
+			kserveNoRoute(c)
+			return
+		}
 		s.fail(c, http.StatusNotFound, "no route for "+c.Request.Method+" "+c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {
+		if isV2Path(c.Request.URL.Path) {
+			kserveFail(c, http.StatusMethodNotAllowed, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
+			return
+		}
 		s.fail(c, http.StatusMethodNotAllowed, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
 	return r
@@ -363,6 +371,11 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	if name == "" {
 		return s.fail(c, http.StatusNotFound, "no service name in the path; use /api/predict/<service>")
 	}
+	if isV2Path(extra) {
+		// A Triton client pointed at the service's EAS endpoint: its
+		// errors, the token's included, in KServe's JSON.
+		c.Set(kserveErrorsKey, true)
+	}
 	// The request runs entirely on the version serving now; an update
 	// swaps versions only between requests.
 	live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
@@ -376,8 +389,15 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.
-	if t, op, ok := routedIn(live, check, extra); ok {
-		return s.serveRouted(c, t, op)
+	if t, op, v, ok := routedIn(live, check, extra); ok {
+		return s.serveRouted(c, t, op, v)
+	}
+	if _, ok := live.Engine.Processor().(processors.ModelRouter); ok && isV2Path(extra) {
+		// A Triton client pointed at the service: the service answers as
+		// a Triton server would.
+		if code, done := s.serveRepositoryV2(c, live, extra); done {
+			return code
+		}
 	}
 	if req.Method == http.MethodGet && (req.ContentLength <= 0) {
 		if err := check.Body(nil); err != nil {
@@ -516,10 +536,18 @@ func (s *Server) failErr(c *gin.Context, err error) int {
 	return s.fail(c, code, msg)
 }
 
+// kserveErrorsKey marks a request (gin context key) whose errors fail
+// answers in KServe's {"error": ...}: a Triton client's /v2 path under
+// /api/predict/<service>.
+const kserveErrorsKey = "eas.kserve_errors"
+
 // fail writes a plain-text error body, as EAS does for every non-200,
 // capped at maxErrorBytes. An answer to a request whose body was not read
 // closes the connection instead of reading the body first.
 func (s *Server) fail(c *gin.Context, code int, msg string) int {
+	if c.GetBool(kserveErrorsKey) {
+		return kserveFail(c, code, msg)
+	}
 	if code == 499 {
 		c.Abort() // the client is gone; nothing to write
 		return code

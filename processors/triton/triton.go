@@ -329,6 +329,31 @@ func (p *Processor) Model(name, version string) (processors.RoutedModel, bool) {
 	return v, ok
 }
 
+// Models implements processors.ModelLister: every served version of every
+// ready model (native); a proxy cannot list the upstream's.
+func (p *Processor) Models() ([]processors.RoutedModel, bool) {
+	if p.proxy != nil {
+		return nil, false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	names := make([]string, 0, len(p.entries))
+	for n, e := range p.entries {
+		if e.state == "READY" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	out := []processors.RoutedModel{}
+	for _, n := range names {
+		e := p.entries[n]
+		for _, v := range e.order {
+			out = append(out, e.versions[v])
+		}
+	}
+	return out, true
+}
+
 // Metadata lists the repository's models (native) or the upstream (proxy).
 func (p *Processor) Metadata() processors.Metadata {
 	md := processors.Metadata{Processor: Code, Inputs: []processors.IOSpec{}, Outputs: []processors.IOSpec{}}
@@ -644,6 +669,7 @@ func (p *Processor) String() string {
 var (
 	_ processors.Typed[*call, *result] = (*Processor)(nil)
 	_ processors.ModelRouter           = (*Processor)(nil)
+	_ processors.ModelLister           = (*Processor)(nil)
 	_ processors.Healther              = (*Processor)(nil)
 	_ processors.Closer                = (*Processor)(nil)
 )
