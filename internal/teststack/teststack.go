@@ -107,6 +107,20 @@ func Start(t testing.TB, services ...string) *Stack {
 // ends.
 func (s *Stack) GRPC(t testing.TB) kservegrpc.GRPCInferenceServiceClient {
 	t.Helper()
+	conn, err := grpc.NewClient(s.GRPCAddr(t), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return kservegrpc.NewGRPCInferenceServiceClient(conn)
+}
+
+// GRPCAddr serves the stack's KServe gRPC service on a loopback port
+// (messages up to 64 MiB) and returns its host:port, for clients of other
+// processes; it stops when the test ends.
+func (s *Stack) GRPCAddr(t testing.TB) string {
+	t.Helper()
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	s.Server.RegisterGRPC(gs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,17 +128,8 @@ func (s *Stack) GRPC(t testing.TB) kservegrpc.GRPCInferenceServiceClient {
 		t.Fatal(err)
 	}
 	go gs.Serve(ln)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		gs.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		gs.Stop()
-	})
-	return kservegrpc.NewGRPCInferenceServiceClient(conn)
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
 }
 
 // Do sends one request, with token as its Authorization ("" sends none)
