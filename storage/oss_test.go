@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 const testBucket = "models"
@@ -39,6 +42,9 @@ type fakeOSS struct {
 	// failGet makes the given number of the next ranged GETs fail with a
 	// dropped connection; failPart does it to uploads of part 3.
 	failGet, failPart int
+	// beforePartFail, when set, runs before a failPart failure is
+	// answered (outside mu).
+	beforePartFail func()
 }
 
 func newFakeOSS(t *testing.T) *fakeOSS {
@@ -54,12 +60,14 @@ func newFakeOSS(t *testing.T) *fakeOSS {
 		fo.mu.Lock()
 		fo.reqs = append(fo.reqs, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
 		fail := fo.failGet > 0 && r.Method == http.MethodGet && r.Header.Get("Range") != ""
+		var before func()
 		if fail {
 			fo.failGet--
 		}
 		if fo.failPart > 0 && r.Method == http.MethodPut && r.URL.Query().Get("partNumber") == "3" {
 			fo.failPart--
 			fail = true
+			before = fo.beforePartFail
 		}
 		verify := fo.verify
 		fo.mu.Unlock()
@@ -79,6 +87,9 @@ func newFakeOSS(t *testing.T) *fakeOSS {
 			}
 		}
 		if fail {
+			if before != nil {
+				before()
+			}
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				conn.Close()
@@ -390,9 +401,21 @@ func TestUpload(t *testing.T) {
 	if parts := fo.requests(func(r string) bool { return strings.HasPrefix(r, "PUT /models/big.bin") }); len(parts) != 7 {
 		t.Errorf("big upload sent %d PUTs; want 7 parts of 100 KiB", len(parts))
 	}
-	// A part that fails is sent again; the parts already up are not.
+	// A part that fails is sent again; the parts already up are not. The
+	// SDK records a part in its checkpoint only when its loop reads the
+	// part's result, and may see the failure of part 3 first: the failure
+	// is answered once parts 1 and 2 are recorded, so "already up" is
+	// exact.
 	fo.failPart = 1
-	got, err := Upload(t.Context(), big, "oss://models/again/", UploadOptions{Endpoint: fo.endpoint, Credentials: testCreds, PartSize: 100 << 10, Parallel: 1, CheckpointDir: t.TempDir(), RetryBackoff: time.Millisecond})
+	cpDir := t.TempDir()
+	fo.mu.Lock()
+	fo.beforePartFail = func() {
+		if err := wait.Poll(30*time.Second, func() error { return checkpointHas(cpDir, 2) }); err != nil {
+			t.Error(err)
+		}
+	}
+	fo.mu.Unlock()
+	got, err := Upload(t.Context(), big, "oss://models/again/", UploadOptions{Endpoint: fo.endpoint, Credentials: testCreds, PartSize: 100 << 10, Parallel: 1, CheckpointDir: cpDir, RetryBackoff: time.Millisecond})
 	if err != nil || got != "oss://models/again/big.bin" {
 		t.Fatalf("upload with a failing part = %s, %v", got, err)
 	}
@@ -461,4 +484,31 @@ func TestOSSSettingsSayWhose(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "upload oss://models/m.onnx: no OSS endpoint to upload to: pass --endpoint or set OSS_ENDPOINT") || strings.Contains(err.Error(), "service.json") {
 		t.Errorf("upload without an endpoint: %v", err)
 	}
+}
+
+// checkpointHas says whether the multipart checkpoint in dir records at
+// least n completed parts.
+func checkpointHas(dir string, n int) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var cp struct{ Parts []struct{ IsCompleted bool } }
+		if json.Unmarshal(b, &cp) != nil {
+			continue // being written
+		}
+		done := 0
+		for _, p := range cp.Parts {
+			if p.IsCompleted {
+				done++
+			}
+		}
+		if done >= n {
+			return nil
+		}
+		return fmt.Errorf("the checkpoint records %d completed parts; want %d", done, n)
+	}
+	return fmt.Errorf("no checkpoint in %s yet", dir)
 }
