@@ -204,11 +204,13 @@ func (s *Server) serveRepositoryV2(c *gin.Context, live *service.Live, extra str
 		c.Status(http.StatusOK)
 		return http.StatusOK, true
 	case "/v2/models/stats":
-		if _, ok := live.Engine.Processor().(processors.ModelLister); !ok {
-			break
+		if ml, ok := live.Engine.Processor().(processors.ModelLister); ok {
+			if _, ok := ml.Models(); !ok {
+				return kserveFail(c, http.StatusNotImplemented, "a triton proxy does not forward the upstream's statistics; ask the upstream"), true
+			}
+			c.JSON(http.StatusOK, gin.H{"model_stats": listedStats(live.Engine.Processor(), "")})
+			return http.StatusOK, true
 		}
-		c.JSON(http.StatusOK, gin.H{"model_stats": listedStats(live.Engine.Processor(), "")})
-		return http.StatusOK, true
 	}
 	if parts := strings.Split(strings.Trim(extra, "/"), "/"); len(parts) >= 3 && parts[1] == "models" {
 		msg := "request for unknown model: '" + parts[2] + "' is not found"
@@ -298,11 +300,12 @@ func kserveFail(c *gin.Context, code int, msg string) int {
 // /api/predict/<service>: "/<model>[/versions/<v>]", or Triton's
 // "/v2/models/<model>[/versions/<v>][/infer|/ready|/stats|/config]" as
 // Triton clients pointed at an EAS endpoint send it. op is "", infer,
-// ready, stats or config; ok is false for any other path.
+// ready, stats or config; ok is false for any other path, and for
+// "/v2/models/stats", Triton's statistics of every model.
 func routedPath(extra string) (model, version, op string, ok bool) {
 	parts := strings.Split(strings.Trim(extra, "/"), "/")
 	switch {
-	case extra == "" || parts[0] == "":
+	case extra == "" || parts[0] == "" || strings.Trim(extra, "/") == "v2/models/stats":
 		return "", "", "", false
 	case len(parts) >= 3 && parts[0] == "v2" && parts[1] == "models":
 		parts = parts[2:]

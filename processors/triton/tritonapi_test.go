@@ -152,3 +152,27 @@ func TestCompressedInfer(t *testing.T) {
 		t.Fatalf("unknown model ready: %v %v, want false", r, err)
 	}
 }
+
+// TestProxyTritonClientAPI: a proxy answers a Triton client's GETs under
+// its EAS endpoint itself, and says what it does not forward.
+func TestProxyTritonClientAPI(t *testing.T) {
+	peer := newPeer(t)
+	s := newStack(t, proxyService(peer.URL, 5000))
+	auth := map[string]string{"Authorization": token}
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{"/v2/models/mlp", 200},
+		{"/v2/models/mlp/ready", 200},
+		{"/v2/health/ready", 200},
+		{"/v2/models/mlp/config", 501},
+		{"/v2/models/stats", 501},
+		{"/v2/models/nope/ready", 404},
+	} {
+		r := do(t, "GET", s.URL+"/api/predict/tri"+c.path, nil, auth)
+		if r.code != c.code || (c.code != 200 && !json.Valid(r.body)) {
+			t.Errorf("GET %s: %d %s, want %d (errors in JSON)", c.path, r.code, r.body, c.code)
+		}
+	}
+}
