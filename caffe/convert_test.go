@@ -14,10 +14,7 @@ import (
 // ones (CaffeNet, AlexNet, ResNet-50) are served and compared with OpenCV
 // by processors/caffe's tests.
 func TestConformanceNetsTranslate(t *testing.T) {
-	dir := caffetest.ConformanceDir()
-	if dir == "" {
-		t.Skip("no ../shared/conformance/caffe")
-	}
+	dir := caffetest.ConformanceDir(t)
 	want := map[string][]caffe.Port{
 		"bvlc_googlenet":  {{Name: "prob", Shape: []int64{-1, 1000}}},
 		"squeezenet_v1.1": {{Name: "prob", Shape: []int64{-1, 1000, 1, 1}}},

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/tfpb"
 )
@@ -16,10 +16,7 @@ import (
 // shared conformance folder) under an EAS TensorFlow code: GET answers EAS's
 // signature JSON, and the TF protobuf gives y = 0.5x + 2.
 func TestTensorFlowSavedModelThroughHTTP(t *testing.T) {
-	dir := "../../shared/conformance/tensorflow/saved_model_half_plus_two_cpu"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("conformance folder absent: ", err)
-	}
+	dir := require.ConformanceDir(t, "tensorflow/saved_model_half_plus_two_cpu")
 	s := newStack(t, `{"name":"tf","processor":"tensorflow_cpu_1.15","model_path":"`+dir+`","token":"T","metadata":{"instance":1,"cpu":1}}`)
 
 	req, _ := http.NewRequest("GET", s.url+"/api/predict/tf", nil)

@@ -1,7 +1,6 @@
 package pmml
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -10,10 +9,7 @@ import (
 // shared conformance corpus (skipped when it is absent), one Score call per
 // 150-200 records.
 func BenchmarkCorpus(b *testing.B) {
-	dir := conformanceDir()
-	if _, err := os.Stat(dir); err != nil {
-		b.Skipf("conformance corpus not found at %s", dir)
-	}
+	dir := conformanceDir(b)
 	for _, name := range []string{
 		"knime-DecisionTreeEnsembleAudit", "rattle-RandomForestAudit", "sklearn2pmml-LightGBMAudit",
 		"sklearn2pmml-XGBoostAuto", "sklearn2pmml-RandomForestIris", "rattle-NeuralNetworkAudit",

@@ -12,17 +12,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and ../CONFORMANCE.md")
 
-// conformanceDir finds the shared PMML corpus; EAS_CONFORMANCE_DIR overrides
-// the default location beside the repository.
-func conformanceDir() string {
-	if d := os.Getenv("EAS_CONFORMANCE_DIR"); d != "" {
-		return filepath.Join(d, "pmml")
-	}
-	return filepath.Join("..", "..", "shared", "conformance", "pmml")
+// conformanceDir finds the shared PMML corpus (require.ConformanceDir):
+// EAS_CONFORMANCE_DIR overrides the default location beside the
+// repository. Without it t skips, or fails under EAS_REQUIRE_CONFORMANCE=1.
+func conformanceDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Dir(require.ConformanceDir(t, "pmml/INDEX.md"))
 }
 
 // knownFailures lists in-scope cases this evaluator does not match, with
@@ -235,10 +236,7 @@ func matches(got Value, want string, tol float64) bool {
 }
 
 func TestConformance(t *testing.T) {
-	dir := conformanceDir()
-	if _, err := os.Stat(filepath.Join(dir, "INDEX.md")); err != nil {
-		t.Skipf("conformance corpus not found at %s (set EAS_CONFORMANCE_DIR): %v", dir, err)
-	}
+	dir := conformanceDir(t)
 	cases := readIndex(t, dir)
 	type tally struct{ pass, total int }
 	byType := map[string]*tally{}

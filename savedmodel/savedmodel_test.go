@@ -14,10 +14,11 @@ import (
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-var conformanceDir = filepath.Join("..", "..", "shared", "conformance", "tensorflow")
+var conformanceDir = filepath.Join(require.ConformanceRoot(), "tensorflow")
 
 func sampleTensors() []tensor.Tensor {
 	return []tensor.Tensor{
@@ -188,9 +189,7 @@ func TestFindDirAndMetaGraph(t *testing.T) {
 // TestConformanceVariables reads the variables of every real SavedModel in
 // the conformance set and checks the values the SOURCE.md formulas imply.
 func TestConformanceVariables(t *testing.T) {
-	if _, err := os.Stat(conformanceDir); err != nil {
-		t.Skipf("conformance fixtures absent: %v", err)
-	}
+	require.ConformanceDir(t, "tensorflow")
 	tests := []struct {
 		dir  string
 		want map[string]float32 // variable node -> value

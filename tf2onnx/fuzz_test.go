@@ -5,13 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/savedmodel"
 )
 
 // conformanceModels lists the saved_model.pb files of the conformance
 // fixtures beside the repository (none when absent).
 func conformanceModels() []string {
-	base := filepath.Join("..", "..", "shared", "conformance", "tensorflow")
+	base := filepath.Join(require.ConformanceRoot(), "tensorflow")
 	dirs, _ := filepath.Glob(filepath.Join(base, "*", "saved_model.pb"))
 	more, _ := filepath.Glob(filepath.Join(base, "*", "*", "saved_model.pb"))
 	return append(dirs, more...)
@@ -20,9 +21,10 @@ func conformanceModels() []string {
 // TestConformanceModelsWellFormed checks the structure of every signature
 // of the conformance fixtures that translates, variables included.
 func TestConformanceModelsWellFormed(t *testing.T) {
+	require.ConformanceDir(t, "tensorflow")
 	paths := conformanceModels()
 	if len(paths) == 0 {
-		t.Skip("no conformance fixtures in ../../shared/conformance/tensorflow")
+		t.Fatalf("no saved_model.pb in the conformance folder %s", filepath.Join(require.ConformanceRoot(), "tensorflow"))
 	}
 	converted := 0
 	for _, p := range paths {

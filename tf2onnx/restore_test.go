@@ -1,20 +1,17 @@
 package tf2onnx
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/savedmodel"
 )
 
 // TestFunctionRestoreKeys follows the TF2 restore functions of the real
 // fixtures to the checkpoint keys of their variables.
 func TestFunctionRestoreKeys(t *testing.T) {
-	base := filepath.Join("..", "..", "shared", "conformance", "tensorflow")
-	if _, err := os.Stat(base); err != nil {
-		t.Skipf("conformance fixtures absent: %v", err)
-	}
+	base := require.ConformanceDir(t, "tensorflow")
 	tests := []struct {
 		dir  string
 		want map[string]string

@@ -8,18 +8,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/require"
 )
 
-// conformance is the shared folder of LightGBM-written models with
-// LightGBM's own predictions (see its SOURCE.md); tests skip without it.
-const conformance = "../../shared/conformance/lightgbm"
-
+// lgbDir is the shared folder of LightGBM-written models with LightGBM's
+// own predictions (see its SOURCE.md); tests skip without it, or fail
+// under EAS_REQUIRE_CONFORMANCE=1.
 func lgbDir(t testing.TB) string {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(conformance, "SOURCE.md")); err != nil {
-		t.Skipf("no LightGBM conformance data at %s", conformance)
-	}
-	return conformance
+	return filepath.Dir(require.ConformanceDir(t, "lightgbm/SOURCE.md"))
 }
 
 // readTable reads whitespace-separated numbers, one row per line; skip

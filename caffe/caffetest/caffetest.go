@@ -25,6 +25,7 @@ import (
 
 	"github.com/eas-server/eas-server/caffe"
 	"github.com/eas-server/eas-server/caffe/netpb"
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -35,13 +36,11 @@ func root() string {
 }
 
 // ConformanceDir is the folder of published Caffe definitions, outside the
-// repository; "" when it is absent.
-func ConformanceDir() string {
-	d := filepath.Join(root(), "..", "shared", "conformance", "caffe")
-	if _, err := os.Stat(filepath.Join(d, "SOURCE.md")); err != nil {
-		return ""
-	}
-	return d
+// repository (require.ConformanceDir); when it is absent t ends, a skip or
+// a failure under EAS_REQUIRE_CONFORMANCE=1.
+func ConformanceDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Dir(require.ConformanceDir(t, "caffe/SOURCE.md"))
 }
 
 // NetsDir is the folder of the project's own small test networks.
@@ -157,14 +156,11 @@ func HaveOpenCV() (ok bool, why string) {
 }
 
 // RequireOpenCV skips t when OpenCV is missing, unless EAS_REQUIRE_OPENCV=1
-// (make test sets it), which fails instead.
+// (make test sets it), which fails instead (package require).
 func RequireOpenCV(t testing.TB) {
 	t.Helper()
 	if ok, why := HaveOpenCV(); !ok {
-		if os.Getenv("EAS_REQUIRE_OPENCV") == "1" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
+		require.Missing(t, require.OpenCV, "%s", why)
 	}
 }
 

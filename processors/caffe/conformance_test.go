@@ -118,10 +118,7 @@ func checkAgainstOpenCV(t *testing.T, m *Model, dir string, filter []string) {
 // conformance folder with random weights and compares its outputs with
 // OpenCV's on the same files.
 func TestPublishedNetworksMatchOpenCV(t *testing.T) {
-	dir := caffetest.ConformanceDir()
-	if dir == "" {
-		t.Skip("no ../shared/conformance/caffe")
-	}
+	dir := caffetest.ConformanceDir(t)
 	caffetest.RequireOpenCV(t)
 	nets, _ := filepath.Glob(filepath.Join(dir, "*", "*.prototxt"))
 	if len(nets) < 5 {

@@ -103,10 +103,7 @@ func kserveInfer(t *testing.T, url string, in []tensor.Tensor, binary bool) []te
 // OpenCV's numbers, refuses bad requests with 400, and a second Caffe
 // service that cannot be translated fails alone.
 func TestCaffeNetFromHTTPArchive(t *testing.T) {
-	dir := caffetest.ConformanceDir()
-	if dir == "" {
-		t.Skip("no ../shared/conformance/caffe")
-	}
+	dir := caffetest.ConformanceDir(t)
 	caffetest.RequireOpenCV(t)
 	def, err := os.ReadFile(filepath.Join(dir, "bvlc_reference_caffenet", "deploy.prototxt"))
 	if err != nil {
@@ -194,10 +191,7 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 // SqueezeNet service: batches form, and each answer equals the answer of
 // the same input sent alone to a service without batching.
 func TestBatchedAnswersEqualSingle(t *testing.T) {
-	dir := caffetest.ConformanceDir()
-	if dir == "" {
-		t.Skip("no ../shared/conformance/caffe")
-	}
+	dir := caffetest.ConformanceDir(t)
 	def, err := os.ReadFile(filepath.Join(dir, "squeezenet_v1.1", "deploy.prototxt"))
 	if err != nil {
 		t.Fatal(err)

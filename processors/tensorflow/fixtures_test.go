@@ -2,28 +2,22 @@ package tensorflow
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/tfpb"
 )
 
-// conformanceDir holds real SavedModels copied from TensorFlow and TF
-// Serving (see its SOURCE.md); tests skip when it is absent.
-var conformanceDir = filepath.Join("..", "..", "..", "shared", "conformance", "tensorflow")
-
+// fixture is a real SavedModel of the conformance folder, copied from
+// TensorFlow and TF Serving (see its SOURCE.md); tests skip when it is
+// absent, or fail under EAS_REQUIRE_CONFORMANCE=1.
 func fixture(t *testing.T, name string) string {
 	t.Helper()
-	p := filepath.Join(conformanceDir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("conformance fixture %s not present: %v", name, err)
-	}
-	return p
+	return require.ConformanceDir(t, "tensorflow/"+name)
 }
 
 // newModel makes the registered processor for code, as the loader does.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
@@ -26,12 +26,8 @@ import (
 // TestHTTPStack deploys real SavedModels through the service manager and
 // calls them over HTTP with the EAS TF protobuf and KServe v2 JSON.
 func TestHTTPStack(t *testing.T) {
-	base := filepath.Join("..", "..", "..", "shared", "conformance", "tensorflow")
-	good, _ := filepath.Abs(filepath.Join(base, "saved_model_half_plus_two_tf2_cpu"))
-	bad, _ := filepath.Abs(filepath.Join(base, "tftrt_2.0_saved_model"))
-	if _, err := os.Stat(good); err != nil {
-		t.Skipf("conformance fixtures absent: %v", err)
-	}
+	good, _ := filepath.Abs(require.ConformanceDir(t, "tensorflow/saved_model_half_plus_two_tf2_cpu"))
+	bad, _ := filepath.Abs(require.ConformanceDir(t, "tensorflow/tftrt_2.0_saved_model"))
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
 	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})

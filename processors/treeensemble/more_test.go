@@ -10,17 +10,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-const lgbDir = "../../../shared/conformance/lightgbm"
+	"github.com/eas-server/eas-server/internal/require"
+)
 
 // TestLightGBMThroughHTTP serves a shared LightGBM multiclass model and
 // checks the PS answer against LightGBM's probabilities (1e-9 relative).
 func TestLightGBMThroughHTTP(t *testing.T) {
-	model := filepath.Join(lgbDir, "lgmulticlass.model")
-	if _, err := os.Stat(model); err != nil {
-		t.Skip("no LightGBM conformance data")
-	}
+	model := require.ConformanceDir(t, "lightgbm/lgmulticlass.model")
+	lgbDir := filepath.Dir(model)
 	base := serve(t, service_("lgb", "parameter_sever", model, ""))
 	url := base + "/api/predict/lgb"
 	names := features(t, url)
