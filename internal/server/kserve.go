@@ -186,9 +186,12 @@ func (s *Server) answerConfig(c *gin.Context, t target) int {
 // any other path, the not-found a Triton server gives. done is false for
 // what the processor answers itself (POSTs: the repository API, a
 // proxy's pass-through).
-func (s *Server) serveRepositoryV2(c *gin.Context, live *service.Live, extra string) (code int, done bool) {
+func (s *Server) serveRepositoryV2(c *gin.Context, live *service.Live, check auth.BodyCheck, extra string) (code int, done bool) {
 	if c.Request.Method != http.MethodGet {
 		return 0, false
+	}
+	if err := check.Body(nil); err != nil {
+		return kserveFail(c, http.StatusUnauthorized, err.Error()), true
 	}
 	switch extra {
 	case "/v2":

@@ -395,7 +395,7 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	if _, ok := live.Engine.Processor().(processors.ModelRouter); ok && isV2Path(extra) {
 		// A Triton client pointed at the service: the service answers as
 		// a Triton server would.
-		if code, done := s.serveRepositoryV2(c, live, extra); done {
+		if code, done := s.serveRepositoryV2(c, live, check, extra); done {
 			return code
 		}
 	}
