@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/require"
 )
 
 // xgbExpected is a case's <name>.expected.json, written by
@@ -138,7 +140,7 @@ func TestGeneratorReproduces(t *testing.T) {
 		t.Skip("runs python")
 	}
 	if err := exec.Command("/usr/bin/python3", "-c", "import xgboost, sklearn").Run(); err != nil {
-		t.Skip("python3-xgboost or python3-sklearn is not installed; run scripts/install-test-deps.sh")
+		require.Missing(t, require.Python, "/usr/bin/python3 cannot import xgboost and sklearn (%v): install python3-xgboost and python3-sklearn (scripts/install-test-deps.sh)", err)
 	}
 	out := t.TempDir()
 	cmd := exec.Command("/usr/bin/python3", "../scripts/gen-tree-models.py", out)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -658,6 +659,9 @@ func TestSessionOptions(t *testing.T) {
 func TestGeneratorReproducesTestdata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs python; skipped with -short")
+	}
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import onnx, numpy").CombinedOutput(); err != nil {
+		require.Missing(t, require.Python, "/usr/bin/python3 cannot import onnx and numpy (install python3-onnx and python3-numpy: scripts/install-test-deps.sh): %v\n%s", err, out)
 	}
 	out, ex := t.TempDir(), t.TempDir()
 	cmd := exec.Command("/usr/bin/python3", "../../scripts/gen-test-models.py", "--out", out, "--examples", ex)
