@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +15,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 )
 
@@ -26,13 +24,7 @@ const testAdmin = "test-admin-token"
 // startServer runs the real router and manager on a loopback listener.
 func startServer(t *testing.T) string {
 	t.Helper()
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, AdminToken: testAdmin}).Handler())
-	t.Cleanup(func() {
-		ts.Close()
-		mgr.Shutdown(context.Background())
-	})
-	return ts.URL
+	return teststack.New(t, teststack.Options{Server: server.Options{AdminToken: testAdmin}}).URL
 }
 
 // ctl runs a client verb against url with the admin token.

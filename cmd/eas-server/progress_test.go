@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/storage"
 )
 
@@ -84,12 +84,7 @@ func TestCLICreateShowsDownloadProgress(t *testing.T) {
 	defer model.Close()
 	dir := t.TempDir()
 	fetcher := &storage.Fetcher{CacheDir: filepath.Join(dir, "cache"), ProgressInterval: 50 * time.Millisecond, RetryBackoff: 50 * time.Millisecond}
-	mgr := service.NewManager(service.Options{StateDir: dir, Fetcher: fetcher})
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, AdminToken: testAdmin}).Handler())
-	defer func() {
-		ts.Close()
-		mgr.Shutdown(context.Background())
-	}()
+	ts := teststack.New(t, teststack.Options{Service: service.Options{StateDir: dir, Fetcher: fetcher}, Server: server.Options{AdminToken: testAdmin}})
 
 	f := writeFile(t, t.TempDir(), "s.json", `{"name":"slow","processor":"echo","model_path":"`+model.URL+`/m.bin","metadata":{"instance":1}}`)
 	out, errOut, code := ctl(t, ts.URL, "create", f)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 	"github.com/eas-server/eas-server/queue"
@@ -266,7 +267,7 @@ func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
 // JetStream server.
 func TestAsyncOnJetStream(t *testing.T) {
 	ctx := context.Background()
-	st := teststack.New(t, teststack.Options{QueueBroker: natstest.Start(t)}, asyncSpec("onnats", `{}`, 2, 2))
+	st := teststack.New(t, teststack.Options{Service: service.Options{QueueBroker: natstest.Start(t)}}, asyncSpec("onnats", `{}`, 2, 2))
 	in, sink := queues(st, "onnats")
 	ids := map[string]string{}
 	for i := range 10 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -316,11 +315,9 @@ func TestBodyLengthMismatch(t *testing.T) {
 // TestNotReadyWhileStarting: until the services given at start are
 // registered, an empty list must not look ready.
 func TestNotReadyWhileStarting(t *testing.T) {
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	srv := server.New(server.Options{Manager: mgr})
+	ts := teststack.Start(t)
+	srv := ts.Server
 	srv.SetStarting()
-	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
 	if r := do(t, "GET", ts.URL+"/readyz", nil, nil); r.code != 503 || !strings.Contains(r.body, "deploying the services given at start") {
 		t.Fatalf("/readyz while starting: %d %q", r.code, r.body)
 	}

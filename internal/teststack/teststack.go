@@ -1,7 +1,9 @@
 // Package teststack starts the real serving stack for tests: a service
 // manager on a temporary state dir with the given service.json texts
 // deployed, and the real router, with /metrics, on an httptest server. It is
-// the one copy of that setup the tests of many packages share; it imports
+// the one copy of that setup the tests of many packages share (only
+// internal/server's BenchmarkRequestPath builds a bare router, without
+// metrics, to measure the request path alone); it imports
 // testing and is for tests only.
 package teststack
 
@@ -9,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,15 +35,14 @@ type Options struct {
 	// Server configures the router; its Manager, Metrics and Gatherer are
 	// filled in, and History when nil.
 	Server server.Options
+	// Service configures the manager (a Logger, a Fetcher, QueueBroker
+	// for JetStream, ...); its Metrics are filled in, and StateDir, when
+	// empty, with a temporary directory.
+	Service service.Options
 	// AllowFailedDeploys keeps going when a service does not load (the
-	// service stays listed, Failed): for tests of broken services.
+	// service stays listed, Failed, and its error is in
+	// Stack.DeployErrors): for tests of broken services.
 	AllowFailedDeploys bool
-	// Logger receives the manager's log (and the processors'); nil
-	// discards it.
-	Logger *slog.Logger
-	// QueueBroker keeps asynchronous services' queues on this NATS
-	// JetStream server; "" embeds them.
-	QueueBroker string
 	// HistoryInterval, when set, starts the metrics history sampler at this
 	// interval (the console's charts move by themselves); by default it is
 	// never started and tests take samples with History.Sample.
@@ -58,6 +58,9 @@ type Stack struct {
 	Server   *server.Server
 	Registry *prometheus.Registry // what /metrics serves
 	History  *history.Sampler     // what /api/v2/metrics serves; sampled by Sample unless Options.HistoryInterval
+	// DeployErrors holds the load error of each service given to New that
+	// did not load (only with Options.AllowFailedDeploys), by name.
+	DeployErrors map[string]error
 }
 
 // New deploys services (service.json texts) and serves them. A text that
@@ -66,15 +69,22 @@ func New(t testing.TB, opt Options, services ...string) *Stack {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	mt := metrics.New(reg)
-	state := t.TempDir()
-	mgr := service.NewManager(service.Options{StateDir: state, Metrics: mt, Logger: opt.Logger, QueueBroker: opt.QueueBroker})
+	if opt.Service.StateDir == "" {
+		opt.Service.StateDir = t.TempDir()
+	}
+	opt.Service.Metrics = mt
+	mgr := service.NewManager(opt.Service)
+	deployErrs := map[string]error{}
 	for _, js := range services {
 		spec, err := servicejson.Parse([]byte(js))
 		if err != nil {
 			t.Fatalf("service.json %s: %v", js, err)
 		}
-		if _, err := mgr.Deploy(context.Background(), spec); err != nil && !opt.AllowFailedDeploys {
-			t.Fatalf("deploy %s: %v", spec.Name, err)
+		if _, err := mgr.Deploy(context.Background(), spec); err != nil {
+			if !opt.AllowFailedDeploys {
+				t.Fatalf("deploy %s: %v", spec.Name, err)
+			}
+			deployErrs[spec.Name] = err
 		}
 	}
 	opt.Server.Manager, opt.Server.Metrics, opt.Server.Gatherer = mgr, mt, reg
@@ -93,7 +103,8 @@ func New(t testing.TB, opt Options, services ...string) *Stack {
 		ts.Close()
 		mgr.Shutdown(context.Background())
 	})
-	return &Stack{URL: ts.URL, HTTP: ts, StateDir: state, Manager: mgr, Server: srv, Registry: reg, History: opt.Server.History}
+	return &Stack{URL: ts.URL, HTTP: ts, StateDir: opt.Service.StateDir, Manager: mgr, Server: srv, Registry: reg,
+		History: opt.Server.History, DeployErrors: deployErrs}
 }
 
 // Start is New with the default options.

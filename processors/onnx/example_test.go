@@ -2,20 +2,15 @@ package onnx_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/torchpb"
@@ -67,24 +62,12 @@ func TestTorchScriptExample(t *testing.T) {
 		t.Fatalf("request vs reference input: %v", err)
 	}
 
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir()})
-	if _, err := mgr.Deploy(t.Context(), spec); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(server.New(server.Options{Manager: mgr}).Handler())
-	t.Cleanup(func() { srv.Close(); mgr.Shutdown(context.Background()) })
+	st := teststack.Start(t, string(raw))
 
 	post := func() error {
-		req, _ := http.NewRequest("POST", srv.URL+"/api/predict/"+spec.Name, bytes.NewReader(body))
-		req.Header.Set("Authorization", token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d: %s", resp.StatusCode, out)
+		code, out, _ := teststack.Do(t, "POST", st.URL+"/api/predict/"+spec.Name, token, body)
+		if code != 200 {
+			return fmt.Errorf("status %d: %s", code, out)
 		}
 		outs, err := torchpb.DecodeResponse(out, []string{"output__0"})
 		if err != nil {

@@ -1,24 +1,16 @@
 package tensorflow_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/require"
-	"github.com/eas-server/eas-server/internal/server"
-	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/tensorflow"
-	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/tfpb"
 )
@@ -28,29 +20,16 @@ import (
 func TestHTTPStack(t *testing.T) {
 	good, _ := filepath.Abs(require.ConformanceDir(t, "tensorflow/saved_model_half_plus_two_tf2_cpu"))
 	bad, _ := filepath.Abs(require.ConformanceDir(t, "tensorflow/tftrt_2.0_saved_model"))
-	reg := prometheus.NewRegistry()
-	mt := metrics.New(reg)
-	mgr := service.NewManager(service.Options{StateDir: t.TempDir(), Metrics: mt})
-	var deployErrs []error
-	for _, js := range []string{
+	st := teststack.New(t, teststack.Options{AllowFailedDeploys: true},
 		fmt.Sprintf(`{"name":"tf","processor":"tensorflow_cpu_2.3","model_path":%q,"token":"T","metadata":{"instance":1}}`, good),
-		fmt.Sprintf(`{"name":"trt","processor":"tensorflow_cpu_2.4","model_path":%q,"token":"T","metadata":{"instance":1}}`, bad),
-	} {
-		spec, err := servicejson.Parse([]byte(js))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = mgr.Deploy(t.Context(), spec)
-		deployErrs = append(deployErrs, err)
+		fmt.Sprintf(`{"name":"trt","processor":"tensorflow_cpu_2.4","model_path":%q,"token":"T","metadata":{"instance":1}}`, bad))
+	if err := st.DeployErrors["tf"]; err != nil {
+		t.Fatalf("deploy tf: %v", err)
 	}
-	if deployErrs[0] != nil {
-		t.Fatalf("deploy tf: %v", deployErrs[0])
-	}
-	if err := deployErrs[1]; err == nil || !strings.Contains(err.Error(), "TRTEngineOp") || !strings.Contains(err.Error(), "serving_default") {
+	if err := st.DeployErrors["trt"]; err == nil || !strings.Contains(err.Error(), "TRTEngineOp") || !strings.Contains(err.Error(), "serving_default") {
 		t.Errorf("deploy of the TF-TRT model: err %v, want one naming TRTEngineOp and serving_default", err)
 	}
-	ts := httptest.NewServer(server.New(server.Options{Manager: mgr, Metrics: mt, Gatherer: reg}).Handler())
-	defer func() { ts.Close(); mgr.Shutdown(context.Background()) }()
+	ts := st.HTTP
 
 	call := func(method, path string, body []byte) (int, []byte) {
 		code, b, _ := teststack.Do(t, method, ts.URL+path, "T", body)
