@@ -34,9 +34,9 @@ type Tolerance struct {
 // float64's 2^-52 ≈ 2.2e-16; "ulp" below is one unit in the last place of
 // the largest element.
 var (
-	// Exact is for values that are copied, not computed: a tensor that
-	// passes through a codec, a batch split, an identity model. Negative
-	// zero equals zero.
+	// Exact is for values that are copied, not computed: a decoded request
+	// against its source, defaults filled in, max pooling. Negative zero
+	// equals zero.
 	Exact = Tolerance{Name: "exact"}
 
 	// F32Elementwise is for float32 ops where each output element is a
@@ -54,9 +54,9 @@ var (
 	// library against a float64 reference: the sum's order depends on the
 	// kernel the CPU gets, on threads and on the batch the request ran in,
 	// and each order rounds differently, by about sqrt(K) ulps of the terms
-	// for K terms. 1e-5 is about 84 ulps of the largest element; ResNet-18's
-	// logits batched vs alone differ by about one tenth of it (see
-	// docs/development.md).
+	// for K terms. 1e-5 is about 84 ulps of the largest element; the test
+	// suites stay under a tenth of the bound on every kernel path tried
+	// (docs/development.md, "Comparing floats").
 	F32Accumulated = Tolerance{Name: "float32 accumulated", Rtol: 1e-5, Atol: 1e-6}
 
 	// F32Reformulated is for the same float32 network computed by a
