@@ -53,15 +53,20 @@ ALLOC_PKGS  := ./pmml ./internal/decompress ./processors ./processors/pmml ./pro
 # does not reach them).
 BENCH_MODULES := trees/bench pmml/bench
 
+# Every kind of test dependency is required (internal/require): a missing
+# Kubernetes tool, nats-server, OpenCV, chromium, conformance corpus or
+# Python package fails its tests instead of skipping them.
+TEST_REQUIRE := EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 EAS_REQUIRE_CHROMIUM=1 EAS_REQUIRE_CONFORMANCE=1 EAS_REQUIRE_PYTHON=1
+
 ## test: lint, race-enabled tests, allocation tests without -race, the
-## benchmark modules' correctness tests, and the examples validate.
-## EAS_REQUIRE_K8S=1: a missing Kubernetes test tool fails the tests of
-## internal/kube and deploy instead of skipping them; EAS_REQUIRE_NATS=1
-## does the same for nats-server and the JetStream queue backend, and
-## EAS_REQUIRE_OPENCV=1 for OpenCV, the Caffe tests' reference, and
-## EAS_REQUIRE_CHROMIUM=1 for the console's browser tests.
+## benchmark modules' correctness tests, and the examples validate. The
+## race-enabled run goes through tools/testsummary: go test's usual output,
+## every skipped test with its message, "N passed, N failed, N skipped",
+## and a failure for any skip tools/testsummary/expected-skips.txt does
+## not list (pipefail keeps go test's own exit status).
 test: test-deps build lint
-	EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 EAS_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) build -o bin/testsummary ./tools/testsummary
+	bash -o pipefail -c '$(TEST_REQUIRE) $(GO) test -json -race -count=1 -timeout 20m ./... 2>&1 | bin/testsummary -expected tools/testsummary/expected-skips.txt'
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)
 	GO=$(GO) bash scripts/test-bench-modules.sh
 	./$(BIN) validate $(EXAMPLES)
