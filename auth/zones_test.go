@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the zones the tests name, whatever the machine has
 )
 
 // sdkDate is the Date the Go and Python SDKs send from a client whose zone
@@ -21,9 +22,9 @@ func sdkDate(at time.Time, off time.Duration) string {
 func TestSignedFromEveryZone(t *testing.T) {
 	const token = "tok"
 	now := time.Date(2026, 3, 8, 6, 30, 0, 0, time.UTC)
-	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	shanghai, err := time.LoadLocation("Asia/Shanghai") // time/tzdata is linked in: never missing
 	if err != nil {
-		t.Skip("no time zone database: ", err)
+		t.Fatal(err)
 	}
 	h := time.Hour
 	for _, server := range []*time.Location{time.UTC, shanghai} {
