@@ -129,10 +129,12 @@ func TestScriptsUseNamedTolerances(t *testing.T) {
 		rtol, atol string // regexps with one group: the number
 		tol        Tolerance
 	}{
-		{"bench-gpu.sh", `(?m)^RTOL=\$\{RTOL:-([0-9.e+-]+)\}$`, `(?m)^ATOL=\$\{ATOL:-([0-9.e+-]+)\}$`, GPU},
-		{"bench-torchscript.py", `(?m)^RTOL, ATOL = ([0-9.e+-]+), [0-9.e+-]+$`, `(?m)^RTOL, ATOL = [0-9.e+-]+, ([0-9.e+-]+)$`, F32Reformulated},
+		{"scripts/bench-gpu.sh", `(?m)^RTOL=\$\{RTOL:-([0-9.e+-]+)\}$`, `(?m)^ATOL=\$\{ATOL:-([0-9.e+-]+)\}$`, GPU},
+		{"scripts/bench-torchscript.py", `(?m)^RTOL, ATOL = ([0-9.e+-]+), [0-9.e+-]+$`, `(?m)^RTOL, ATOL = [0-9.e+-]+, ([0-9.e+-]+)$`, F32Reformulated},
+		{"e2e/testdata/tritonclient/triton_check.py", `(?m)^RTOL = ([0-9.e+-]+)$`, `(?m)^ATOL = ([0-9.e+-]+)$`, F32Accumulated},
+		{"e2e/testdata/eassdk/sdk_check.py", `(?m)^RTOL = ([0-9.e+-]+)$`, `(?m)^ATOL = ([0-9.e+-]+)$`, F32Accumulated},
 	} {
-		b, err := os.ReadFile("../scripts/" + c.file)
+		b, err := os.ReadFile("../" + c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,11 +144,11 @@ func TestScriptsUseNamedTolerances(t *testing.T) {
 		}{{c.rtol, c.tol.Rtol}, {c.atol, c.tol.Atol}} {
 			m := regexp.MustCompile(n.re).FindSubmatch(b)
 			if m == nil {
-				t.Errorf("scripts/%s: no line matches %s", c.file, n.re)
+				t.Errorf("%s: no line matches %s", c.file, n.re)
 				continue
 			}
 			if v, err := strconv.ParseFloat(string(m[1]), 64); err != nil || v != n.want {
-				t.Errorf("scripts/%s: %s, tensor's %s has %g", c.file, m[0], c.tol.Name, n.want)
+				t.Errorf("%s: %s, tensor's %s has %g", c.file, m[0], c.tol.Name, n.want)
 			}
 		}
 	}

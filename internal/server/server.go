@@ -174,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 	r.HandleMethodNotAllowed = true
 
 	r.Any("/api/predict/*rest", s.tagRequest, s.predict)
+	r.GET("/api/v1/servicediscovery/upstreams/:name", s.upstreams)
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET("/readyz", s.readyz)
 	if s.opt.Gatherer != nil {

@@ -8,7 +8,8 @@ environment (scripts/python-venv.sh eas-sdk):
 
 GROUP is one of:
   predict  every request kind of PredictClient: StringRequest (signed, raw
-           token, custom content type, a wrong token), TFRequest,
+           token, custom content type, the DIRECT endpoint type through the
+           service discovery, a wrong token), TFRequest,
            TorchRequest (positional, by name, output filter, snappy),
            OnnxRequest, and the framework kinds with no processor here
            (Blade, EasyRec, TorchRec) through an echo service
@@ -31,7 +32,7 @@ import traceback
 
 import numpy as np
 
-from eas_prediction import (OnnxDataHelper, OnnxRequest, PredictClient,
+from eas_prediction import (ENDPOINT_TYPE_DIRECT, OnnxDataHelper, OnnxRequest, PredictClient,
                             PredictException, QueueClient, StringRequest,
                             TFRequest, TorchRequest)
 from eas_prediction.blade_request import BladeRequest
@@ -60,11 +61,18 @@ def client(cfg, service, token=None, **kw):
     return c
 
 
-def allclose(name, got, want, rtol=1e-5, atol=1e-6):
+# Floats must satisfy |got - want| <= ATOL + RTOL * max|want| over each
+# tensor: the "float32 accumulated" tolerance of docs/development.md,
+# "Comparing floats" (whole networks; the references are PyTorch's).
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def allclose(name, got, want):
     got = np.asarray(got, dtype=np.float64).ravel()
     want = np.asarray(want, dtype=np.float64).ravel()
     expect(got.shape == want.shape, name + ": element count", got.shape, "want", want.shape)
-    bad = np.abs(got - want) > atol + rtol * np.abs(want)
+    bad = np.abs(got - want) > ATOL + RTOL * (np.max(np.abs(want)) if want.size else 0)
     expect(not bad.any(), name + ": values differ from the reference", "first at", int(np.argmax(bad)) if bad.any() else -1,
            "got", got[bad][:3], "want", want[bad][:3])
 
@@ -104,6 +112,18 @@ def string_raw_token(cfg):
     c.add_extra_headers({"Authorization": cfg["token"]})
     resp = c.predict(StringRequest("raw header"))
     expect(resp.response_data == b"raw header", "raw token in add_extra_headers", resp.response_data)
+
+
+def string_direct(cfg):
+    # The DIRECT endpoint type asks the service discovery for the
+    # instances' ip:port and sends to them itself.
+    c = PredictClient(cfg["url"], cfg["echo"])
+    c.set_endpoint_type(ENDPOINT_TYPE_DIRECT)
+    c.set_token(cfg["token"])
+    c.set_retry_count(1)
+    c.init()
+    resp = c.predict(StringRequest("direct"))
+    expect(resp.response_data == b"direct", "DIRECT endpoint type: echo answer", resp.response_data)
 
 
 def string_wrong_token(cfg):
@@ -358,7 +378,7 @@ def queue_calls(cfg):
 
 
 GROUPS = {
-    "predict": [string_signed, string_content_type, string_raw_token, string_wrong_token, tf_request, torch_request,
+    "predict": [string_signed, string_content_type, string_raw_token, string_direct, string_wrong_token, tf_request, torch_request,
                 onnx_request, framework_requests],
     "signed": [string_signed, string_content_type],
     "queue": [queue_calls],
