@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -27,10 +24,7 @@ const sdkToken = "ZWFzLXNkay1hY2NlcHRhbmNlLXRva2Vu"
 // SDK stamps its local wall-clock time labelled GMT.
 func TestEASPythonSDK(t *testing.T) {
 	py := pyvenv.Python(t, "eas-sdk")
-	script, err := filepath.Abs("testdata/eassdk/sdk_check.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+	const script = "testdata/eassdk/sdk_check.py"
 	onnxDir, err := filepath.Abs(onnxTestdata)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +70,7 @@ func TestEASPythonSDK(t *testing.T) {
 		}
 		return a
 	}
-	cfg, _ := json.Marshal(map[string]string{
+	drv := newClientScript(t, "the EAS Python SDK", py, script, map[string]string{
 		"url": st.URL, "token": sdkToken,
 		"echo": "sdk_echo", "tf_multi": "sdk_tf", "tf_int_bool": "sdk_tf_int_bool",
 		"torch_multi": "sdk_torch", "torch_snappy": "sdk_torch_snappy", "torchscript": "sdk_torchscript",
@@ -86,10 +80,6 @@ func TestEASPythonSDK(t *testing.T) {
 		"mlp_ref":         filepath.Join(onnxDir, "mlp.json"),
 		"torchscript_ref": ref("../examples/requests/torchscript_mlp_expected.json"),
 	})
-	cfgPath := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, run := range []struct{ group, tz string }{
 		// Every request kind, from a client in UTC+8 (EAS's home zone).
@@ -108,15 +98,7 @@ func TestEASPythonSDK(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, off := time.Now().In(loc).Zone()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, py, script, run.group, cfgPath)
-			cmd.Env = append(os.Environ(), "TZ="+run.tz, "EAS_SDK_UTC_OFFSET="+strconv.Itoa(off), "PYTHONDONTWRITEBYTECODE=1")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("the EAS Python SDK disagrees with the server (%v):\n%s", err, out)
-			}
-			t.Logf("%s", out)
+			drv.run(t, run.group, "TZ="+run.tz, "EAS_SDK_UTC_OFFSET="+strconv.Itoa(off))
 		})
 	}
 }

@@ -1,15 +1,10 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/teststack"
@@ -28,10 +23,7 @@ const tritonToken = "tritonclient-acceptance-token"
 // cases of processors/onnx/testdata; its docstring lists the groups.
 func TestTritonClient(t *testing.T) {
 	py := pyvenv.Python(t, "tritonclient")
-	script, err := filepath.Abs("testdata/tritonclient/triton_check.py")
-	if err != nil {
-		t.Fatal(err)
-	}
+	const script = "testdata/tritonclient/triton_check.py"
 	onnxDir, err := filepath.Abs(onnxTestdata)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +49,7 @@ func TestTritonClient(t *testing.T) {
 	specs = append(specs, fmt.Sprintf(`{"name":"tc_triton","processor":"triton","processor_params":[%q,"--model-control-mode=explicit","--load-model=mlp","--load-model=multi_io","--load-model=conv"],"token":%q,"metadata":{"instance":1,"cpu":1,"gpu":0}}`,
 		"--model-repository="+repo, tritonToken))
 	st := teststack.Start(t, specs...)
-	cfg, err := json.Marshal(map[string]any{
+	drv := newClientScript(t, "tritonclient", py, script, map[string]any{
 		"http":           strings.TrimPrefix(st.URL, "http://"),
 		"grpc":           st.GRPCAddr(t),
 		"token":          tritonToken,
@@ -65,25 +57,8 @@ func TestTritonClient(t *testing.T) {
 		"triton_service": "tc_triton",
 		"refs":           refs,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// triton-eas last: it unloads and loads a model.
 	for _, group := range []string{"service", "service-grpc", "triton", "triton-grpc", "triton-eas"} {
-		t.Run(group, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, py, script, group, cfgPath)
-			cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("tritonclient disagrees with the server (%v):\n%s", err, out)
-			}
-			t.Logf("%s", out)
-		})
+		t.Run(group, func(t *testing.T) { drv.run(t, group) })
 	}
 }
