@@ -2,7 +2,10 @@ package processors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/eas-server/eas-server/scheduler"
 )
 
 // Engine is a processor with its payload types erased, as the scheduler and
@@ -37,15 +40,23 @@ func Adapt[P, R any](t Typed[P, R]) *Engine {
 				ps[i] = b.(P)
 			}
 			rs, err := t.Run(ctx, ps)
-			if err != nil {
+			var failed PayloadErrors
+			if err != nil && !errors.As(err, &failed) {
 				return nil, err
 			}
 			if len(rs) != len(ps) {
 				return nil, fmt.Errorf("processor returned %d results for a batch of %d", len(rs), len(ps))
 			}
+			if failed != nil && len(failed) != len(ps) {
+				return nil, fmt.Errorf("processor returned %d payload errors for a batch of %d", len(failed), len(ps))
+			}
 			out := make([]any, len(rs))
 			for i, r := range rs {
-				out[i] = r
+				if failed != nil && failed[i] != nil {
+					out[i] = scheduler.Failed{Err: failed[i]}
+				} else {
+					out[i] = r
+				}
 			}
 			return out, nil
 		},
@@ -72,7 +83,8 @@ func (e *Engine) Processor() Processor { return e.proc }
 func (e *Engine) Decode(req *Request) (any, error) { return e.decode(req) }
 
 // Run runs a batch of payloads made by this Engine; it is the scheduler's
-// run function.
+// run function. A payload the processor failed alone (PayloadErrors) has a
+// scheduler.Failed for its result.
 func (e *Engine) Run(ctx context.Context, batch []any) ([]any, error) { return e.run(ctx, batch) }
 
 // Encode encodes one payload's result.

@@ -31,8 +31,10 @@
 //   - Run is safe for concurrent use (several workers may call it) and
 //     returns one R per payload, in order. An error fails the whole batch:
 //     *badinput.Error answers 400, *StatusError its code, anything else 500.
-//     A failure that belongs to one request belongs in its R (PMML's error
-//     entries) or in Decode.
+//     To fail some payloads and not the others, Run returns a result for
+//     every payload with a PayloadErrors: a payload with an error gets that
+//     error (mapped the same way), the others their results. A failure
+//     found in Decode never reaches Run.
 //   - A panic is recovered by the scheduler and fails only that batch.
 //   - Processors never import the server; queueing, deadlines, batching and
 //     concurrency limits live in the scheduler.
@@ -44,6 +46,7 @@ package processors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -187,6 +190,56 @@ type Typed[P, R any] interface {
 	Run(ctx context.Context, batch []P) ([]R, error)
 	// Encode serialises the result of one payload.
 	Encode(p P, r R) (*Response, error)
+}
+
+// PayloadErrors is the error Run returns to fail some payloads of a batch
+// and not the others: a non-nil PayloadErrors[i] is payload i's own error,
+// and Run's result i is ignored; every other payload gets its result. It has
+// one entry per payload. Build it with make(PayloadErrors, len(batch)) and
+// return Err, which is nil when no entry is set.
+type PayloadErrors []error
+
+// Err returns nil when no payload failed, the payload's own error for a
+// batch of one (a batch of one fails as a whole), and e otherwise.
+func (e PayloadErrors) Err() error {
+	for _, err := range e {
+		if err != nil {
+			if len(e) == 1 {
+				return err
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// Error names how many payloads failed and the first failure.
+func (e PayloadErrors) Error() string {
+	n := 0
+	var first error
+	for _, err := range e {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return "no payload failed"
+	}
+	return fmt.Sprintf("%d of %d payloads failed; the first: %v", n, len(e), first)
+}
+
+// Unwrap returns the payloads' errors, so errors.Is and errors.As see them.
+func (e PayloadErrors) Unwrap() []error {
+	var errs []error
+	for _, err := range e {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // Batcher is implemented by processors whose payloads can be merged into one

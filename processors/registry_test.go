@@ -2,12 +2,16 @@ package processors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/scheduler"
 )
 
 type nop struct{}
@@ -141,3 +145,55 @@ func (counter) Encode(*TensorPayload, int) (*Response, error) { return nil, nil 
 type short struct{ nop }
 
 func (short) Run(context.Context, []int) ([]string, error) { return []string{"one"}, nil }
+
+// halver fails its odd payloads alone and doubles the even ones.
+type halver struct{ nop }
+
+func (halver) Run(_ context.Context, b []int) ([]string, error) {
+	out := make([]string, len(b))
+	errs := make(PayloadErrors, len(b))
+	for i, v := range b {
+		if v%2 == 1 {
+			errs[i] = badinput.Errorf("%d is odd", v)
+			continue
+		}
+		out[i] = fmt.Sprint(2 * v)
+	}
+	return out, errs.Err()
+}
+
+// TestPayloadErrorsFailOnlyTheirPayloads: the scheduler's Failed for a
+// payload Run failed alone, the results for the others; a batch of one
+// fails as a whole.
+func TestPayloadErrorsFailOnlyTheirPayloads(t *testing.T) {
+	e := Adapt[int, string](halver{})
+	out, err := e.Run(context.Background(), []any{2, 3, 4, 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []any{"4", "3 is odd", "8", "5 is odd"} {
+		switch r := out[i].(type) {
+		case scheduler.Failed:
+			if !badinput.Is(r.Err) || r.Err.Error() != want {
+				t.Errorf("payload %d failed with %v, want %q", i, r.Err, want)
+			}
+		default:
+			if r != want {
+				t.Errorf("payload %d: %v, want %v", i, r, want)
+			}
+		}
+	}
+	if _, err := e.Run(context.Background(), []any{7}); !badinput.Is(err) || err.Error() != "7 is odd" {
+		t.Errorf("a batch of one: err = %v, want its payload's own error", err)
+	}
+	if out, err := e.Run(context.Background(), []any{2, 4}); err != nil || out[1] != "8" {
+		t.Errorf("no failure: %v, %v", out, err)
+	}
+	errs := PayloadErrors{nil, errors.New("a"), errors.New("b")}
+	if got := errs.Error(); got != "2 of 3 payloads failed; the first: a" {
+		t.Errorf("Error() = %q", got)
+	}
+	if !errors.Is(errs, errs[2]) {
+		t.Error("errors.Is does not see a payload's error")
+	}
+}

@@ -52,9 +52,14 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("processor panic: %v", e.Value) }
 
-// RunFunc runs one batch and returns one result per payload, in order. A
-// result that is an error fails only its own request.
+// RunFunc runs one batch and returns one result per payload, in order. An
+// error fails every request of the batch; a result that is a Failed fails
+// only its own request.
 type RunFunc func(ctx context.Context, batch []any) ([]any, error)
+
+// Failed is the result of a payload that failed alone in a batch whose
+// other payloads have results: its request gets Err.
+type Failed struct{ Err error }
 
 // KeyFunc returns a payload's batch key; payloads with equal keys may share a
 // batch. ok=false means the payload always runs alone.
@@ -584,8 +589,8 @@ func (s *Scheduler) execute(batch []*call) {
 	for i, c := range live {
 		if err != nil {
 			s.answer(c, result{err: err})
-		} else if e, isErr := out[i].(error); isErr && e != nil {
-			s.answer(c, result{err: e}) // a per-request failure inside the batch
+		} else if f, failed := out[i].(Failed); failed {
+			s.answer(c, result{err: f.Err}) // a per-request failure inside the batch
 		} else {
 			s.answer(c, result{value: out[i]})
 		}

@@ -478,14 +478,14 @@ func TestPreferredBatchSizes(t *testing.T) {
 	}
 }
 
-func TestErrorResultFailsOnlyItsRequest(t *testing.T) {
+func TestFailedResultFailsOnlyItsRequest(t *testing.T) {
 	release := make(chan struct{})
 	run := func(_ context.Context, batch []any) ([]any, error) {
 		<-release
 		out := make([]any, len(batch))
 		for i, p := range batch {
 			if p.(int) == 3 {
-				out[i] = errors.New("bad payload 3")
+				out[i] = Failed{Err: errors.New("bad payload 3")}
 			} else {
 				out[i] = p
 			}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/scheduler"
 )
 
 // WithHooks wraps a built-in processor so that service.json's pre_process
@@ -179,13 +180,24 @@ func (h *hooked) BatchKey(p *hookPayload) (string, bool) {
 	return "", false
 }
 
-// Run runs the built-in processor on the batch.
+// Run runs the built-in processor on the batch. A payload it failed alone
+// fails alone here too.
 func (h *hooked) Run(ctx context.Context, batch []*hookPayload) ([]any, error) {
 	in := make([]any, len(batch))
 	for i, p := range batch {
 		in[i] = p.inner
 	}
-	return h.inner.Run(ctx, in)
+	out, err := h.inner.Run(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	errs := make(processors.PayloadErrors, len(out))
+	for i, r := range out {
+		if f, ok := r.(scheduler.Failed); ok {
+			errs[i] = f.Err
+		}
+	}
+	return out, errs.Err()
 }
 
 // Encode runs the built-in Encode, then post_process on its body.
