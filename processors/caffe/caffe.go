@@ -411,12 +411,14 @@ func (m *Model) BatchKey(r *request) (string, bool) {
 	return key, true
 }
 
-// Run executes a batch; the ONNX runtime merges what shares a session.
+// Run executes a batch; the ONNX runtime merges what shares a session. A
+// request that fails there fails alone (processors.PayloadErrors).
 func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 	if m.main == nil {
 		return nil, errNotLoaded
 	}
 	results := make([]*result, len(batch))
+	errs := make(processors.PayloadErrors, len(batch))
 	for _, s := range []*session{m.main, m.all} {
 		var idx []int
 		var payloads []*onnx.Payload
@@ -430,14 +432,23 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 			continue
 		}
 		outs, err := s.rt.Run(ctx, payloads)
-		if err != nil {
+		var failed processors.PayloadErrors
+		if err != nil && !errors.As(err, &failed) {
+			if len(idx) == 1 && ctx.Err() == nil {
+				errs[idx[0]] = err // a batch of one fails as a whole; here it is one request of several
+				continue
+			}
 			return nil, err
 		}
 		for j, i := range idx {
-			results[i] = &result{outputs: outs[j].Outputs}
+			if failed != nil && failed[j] != nil {
+				errs[i] = failed[j]
+			} else {
+				results[i] = &result{outputs: outs[j].Outputs}
+			}
 		}
 	}
-	return results, nil
+	return results, errs.Err()
 }
 
 // Encode writes a caffe.eas.PredictResponse.

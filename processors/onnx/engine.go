@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -60,10 +61,7 @@ func (e *ortEngine) run(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		// EAS answers 400 when the model raises on an input (an index out
-		// of range, a reshape that does not fit); inputs were validated
-		// against the signature, so what is left is data-dependent.
-		return nil, badinput.Errorf("model run failed on this input: %v", err)
+		return nil, runFailure(err)
 	}
 	res := make([]tensor.Tensor, len(outputs))
 	for i, v := range outputs {
@@ -93,11 +91,41 @@ func (e *tsEngine) run(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Te
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
-		// Inputs were checked (dtype, data size); what is left is the
-		// model raising on this input, which EAS answers 400.
-		return nil, badinput.Errorf("model run failed on this input: %v", err)
+		return nil, runFailure(err)
 	}
 	return outs, nil
+}
+
+// runFailure classifies a failed run of inputs that passed the model's
+// signature (dtype, shape, data size). What is left is mostly the model
+// raising on these values (an index out of range, a reshape that does not
+// fit), which is the client's to fix and which EAS answers 400; Run runs
+// each payload of a failed merged run alone, so that error is this
+// request's. The exceptions are the engine's own failures, which no request
+// can fix and which answer 500: memory it could not allocate, a CUDA or
+// cuDNN error. Neither runtime gives a code that tells them apart (the Go
+// binding keeps only ONNX Runtime's message; libtorch throws
+// c10::Error), so the message is read.
+func runFailure(err error) error {
+	msg := strings.ToLower(err.Error())
+	for _, s := range engineFaults {
+		if strings.Contains(msg, s) {
+			return fmt.Errorf("model run failed: %w", err)
+		}
+	}
+	return badinput.Errorf("model run failed on this input: %v", err)
+}
+
+// engineFaults are lowercased fragments of ONNX Runtime's and libtorch's
+// messages for failures of the engine rather than of the input.
+var engineFaults = []string{
+	"out of memory",              // CUDA (both), libtorch's OutOfMemoryError
+	"failed to allocate memory",  // ONNX Runtime's arenas and allocators
+	"available memory of",        // ONNX Runtime's BFC arena: "Available memory of N is smaller than requested bytes of M"
+	"can't allocate memory",      // libtorch's DefaultCPUAllocator
+	"bad_alloc",                  // std::bad_alloc from either
+	"cuda failure", "cuda error", // ONNX Runtime's CUDA_CALL; libtorch's C10_CUDA_CHECK
+	"cudnn failure", "cudnn_status", "cublas failure", "cublas_status",
 }
 
 // tsDTypes are the element types a TorchScript module takes (what the shim

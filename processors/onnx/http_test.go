@@ -3,6 +3,12 @@ package onnx_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/eas-server/eas-server/internal/teststack"
@@ -97,5 +103,75 @@ func TestTorchScriptOverHTTP(t *testing.T) {
 	body, _ = torchpb.EncodeRequest([]tensor.Tensor{tensor.FromFloat32("input", []int64{1, 16}, make([]float32, 16))}, true, nil)
 	if code, out := do("POST", "/api/predict/ox", body); code != 200 {
 		t.Errorf("onnx service: %d %s", code, out)
+	}
+}
+
+// TestBadRequestFailsAlone: 64 clients send ids to a batching ONNX Gather
+// over a table of 10 rows, one request in 8 asking for row 99. Each good
+// request answers 200 with its row whatever it was batched with; each bad
+// one answers 400 with ONNX Runtime's reason.
+func TestBadRequestFailsAlone(t *testing.T) {
+	srv := teststack.Start(t, fmt.Sprintf(`{"name":"g","processor":"onnx_cpu","model_path":%q,"token":"T",
+		"metadata":{"instance":1,"cpu":1,"rpc":{"batching":true,"worker_threads":2,"max_batch_size":16,"max_batch_timeout":20,"max_queue_size":256}}}`,
+		onnx.GatherModelForTest(t)))
+	const clients, each = 64, 8
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for r := range each {
+				id := int64((c + r) % 10)
+				bad := (c*each+r)%8 == 0
+				if bad {
+					id = 99
+				}
+				body, _, err := kserve.EncodeRequest(&kserve.InferRequest{Inputs: []tensor.Tensor{tensor.FromInt64("ids", []int64{1}, []int64{id})}}, false)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				code, out, _ := teststack.Do(t, "POST", srv.URL+"/v2/models/g/infer", "T", body)
+				if bad {
+					if code != http.StatusBadRequest || !strings.Contains(string(out), "idx=99 must be within the inclusive range [-10,9]") {
+						t.Errorf("client %d request %d (row 99): %d %s, want 400 with ONNX Runtime's reason", c, r, code, out)
+					}
+					continue
+				}
+				if code != http.StatusOK {
+					t.Errorf("client %d request %d (row %d): %d %s", c, r, id, code, out)
+					continue
+				}
+				resp, err := kserve.DecodeResponse(out, "")
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				want := tensor.FromFloat32("rows", []int64{1, 4}, onnx.GatherRowsForTest(id))
+				if len(resp.Outputs) != 1 || tensor.Close(resp.Outputs[0], want, tensor.Exact) != nil {
+					t.Errorf("client %d request %d (row %d): %v, want %v", c, r, id, resp.Outputs, want)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`eas_batch_size_count\{service="g"\} (\S+)`).FindSubmatch(metrics)
+	if m == nil {
+		t.Fatal("/metrics lacks eas_batch_size_count for g")
+	}
+	// The failed merged runs are counted as runs too; fewer runs than
+	// requests shows requests shared them.
+	if runs, _ := strconv.ParseFloat(string(m[1]), 64); runs >= clients*each {
+		t.Errorf("%v runs for %d requests: nothing was batched", runs, clients*each)
 	}
 }

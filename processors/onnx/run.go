@@ -156,7 +156,10 @@ func (m *Model) BatchKey(p *Payload) (string, bool) {
 // Run executes a batch of checked payloads and returns one result per
 // payload. Several payloads are concatenated along the first dimension into
 // one session run and the outputs split back; a model whose outputs turn out
-// not to follow the batch is from then on run one payload at a time. Run is
+// not to follow the batch is from then on run one payload at a time. A
+// payload that fails fails alone (processors.PayloadErrors): when a merged
+// run fails, each payload runs again by itself, so one request's bad values
+// (an index out of range) never fail the requests batched with it. Run is
 // safe for concurrent use: ONNX Runtime allows concurrent runs on one
 // session.
 func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*processors.TensorResult, error) {
@@ -164,25 +167,50 @@ func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*processors.Tensor
 		return nil, ErrNotLoaded
 	}
 	if len(batch) > 1 && m.batchable && !m.noBatch.Load() {
-		if res, ok, err := m.runMerged(ctx, batch); ok || err != nil {
+		res, ok, err := m.runMerged(ctx, batch)
+		if ok {
 			return res, err
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// Which payload made the run fail is known only by running
+			// each alone; an engine failure (out of memory) may not recur
+			// on a smaller run either.
+			if m.spec.Logger != nil {
+				m.spec.Logger.Debug("merged run failed; running its payloads one at a time", "batch_size", len(batch), "error", err)
+			}
 		}
 	}
 	results := make([]*processors.TensorResult, len(batch))
+	errs := make(processors.PayloadErrors, len(batch))
 	for i, p := range batch {
-		outs, err := m.runSession(ctx, p.Inputs)
-		if err != nil {
-			return nil, err
-		}
-		if results[i], err = m.result(p, outs); err != nil {
-			return nil, err
+		var err error
+		if results[i], err = m.runOne(ctx, p); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			errs[i] = err
 		}
 	}
-	return results, nil
+	return results, errs.Err()
 }
 
-// runMerged runs the payloads as one batch. ok=false (with no error) means
-// they could not be merged and must run one by one.
+// runOne runs one payload by itself.
+func (m *Model) runOne(ctx context.Context, p *Payload) (*processors.TensorResult, error) {
+	outs, err := m.runSession(ctx, p.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	return m.result(p, outs)
+}
+
+// runMerged runs the payloads as one batch. ok=true: the results are
+// final, with a processors.PayloadErrors for payloads whose outputs do not
+// fit their request (a TorchScript output_filter), or an error that fails
+// the batch. ok=false with no error: they could not be merged and must run
+// one by one; ok=false with an error: the merged run failed.
 func (m *Model) runMerged(ctx context.Context, payloads []*Payload) ([]*processors.TensorResult, bool, error) {
 	rows := make([]int64, len(payloads))
 	var total int64
@@ -226,25 +254,24 @@ func (m *Model) runMerged(ctx context.Context, payloads []*Payload) ([]*processo
 	pieces := make([][]tensor.Tensor, len(outs))
 	for j, o := range outs {
 		if pieces[j], err = tensor.Split(o, rows); err != nil {
-			return nil, false, fmt.Errorf("onnx: split output %q: %w", o.Name, err)
+			return nil, true, fmt.Errorf("onnx: split output %q: %w", o.Name, err)
 		}
 	}
 	results := make([]*processors.TensorResult, len(payloads))
+	errs := make(processors.PayloadErrors, len(payloads))
 	per := make([]tensor.Tensor, len(outs))
 	for i, p := range payloads {
 		for j := range outs {
 			per[j] = pieces[j][i]
 			if m.padding() {
 				if per[j], err = m.unpad(per[j], seqLen(p.Inputs), padded); err != nil {
-					return nil, false, fmt.Errorf("onnx: unpad output %q: %w", outs[j].Name, err)
+					return nil, true, fmt.Errorf("onnx: unpad output %q: %w", outs[j].Name, err)
 				}
 			}
 		}
-		if results[i], err = m.result(p, per); err != nil {
-			return nil, false, err
-		}
+		results[i], errs[i] = m.result(p, per)
 	}
-	return results, true, nil
+	return results, true, errs.Err()
 }
 
 // result keeps the outputs a payload asked for, in the model's order, or in

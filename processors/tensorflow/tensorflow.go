@@ -549,7 +549,8 @@ func (m *Model) BatchKey(r *request) (string, bool) {
 }
 
 // Run executes a batch; requests to one batchable signature with the same
-// output filter run merged.
+// output filter run merged. A request that fails fails alone
+// (processors.PayloadErrors), as in the ONNX runtime it runs on.
 func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 	if m.sigs == nil {
 		return nil, errNotLoaded
@@ -559,13 +560,14 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 		merge = batch[i].sig == batch[0].sig && batch[0].sig.batchable && slices.Equal(batch[i].outputs, batch[0].outputs)
 	}
 	var outs []*processors.TensorResult
+	errs := make(processors.PayloadErrors, len(batch))
 	if merge {
 		payloads := make([]*onnx.Payload, len(batch))
 		for i, r := range batch {
 			payloads[i] = r.payload
 		}
 		var err error
-		if outs, err = batch[0].sig.rt.Run(ctx, payloads); err != nil {
+		if outs, err = batch[0].sig.rt.Run(ctx, payloads); err != nil && !errors.As(err, &errs) {
 			return nil, err
 		}
 	} else {
@@ -573,19 +575,22 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 		for i, r := range batch {
 			o, err := r.sig.rt.Run(ctx, []*onnx.Payload{r.payload})
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				errs[i] = err
+				continue
 			}
 			outs[i] = o[0]
 		}
 	}
 	results := make([]*result, len(batch))
 	for i, o := range outs {
-		var err error
-		if results[i], err = batch[i].sig.finish(batch[i].outputs, o.Outputs); err != nil {
-			return nil, err
+		if errs[i] == nil {
+			results[i], errs[i] = batch[i].sig.finish(batch[i].outputs, o.Outputs)
 		}
 	}
-	return results, nil
+	return results, errs.Err()
 }
 
 var (
