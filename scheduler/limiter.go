@@ -32,3 +32,10 @@ func (l *limiter) allow() bool {
 	l.tokens--
 	return true
 }
+
+// ready reports whether allow would succeed now, without taking a token.
+func (l *limiter) ready() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tokens+time.Since(l.last).Seconds()*l.rate >= 1
+}

@@ -6,7 +6,9 @@
 //   - Admission: a full instance answers ErrQueueFull at once; over the rate
 //     limit, ErrRateLimited. An instance is full when every worker is busy with
 //     a full batch and MaxQueueSize requests wait (with batching off a "full
-//     batch" is one request, so the bound is Workers+QueueSize).
+//     batch" is one request, so the bound is Workers+QueueSize). Admit asks
+//     both questions before a payload exists, without admitting or taking a
+//     token; Do still enforces both bounds.
 //   - Deadline: Timeout (rpc.keepalive) counts from arrival; past it the call
 //     returns ErrDeadline wherever the request is, and a queued request is
 //     dropped. A caller whose context is cancelled gets ErrCanceled and its
@@ -243,6 +245,27 @@ func (s *Scheduler) QueueDepth() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue)
+}
+
+// Admit reports whether a request arriving now would be refused at once,
+// without admitting one: ErrStopped, ErrRateLimited when no rate-limit token
+// is left, ErrQueueFull when the scheduler is at capacity, else nil. It takes
+// no token and holds no place, so it cannot leak either: the front calls it
+// before it reads and decodes a body, so that an overloaded service refuses
+// at the cost of a few atomic loads and one lock. Do decides again; a
+// request that passed Admit may still be refused there when others arrived
+// meanwhile.
+func (s *Scheduler) Admit() error {
+	if s.stopping.Load() {
+		return ErrStopped
+	}
+	if s.limiter != nil && !s.limiter.ready() {
+		return ErrRateLimited
+	}
+	if s.inflight.Load() >= s.capacity {
+		return ErrQueueFull
+	}
+	return nil
 }
 
 // Do admits payload, waits for its run and returns its result. The error is

@@ -511,3 +511,64 @@ func TestFailedResultFailsOnlyItsRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitRefusesWithoutAdmitting: Admit answers what Do would at the
+// bounds, and neither holds a place nor takes a rate-limit token.
+func TestAdmitRefusesWithoutAdmitting(t *testing.T) {
+	t.Run("queue", func(t *testing.T) {
+		d := &double{release: make(chan struct{})}
+		s := New(Config{Workers: 1, QueueSize: 1, Timeout: time.Minute}, d.run, nil, Observer{}, nil)
+		defer s.Stop(context.Background())
+		for range 5 {
+			if err := s.Admit(); err != nil {
+				t.Fatalf("Admit on an idle scheduler = %v, want nil", err)
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				if _, err := s.Do(context.Background(), i); err != nil {
+					t.Errorf("admitted request failed: %v", err)
+				}
+			})
+		}
+		wait.Until(t, 5*time.Second, inflightIs(s, 2))
+		if err := s.Admit(); !errors.Is(err, ErrQueueFull) {
+			t.Errorf("Admit at capacity = %v, want ErrQueueFull", err)
+		}
+		if n := s.inflight.Load(); n != 2 {
+			t.Errorf("Admit changed the requests in flight to %d, want 2", n)
+		}
+		close(d.release)
+		wg.Wait()
+		if err := s.Admit(); err != nil {
+			t.Errorf("Admit after the queue drained = %v, want nil", err)
+		}
+	})
+	t.Run("rate", func(t *testing.T) {
+		d := &double{}
+		s := New(Config{RateLimit: 1}, d.run, nil, Observer{}, nil)
+		defer s.Stop(context.Background())
+		for range 5 {
+			if err := s.Admit(); err != nil {
+				t.Fatalf("Admit with a token left = %v, want nil (it must not take the token)", err)
+			}
+		}
+		if _, err := s.Do(t.Context(), 1); err != nil {
+			t.Fatalf("Do after Admits = %v; Admit took the one token", err)
+		}
+		if err := s.Admit(); !errors.Is(err, ErrRateLimited) {
+			t.Errorf("Admit with no token left = %v, want ErrRateLimited", err)
+		}
+		if _, err := s.Do(t.Context(), 2); !errors.Is(err, ErrRateLimited) {
+			t.Errorf("Do with no token left = %v, want ErrRateLimited", err)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		s := New(Config{}, (&double{}).run, nil, Observer{}, nil)
+		s.Stop(context.Background())
+		if err := s.Admit(); !errors.Is(err, ErrStopped) {
+			t.Errorf("Admit after Stop = %v, want ErrStopped", err)
+		}
+	})
+}
