@@ -32,6 +32,14 @@ type RoutedModel interface {
 	Do(ctx context.Context, payload *TensorPayload) (*TensorResult, error)
 }
 
+// Admitter is implemented by routed models whose own scheduler can refuse
+// a request before it exists: Admit answers what Do would answer at once
+// (scheduler.ErrRateLimited, scheduler.ErrQueueFull) without admitting
+// anything, so the server refuses before it reads and decodes the body.
+type Admitter interface {
+	Admit() error
+}
+
 // StatsReporter is implemented by routed models that keep KServe/Triton
 // statistics; Stats returns one JSON-encodable model_stats entry.
 type StatsReporter interface {

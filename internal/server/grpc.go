@@ -169,7 +169,13 @@ func (g *grpcService) ModelInfer(ctx context.Context, r *kservegrpc.ModelInferRe
 	return resp, err
 }
 
+// infer runs r on t. gRPC has unmarshalled the message already; a target
+// whose scheduler would refuse it (429, 450) answers before its tensors
+// are decoded.
 func (g *grpcService) infer(ctx context.Context, t target, r *kservegrpc.ModelInferRequest) (*kservegrpc.ModelInferResponse, int, error) {
+	if err := t.Admit(); err != nil {
+		return nil, statusOf(err), grpcError(err)
+	}
 	ins, err := kservegrpc.TensorsFromRequest(r)
 	if err != nil {
 		return nil, http.StatusBadRequest, status.Error(codes.InvalidArgument, capMsg(err.Error()))

@@ -227,12 +227,15 @@ func (s *Server) serveRepositoryV2(c *gin.Context, live *service.Live, check aut
 
 func (s *Server) kserveInfer(c *gin.Context) {
 	start := time.Now()
-	t := s.kserveTarget(c)
-	if t == nil {
-		if _, ok := s.opt.Manager.Get(c.Param("model")); ok {
-			s.opt.Metrics.Request(c.Param("model"), "", c.Writer.Status(), time.Since(start))
+	t, err := s.resolveModel(c.Param("model"), c.Param("version"), auth.Request{
+		Method: c.Request.Method, RawQuery: c.Request.URL.RawQuery, Header: c.Request.Header, Path: c.Request.URL.Path,
+	})
+	if err != nil {
+		code := kserveFail(c, statusOf(err), err.Error())
+		if isKnown(err) { // an unknown name is no metrics label
+			s.opt.Metrics.Request(c.Param("model"), "", code, time.Since(start))
 		}
-		s.note(c, c.Param("model"), 0, c.Writer.Status())
+		s.note(c, c.Param("model"), 0, code)
 		return
 	}
 	defer t.Release()
@@ -244,8 +247,12 @@ func (s *Server) kserveInfer(c *gin.Context) {
 	s.note(c, t.Service(), v, code)
 }
 
-// serveInfer runs one KServe infer request on t.
+// serveInfer runs one KServe infer request on t. A target whose scheduler
+// would refuse it (429, 450) answers before the body is read.
 func (s *Server) serveInfer(c *gin.Context, t target) int {
+	if err := t.Admit(); err != nil {
+		return kserveFail(c, statusOf(err), err.Error())
+	}
 	s.allowBody(c, t.Keepalive())
 	kind := t.Decompressor()
 	if enc := c.GetHeader("Content-Encoding"); enc != "" {

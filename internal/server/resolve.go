@@ -24,27 +24,56 @@ import (
 type frontError struct {
 	code int
 	msg  string
+	// known is set when the name is a service: its refusals are counted in
+	// the metrics under that name, an unknown name's are not (bounded
+	// labels).
+	known bool
 }
 
 func (e *frontError) Error() string { return e.msg }
 
 func refuse(code int, msg string) error { return &frontError{code: code, msg: msg} }
 
+// knownService marks err, a refusal of a request for an existing service,
+// as such (see frontError.known).
+func knownService(err error) error {
+	if fe, ok := err.(*frontError); ok {
+		fe.known = true
+	}
+	return err
+}
+
+// isKnown reports whether err refused a request for an existing service.
+func isKnown(err error) bool {
+	fe, ok := err.(*frontError)
+	return ok && fe.known
+}
+
 // admit finds the service called name, checks the request's token and holds
 // its serving version; the caller releases it and runs the BodyCheck on the
-// body it reads. The token of a serving version is the one it was loaded
-// with; when nothing serves, the service's published token is checked
-// first, so that only a caller with the token learns why the service does
-// not serve. A name that is no service answers 404 only to a caller whose
+// body it reads. It is the one lookup of an EAS request: svc is the service
+// (nil when name is none), for the queue API and the metrics. The token of
+// a serving version is the one it was loaded with; when nothing serves,
+// the service's published token is checked first, so that only a caller
+// with the token learns why the service does not serve. A name that is no service answers 404 only to a caller whose
 // token opens some service; to anyone else it answers the same 401 as a
 // wrong token (docs/protocol.md "Token handling"). Nothing here takes a
 // lock that a lifecycle operation holds.
-func (s *Server) admit(name string, ar auth.Request) (*service.Live, auth.BodyCheck, error) {
+func (s *Server) admit(name string, ar auth.Request) (*service.Service, *service.Live, auth.BodyCheck, error) {
 	ar.Service = name
 	svc, ok := s.opt.Manager.Get(name)
 	if !ok {
-		return nil, auth.BodyCheck{}, s.unknown(ar, "service \""+name+"\" not found")
+		return nil, nil, auth.BodyCheck{}, s.unknown(ar, "service \""+name+"\" not found")
 	}
+	live, check, err := s.admitService(svc, ar)
+	return svc, live, check, err
+}
+
+// admitService is admit for a service already found; its errors are
+// marked known.
+func (s *Server) admitService(svc *service.Service, ar auth.Request) (*service.Live, auth.BodyCheck, error) {
+	name := svc.Name
+	ar.Service = name
 	live, serving := svc.Acquire()
 	token := ""
 	if serving {
@@ -57,11 +86,11 @@ func (s *Server) admit(name string, ar auth.Request) (*service.Live, auth.BodyCh
 		if serving {
 			live.Release()
 		}
-		return nil, auth.BodyCheck{}, unauthorized(name, err)
+		return nil, auth.BodyCheck{}, knownService(unauthorized(name, err))
 	}
 	if !serving {
 		st, msg, _ := svc.State()
-		return nil, auth.BodyCheck{}, refuse(http.StatusServiceUnavailable, notServing(name, st, msg))
+		return nil, auth.BodyCheck{}, knownService(refuse(http.StatusServiceUnavailable, notServing(name, st, msg)))
 	}
 	return live, check, nil
 }
@@ -120,7 +149,8 @@ func (s *Server) opensAny(ar auth.Request) bool {
 // else a model of a service whose processor routes models (a Triton
 // repository), authorised with that service's token.
 func (s *Server) resolveModel(name, version string, ar auth.Request) (target, error) {
-	if _, ok := s.opt.Manager.Get(name); !ok {
+	svc, ok := s.opt.Manager.Get(name)
+	if !ok {
 		ar.Service = name
 		live, svcName, rm := s.lookupRouted(name, version)
 		if live == nil {
@@ -133,13 +163,13 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 		}
 		return &routedTarget{held{live, check}, rm}, nil
 	}
-	live, check, err := s.admit(name, ar)
+	live, check, err := s.admitService(svc, ar)
 	if err != nil {
 		return nil, err
 	}
 	if !live.Engine.ServesTensors() {
 		live.Release()
-		return nil, refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.ProcessorName()+", which is not a tensor model; call POST /api/predict/"+name+" instead")
+		return nil, knownService(refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.ProcessorName()+", which is not a tensor model; call POST /api/predict/"+name+" instead"))
 	}
 	return &serviceTarget{held{live, check}}, nil
 }
@@ -203,6 +233,10 @@ type target interface {
 	// Healthy is nil unless the model can tell it is not (a proxy whose
 	// upstream went away).
 	Healthy(ctx context.Context) error
+	// Admit is the scheduler's refusal of a request arriving now (429,
+	// 450), asked before the body is read and decoded; nil when the
+	// target's scheduler would take it or cannot tell. Infer decides again.
+	Admit() error
 	// Infer runs one payload, queued and batched as the target's own
 	// scheduler decides, under the service's rpc.keepalive.
 	Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error)
@@ -239,6 +273,8 @@ func (t *serviceTarget) Healthy(ctx context.Context) error {
 	return healthOf(ctx, t.live.Engine.Processor())
 }
 
+func (t *serviceTarget) Admit() error { return t.live.Scheduler.Admit() }
+
 func (t *serviceTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
 	e := t.live.Engine
 	payload, err := e.FromTensors(p)
@@ -267,6 +303,13 @@ func (t *routedTarget) Metadata() kserve.ModelMetadata {
 }
 
 func (t *routedTarget) Healthy(ctx context.Context) error { return healthOf(ctx, t.rm) }
+
+func (t *routedTarget) Admit() error {
+	if a, ok := t.rm.(processors.Admitter); ok {
+		return a.Admit()
+	}
+	return nil
+}
 
 func (t *routedTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.live.Spec.Metadata.RPC.Keepalive)

@@ -350,26 +350,31 @@ func splitPredictPath(rest string) (name, extra string) {
 func (s *Server) predict(c *gin.Context) {
 	start := time.Now()
 	name, extra := splitPredictPath(c.Param("rest"))
-	version := 0
-	code := s.servePredict(c, name, extra, &version)
-	if _, ok := s.opt.Manager.Get(name); ok {
-		s.opt.Metrics.Request(name, versionLabel(version), code, time.Since(start))
+	var a answered
+	code := s.servePredict(c, name, extra, &a)
+	if a.known { // an unknown name is no metrics label
+		s.opt.Metrics.Request(name, versionLabel(a.version), code, time.Since(start))
 	}
-	s.note(c, name, version, code)
+	s.note(c, name, a.version, code)
 }
 
-// servePredict answers one data-plane request and returns the status sent;
-// *version is set to the service version that answered it.
-func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) int {
+// answered is what servePredict tells predict about the request it
+// answered, for the metrics and the access log.
+type answered struct {
+	known   bool // the name is a service
+	version int  // the service version that answered; 0 = none
+}
+
+// servePredict answers one data-plane request and returns the status sent.
+// The service is resolved once (admit) and routed once: an asynchronous
+// version to the queue API, a synchronous one to its scheduler, which is
+// asked whether it would refuse (429, 450) before the body is read.
+func (s *Server) servePredict(c *gin.Context, name, extra string, a *answered) int {
 	req := c.Request
-	if code, ok := s.serveQueue(c, name, extra, version); ok {
-		return code
-	}
-	if req.Method != http.MethodPost && req.Method != http.MethodGet {
-		c.Header("Allow", "GET, POST")
-		return s.fail(c, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed; use POST to predict or GET for the model's metadata")
-	}
 	if name == "" {
+		if req.Method != http.MethodPost && req.Method != http.MethodGet {
+			return s.methodNotAllowed(c)
+		}
 		return s.fail(c, http.StatusNotFound, "no service name in the path; use /api/predict/<service>")
 	}
 	if isV2Path(extra) {
@@ -379,12 +384,20 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 	}
 	// The request runs entirely on the version serving now; an update
 	// swaps versions only between requests.
-	live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
+	svc, live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
+	a.known = svc != nil
 	if err != nil {
 		return s.failErr(c, err)
 	}
 	defer live.Release()
-	*version = live.Version
+	a.version = live.Version
+	if svc.Queues() != nil && live.Spec.IsAsync() {
+		c.Set(kserveErrorsKey, false)
+		return s.serveQueue(c, svc, live, check, extra)
+	}
+	if req.Method != http.MethodPost && req.Method != http.MethodGet {
+		return s.methodNotAllowed(c)
+	}
 	flight := s.opt.Metrics.Start(name)
 	defer flight.Done()
 	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
@@ -410,6 +423,12 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, version *int) 
 			c.JSON(http.StatusOK, live.Engine.Processor().Metadata())
 		}
 		return http.StatusOK
+	}
+	// Refuse an overloaded service before reading and decoding the body:
+	// decoding (an image resized, a pre_process hook) is most of a cheap
+	// request's cost. Do decides again after Decode.
+	if err := live.Scheduler.Admit(); err != nil {
+		return s.failErr(c, err)
 	}
 
 	body, status, err := s.readBody(c, live.Spec.Metadata.RPC.Decompressor, check)
@@ -572,31 +591,26 @@ func humanBytes(n int64) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// serveQueue answers the queue API of an asynchronous service: its input
-// queue at /api/predict/<name>, its sink at /api/predict/<name>/sink.
-// ok is false for a synchronous service.
-func (s *Server) serveQueue(c *gin.Context, name, extra string, version *int) (code int, ok bool) {
-	svc, found := s.opt.Manager.Get(name)
-	if !found || svc.Queues() == nil {
-		return 0, false
-	}
+// methodNotAllowed answers 405 for a method a synchronous service's
+// /api/predict does not take.
+func (s *Server) methodNotAllowed(c *gin.Context) int {
+	c.Header("Allow", "GET, POST")
+	return s.fail(c, http.StatusMethodNotAllowed, "method "+c.Request.Method+" not allowed; use POST to predict or GET for the model's metadata")
+}
+
+// serveQueue answers the queue API of an asynchronous service, admitted
+// and held by servePredict: its input queue at /api/predict/<name>, its
+// sink at /api/predict/<name>/sink.
+func (s *Server) serveQueue(c *gin.Context, svc *service.Service, live *service.Live, check auth.BodyCheck, extra string) int {
 	req := c.Request
-	live, check, err := s.admit(name, auth.Request{Method: req.Method, ExtraPath: extra, RawQuery: req.URL.RawQuery, Header: req.Header, Path: req.URL.Path})
-	if err != nil {
-		return s.failErr(c, err), true
-	}
-	defer live.Release()
-	if !live.Spec.IsAsync() {
-		return 0, false // modified into a synchronous service
-	}
+	name := svc.Name
 	// The body is read here, under the size limit, so that a signed
 	// request's Content-MD5 is checked before the queue takes it.
 	body, status, err := s.readBody(c, "", check)
 	if err != nil {
-		return s.fail(c, status, err.Error()), true
+		return s.fail(c, status, err.Error())
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
-	*version = live.Version
 	qs := svc.Queues()
 	api := queue.API{Queue: qs.Input, Name: name, MaxBody: s.opt.MaxBodyBytes}
 	switch extra {
@@ -604,7 +618,7 @@ func (s *Server) serveQueue(c *gin.Context, name, extra string, version *int) (c
 	case "/sink":
 		api.Queue, api.Name = qs.Sink, name+"/sink"
 	default:
-		return s.fail(c, http.StatusNotFound, "an asynchronous service has two queues: /api/predict/"+name+" (requests) and /api/predict/"+name+"/sink (answers)"), true
+		return s.fail(c, http.StatusNotFound, "an asynchronous service has two queues: /api/predict/"+name+" (requests) and /api/predict/"+name+"/sink (answers)")
 	}
-	return api.Serve(c.Writer, req), true
+	return api.Serve(c.Writer, req)
 }
