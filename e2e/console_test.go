@@ -213,7 +213,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A switch asks no confirmation: the click alone rolls back.
 	run(t, ctx, "roll back", chromedp.Click(`table#versions tr[data-version="1"] button.switch`, chromedp.ByQuery),
 		waitJS(`!!document.querySelector('table#versions tr[data-version="1"].current')`))
-	if info, err := s.Manager.Describe("console_echo"); err != nil || info.CurrentVersion != 1 {
+	if info, err := s.Manager.Describe(t.Context(), "console_echo"); err != nil || info.CurrentVersion != 1 {
 		t.Errorf("after the roll back: %+v, %v; want version 1", info.CurrentVersion, err)
 	}
 
@@ -221,7 +221,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctx, "delete", chromedp.Click("#btn-delete", chromedp.ByQuery), chromedp.WaitVisible("#confirm-yes", chromedp.ByQuery),
 		chromedp.Click("#confirm-yes", chromedp.ByQuery),
 		waitJS(`!!document.querySelector('table#services') && !document.querySelector('tr[data-service="console_echo"]')`))
-	if _, err := s.Manager.Describe("console_echo"); err == nil {
+	if _, err := s.Manager.Describe(t.Context(), "console_echo"); err == nil {
 		t.Error("the service is still there after delete")
 	}
 	screenshot(t, ctx, shots, "5-services")
@@ -252,7 +252,7 @@ func setValue(sel, text string) chromedp.Action {
 
 func serviceToken(t *testing.T, s *teststack.Stack, name string) string {
 	t.Helper()
-	info, err := s.Manager.Describe(name)
+	info, err := s.Manager.Describe(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"context"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -30,13 +32,20 @@ func newCommitter(db *bolt.DB) *committer {
 }
 
 // do runs fn in a transaction shared with the writes queued beside it and
-// returns once it is durable.
-func (c *committer) do(fn func(*bolt.Tx) error) error {
+// returns once it is durable. ctx bounds the wait for a place in the
+// queue of writes; a write taken is not abandoned (it lands or fails as
+// one), so do then waits for its result.
+func (c *committer) do(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	w := write{fn: fn, err: make(chan error, 1)}
 	select {
 	case c.work <- w:
 	case <-c.quit:
 		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return <-w.err
 }

@@ -294,7 +294,7 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		if err != nil {
 			return fail(w, http.StatusRequestEntityTooLarge, "reading the body: "+err.Error())
 		}
-		idx, id, err := q.Put(body, c.Tags, c.Priority)
+		idx, id, err := q.Put(r.Context(), body, c.Tags, c.Priority)
 		if err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
@@ -303,12 +303,15 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		io.WriteString(w, strconv.FormatUint(idx, 10)) //nolint:errcheck
 		return http.StatusOK
 	case OpEnd:
-		if err := q.End(c.Force); err != nil {
+		if err := q.End(r.Context(), c.Force); err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
 		return http.StatusOK
 	case OpAttrs:
-		attrs := a.Attributes()
+		attrs, err := a.Attributes(r.Context())
+		if err != nil {
+			return fail(w, StatusOf(err), err.Error())
+		}
 		media := mediaOf(r, MediaJSON)
 		w.Header().Set("Content-Type", media)
 		if media == MediaJSON {
@@ -334,7 +337,7 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		w.Write(EncodeFrames(media, frames)) //nolint:errcheck
 		return http.StatusOK
 	case OpSearch:
-		pos, err := q.Search(c.Index)
+		pos, err := q.Search(r.Context(), c.Index)
 		if err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
@@ -343,7 +346,7 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 	case OpWatch:
 		return a.watch(w, r, c)
 	case OpCommit:
-		if err := q.Commit(c.Indexes...); err != nil {
+		if err := q.Commit(r.Context(), c.Indexes...); err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
 		return http.StatusOK
@@ -353,17 +356,17 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		if reason == "" {
 			reason = "negative acknowledgement"
 		}
-		if err := q.Negative(reason, c.Indexes...); err != nil {
+		if err := q.Negative(r.Context(), reason, c.Indexes...); err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
 		return http.StatusOK
 	case OpDelete:
-		if err := q.Delete(c.Indexes...); err != nil {
+		if err := q.Delete(r.Context(), c.Indexes...); err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
 		return http.StatusOK
 	case OpTruncate:
-		if err := q.Truncate(c.Index); err != nil {
+		if err := q.Truncate(r.Context(), c.Index); err != nil {
 			return fail(w, StatusOf(err), err.Error())
 		}
 		return http.StatusOK
@@ -372,8 +375,12 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 }
 
 // Attributes are what GET ?_attrs_=true answers: the keys the SDKs need.
-func (a *API) Attributes() map[string]string {
-	st := a.Queue.Stats()
+// It fails when the queue's numbers cannot be read (a broker's error).
+func (a *API) Attributes(ctx context.Context) (map[string]string, error) {
+	st, err := a.Queue.Stats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: attributes: %w", a.Name, err)
+	}
 	state := "Normal"
 	if st.Ended {
 		state = "End"
@@ -391,7 +398,7 @@ func (a *API) Attributes() map[string]string {
 		"stream.lastEntry":       strconv.FormatUint(st.Last, 10),
 		"stream.firstEntry":      strconv.FormatUint(st.First, 10),
 		"consumers.status.total": strconv.Itoa(st.Consumers),
-	}
+	}, nil
 }
 
 // watch streams frames to a consumer: over a websocket (one binary
@@ -413,7 +420,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, c Call) int {
 				}
 			}()
 			wt := a.Queue.Watch(opts)
-			defer wt.Close("the consumer disconnected")
+			defer wt.Close(context.WithoutCancel(r.Context()), "the consumer disconnected") //nolint:errcheck // the client is gone; its entries go back
 			for {
 				f, err := wt.Next(ctx)
 				if err != nil {
@@ -433,7 +440,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, c Call) int {
 		fl.Flush()
 	}
 	wt := a.Queue.Watch(opts)
-	defer wt.Close("the consumer disconnected")
+	defer wt.Close(context.WithoutCancel(r.Context()), "the consumer disconnected") //nolint:errcheck // the client is gone; its entries go back
 	for {
 		f, err := wt.Next(r.Context())
 		if err != nil {

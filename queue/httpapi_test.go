@@ -21,7 +21,7 @@ func apiServer(t *testing.T) (Queue, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	q, err := s.Queue("sink", Config{MaxLength: 100})
+	q, err := s.Queue(t.Context(), "sink", Config{MaxLength: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func call(t *testing.T, method, url string, header ...string) (int, string, []by
 // unless JSON is.
 func TestAnswerMediaByCall(t *testing.T) {
 	q, url := apiServer(t)
-	if _, _, err := q.Put([]byte("x"), nil, 0); err != nil {
+	if _, _, err := q.Put(t.Context(), []byte("x"), nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -109,7 +109,7 @@ func TestSearchOverHTTP(t *testing.T) {
 	q, url := apiServer(t)
 	var idx []string
 	for range 3 {
-		i, _, err := q.Put([]byte("x"), nil, 0)
+		i, _, err := q.Put(t.Context(), []byte("x"), nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

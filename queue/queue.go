@@ -26,6 +26,7 @@ import (
 	"io"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -96,7 +97,10 @@ func (s *Store) Close() error {
 }
 
 // Queue opens the named queue, loading what the store holds of it.
-func (s *Store) Queue(name string, cfg Config) (Queue, error) {
+func (s *Store) Queue(ctx context.Context, name string, cfg Config) (Queue, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if cfg.MaxDelivery <= 0 {
 		cfg.MaxDelivery = 5
 	}
@@ -202,7 +206,17 @@ type boltQueue struct {
 	closed       bool
 	redeliveries int64
 	consumers    int // watchers made, for their default ids
-	deadLetter   func(Frame, string) error
+	deadLetter   DeadLetterFunc
+	ackErrors    atomic.Int64 // background writes of deliveries that failed
+}
+
+// countAckError counts a failed background write of a delivery (its
+// count, or an auto-commit's delete), which no caller sees; a store
+// closing meanwhile is no failure.
+func (q *boltQueue) countAckError(err error) {
+	if err != nil && !errors.Is(err, ErrClosed) {
+		q.ackErrors.Add(1)
+	}
 }
 
 // Name is the queue's name.
@@ -210,7 +224,7 @@ func (q *boltQueue) Name() string { return q.name }
 
 // SetDeadLetter sets where an entry goes after MaxDelivery deliveries (the
 // input queue's go to the sink, with the reason); nil drops them.
-func (q *boltQueue) SetDeadLetter(f func(Frame, string) error) {
+func (q *boltQueue) SetDeadLetter(f DeadLetterFunc) {
 	q.mu.Lock()
 	q.deadLetter = f
 	q.mu.Unlock()
@@ -232,7 +246,10 @@ func NewRequestID() string {
 
 // Put appends a frame and returns its index once it is on disk. tags may
 // be nil; the request id is added to them.
-func (q *boltQueue) Put(data []byte, tags map[string]string, priority int64) (uint64, string, error) {
+func (q *boltQueue) Put(ctx context.Context, data []byte, tags map[string]string, priority int64) (uint64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", err
+	}
 	id := tags[RequestIDTag]
 	if id == "" {
 		id = NewRequestID()
@@ -287,7 +304,7 @@ func (q *boltQueue) Put(data []byte, tags map[string]string, priority int64) (ui
 	if q.s.opts.SyncEachPut {
 		err = q.s.db.Update(write)
 	} else {
-		err = q.s.commit.do(write)
+		err = q.s.commit.do(ctx, write)
 	}
 	if err != nil {
 		return 0, "", err
@@ -395,7 +412,7 @@ func (q *boltQueue) Get(ctx context.Context, from uint64, length int, timeout ti
 				for i, f := range out {
 					idx[i] = f.Index
 				}
-				if err := q.Delete(idx...); err != nil {
+				if err := q.Delete(ctx, idx...); err != nil {
 					return nil, err
 				}
 			}
@@ -418,8 +435,8 @@ func (q *boltQueue) Get(ctx context.Context, from uint64, length int, timeout ti
 }
 
 // Delete removes entries whatever their state; missing ones are skipped.
-func (q *boltQueue) Delete(indexes ...uint64) error {
-	err := q.s.commit.do(func(tx *bolt.Tx) error {
+func (q *boltQueue) Delete(ctx context.Context, indexes ...uint64) error {
+	err := q.s.commit.do(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(q.data)
 		for _, i := range indexes {
 			if err := b.Delete(idxKey(i)); err != nil {
@@ -441,10 +458,12 @@ func (q *boltQueue) Delete(indexes ...uint64) error {
 }
 
 // Commit acknowledges delivered entries: they are done and deleted.
-func (q *boltQueue) Commit(indexes ...uint64) error { return q.Delete(indexes...) }
+func (q *boltQueue) Commit(ctx context.Context, indexes ...uint64) error {
+	return q.Delete(ctx, indexes...)
+}
 
 // Truncate deletes every entry below index.
-func (q *boltQueue) Truncate(index uint64) error {
+func (q *boltQueue) Truncate(ctx context.Context, index uint64) error {
 	q.mu.Lock()
 	var idx []uint64
 	for i := range q.entries {
@@ -453,13 +472,16 @@ func (q *boltQueue) Truncate(index uint64) error {
 		}
 	}
 	q.mu.Unlock()
-	return q.Delete(idx...)
+	return q.Delete(ctx, idx...)
 }
 
 // End marks the end of the stream: Put is refused from now on, and
 // watchers end once the ready entries are delivered. force drops the ready
 // entries too.
-func (q *boltQueue) End(force bool) error {
+func (q *boltQueue) End(ctx context.Context, force bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := q.s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(q.meta).Put(keyEnded, []byte{1}) }); err != nil {
 		return err
 	}
@@ -474,14 +496,14 @@ func (q *boltQueue) End(force bool) error {
 	q.signalLocked()
 	q.mu.Unlock()
 	if len(drop) > 0 {
-		return q.Delete(drop...)
+		return q.Delete(ctx, drop...)
 	}
 	return nil
 }
 
 // Negative returns delivered entries to the ready set (or dead-letters
 // those delivered MaxDelivery times), with the reason for a dead letter.
-func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
+func (q *boltQueue) Negative(ctx context.Context, reason string, indexes ...uint64) error {
 	var dead []*entry
 	q.mu.Lock()
 	for _, i := range indexes {
@@ -503,7 +525,7 @@ func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 	q.signalLocked()
 	q.mu.Unlock()
 	for _, e := range dead {
-		if err := q.deadLetterOne(dl, e.index, e.deliveries, reason); err != nil {
+		if err := q.deadLetterOne(ctx, dl, e.index, e.deliveries, reason); err != nil {
 			return err
 		}
 	}
@@ -511,7 +533,7 @@ func (q *boltQueue) Negative(reason string, indexes ...uint64) error {
 }
 
 // deadLetterOne hands an entry to the dead-letter function and deletes it.
-func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, deliveries int64, reason string) error {
+func (q *boltQueue) deadLetterOne(ctx context.Context, dl DeadLetterFunc, idx uint64, deliveries int64, reason string) error {
 	var r record
 	var ok bool
 	err := q.s.db.View(func(tx *bolt.Tx) error {
@@ -524,15 +546,15 @@ func (q *boltQueue) deadLetterOne(dl func(Frame, string) error, idx uint64, deli
 	}
 	msg := fmt.Sprintf("dead-lettered after %d deliveries: %s", deliveries, reason)
 	if dl != nil {
-		return dl(r.Frame, msg) // it deletes the entry, with its own write
+		return dl(ctx, r.Frame, msg) // it deletes the entry, with its own write
 	}
-	return q.Delete(idx)
+	return q.Delete(ctx, idx)
 }
 
 // Search says where an entry stands: held by a watcher, or waiting behind
 // the ready entries that come first in delivery order (higher priority,
 // then lower index). It costs one pass over the ready entries.
-func (q *boltQueue) Search(index uint64) (Position, error) {
+func (q *boltQueue) Search(_ context.Context, index uint64) (Position, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -567,16 +589,21 @@ type Stats struct {
 	Last         uint64
 	First        uint64
 	Ended        bool
-	MaxLength    int
-	MaxPayload   int
+	// AckErrors counts acknowledgements no caller saw fail: a broker's
+	// acks and naks of entries fetched and given back, dead letters
+	// handed on while fetching, the embedded store's background writes of
+	// delivery counts and auto-commits (since the queue was opened here).
+	AckErrors  int64
+	MaxLength  int
+	MaxPayload int
 }
 
-// Stats reads the queue's numbers.
-func (q *boltQueue) Stats() Stats {
+// Stats reads the queue's numbers, from memory: it does not fail.
+func (q *boltQueue) Stats(context.Context) (Stats, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := Stats{Length: len(q.entries), InFlight: len(q.owner), Consumers: len(q.watchers), Redeliveries: q.redeliveries,
-		Last: q.last, Ended: q.ended, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+		AckErrors: q.ackErrors.Load(), Last: q.last, Ended: q.ended, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
 	var oldest int64
 	for i, e := range q.entries {
 		if st.First == 0 || i < st.First {
@@ -589,7 +616,7 @@ func (q *boltQueue) Stats() Stats {
 	if oldest > 0 {
 		st.OldestAge = time.Since(time.Unix(0, oldest))
 	}
-	return st
+	return st, nil
 }
 
 // WaitRoom waits until the queue has room for one more entry.
@@ -767,7 +794,9 @@ func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 		q.dropLocked(e.index)
 		q.signalLocked()
 		q.mu.Unlock()
-		go q.s.commit.do(func(tx *bolt.Tx) error { return tx.Bucket(q.data).Delete(idxKey(e.index)) }) //nolint:errcheck
+		go func() {
+			q.countAckError(q.s.commit.do(context.Background(), func(tx *bolt.Tx) error { return tx.Bucket(q.data).Delete(idxKey(e.index)) }))
+		}()
 	default:
 		go q.noteDelivery(e.index, e.deliveries)
 	}
@@ -783,21 +812,22 @@ func (w *boltWatcher) deliver(e *entry) (*Frame, error) {
 }
 
 // noteDelivery writes an entry's delivery count, unless the entry is gone
-// (answered meanwhile) or holds a higher count already.
+// (answered meanwhile) or holds a higher count already. A failed write is
+// counted (Stats.AckErrors): the count on disk stays one short.
 func (q *boltQueue) noteDelivery(idx uint64, deliveries int64) {
-	q.s.commit.do(func(tx *bolt.Tx) error { //nolint:errcheck // a lost count is one short, nothing more
+	q.countAckError(q.s.commit.do(context.Background(), func(tx *bolt.Tx) error {
 		r, found, err := q.read(tx, idx)
 		if err != nil || !found || r.Deliveries >= deliveries {
 			return err
 		}
 		r.Deliveries = deliveries
 		return tx.Bucket(q.data).Put(idxKey(idx), r.marshal())
-	})
+	}))
 }
 
 // Close ends the watcher; what it held uncommitted is redelivered (or
 // dead-lettered past MaxDelivery).
-func (w *boltWatcher) Close(reason string) error {
+func (w *boltWatcher) Close(ctx context.Context, reason string) error {
 	q := w.q
 	q.mu.Lock()
 	if w.done {
@@ -811,13 +841,16 @@ func (w *boltWatcher) Close(reason string) error {
 		held = append(held, i)
 	}
 	q.mu.Unlock()
-	return q.Negative(reason, held...)
+	return q.Negative(ctx, reason, held...)
 }
 
 // Transfer moves a delivered input entry's answer to sink in one
 // transaction: the answer is appended to sink and the input entry is
 // deleted, so a crash leaves the request either answered or still queued.
-func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint64, error) {
+func (s *Store) Transfer(ctx context.Context, in Queue, index uint64, out Queue, answer Frame) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	input, ok1 := in.(*boltQueue)
 	sink, ok2 := out.(*boltQueue)
 	if !ok1 || !ok2 || input.s != s || sink.s != s {
@@ -845,7 +878,7 @@ func (s *Store) Transfer(in Queue, index uint64, out Queue, answer Frame) (uint6
 	r := record{Frame: answer, Enqueued: time.Now().UnixNano()}
 	r.Index = idx
 	val := r.marshal()
-	err := s.commit.do(func(tx *bolt.Tx) error {
+	err := s.commit.do(ctx, func(tx *bolt.Tx) error {
 		if err := tx.Bucket(input.data).Delete(idxKey(index)); err != nil {
 			return err
 		}

@@ -18,11 +18,11 @@ func openQueues(t *testing.T, path string) (*Store, Queue, Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := s.Queue("input", Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
+	in, err := s.Queue(t.Context(), "input", Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := s.Queue("sink", Config{MaxLength: 3})
+	sink, err := s.Queue(t.Context(), "sink", Config{MaxLength: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,27 +37,27 @@ func TestReopenKeepsEverything(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "q.db")
 	s, in, sink := openQueues(t, path)
 	for i := range 5 {
-		if _, _, err := in.Put(fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
+		if _, _, err := in.Put(ctx, fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	w := in.Watch(WatchOptions{Window: 2})
 	a, _ := w.Next(ctx)
-	if _, err := s.Transfer(in, a.Index, sink, Frame{Data: []byte("answer"), Tags: a.Tags}); err != nil {
+	if _, err := s.Transfer(ctx, in, a.Index, sink, Frame{Data: []byte("answer"), Tags: a.Tags}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := w.Next(ctx) // delivered, never answered: the crash
-	if err := in.Delete(5); err != nil {
+	if err := in.Delete(ctx, 5); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 
 	s, in, sink = openQueues(t, path)
 	defer s.Close()
-	if st := in.Stats(); st.Length != 3 || st.Last != 5 {
+	if st, _ := in.Stats(ctx); st.Length != 3 || st.Last != 5 {
 		t.Fatalf("after reopen: %+v", st)
 	}
-	if idx, _, _ := in.Put([]byte("new"), nil, 0); idx != 6 {
+	if idx, _, _ := in.Put(ctx, []byte("new"), nil, 0); idx != 6 {
 		t.Errorf("an index is never reused: %d", idx)
 	}
 	fs, _ := sink.Get(ctx, 0, 10, 0, false, nil)
@@ -76,11 +76,11 @@ func TestEndAndWaitRoom(t *testing.T) {
 	s, in, sink := openQueues(t, filepath.Join(t.TempDir(), "q.db"))
 	defer s.Close()
 	for i := range 3 {
-		if _, _, err := sink.Put(fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
+		if _, _, err := sink.Put(ctx, fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := sink.Put([]byte("4th"), nil, 0); !errors.Is(err, ErrFull) {
+	if _, _, err := sink.Put(ctx, []byte("4th"), nil, 0); !errors.Is(err, ErrFull) {
 		t.Errorf("full sink: %v", err)
 	}
 	var wg sync.WaitGroup
@@ -92,18 +92,18 @@ func TestEndAndWaitRoom(t *testing.T) {
 		t.Fatalf("WaitRoom returned on a full queue: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	if err := sink.Truncate(2); err != nil { // drops index 1
+	if err := sink.Truncate(ctx, 2); err != nil { // drops index 1
 		t.Fatal(err)
 	}
 	if err := <-roomed; err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	in.Put([]byte("last"), nil, 0)
-	if err := in.End(false); err != nil {
+	in.Put(ctx, []byte("last"), nil, 0)
+	if err := in.End(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := in.Put([]byte("late"), nil, 0); !errors.Is(err, ErrEnded) {
+	if _, _, err := in.Put(ctx, []byte("late"), nil, 0); !errors.Is(err, ErrEnded) {
 		t.Errorf("put after the end: %v", err)
 	}
 	w := in.Watch(WatchOptions{AutoCommit: true})
@@ -125,17 +125,17 @@ func TestTransferKeepsTheSinkLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	in, _ := s.Queue("input", Config{MaxLength: 10})
-	sink, _ := s.Queue("sink", Config{MaxLength: 2, MaxPayload: 4, AutoEvict: true})
+	in, _ := s.Queue(ctx, "input", Config{MaxLength: 10})
+	sink, _ := s.Queue(ctx, "sink", Config{MaxLength: 2, MaxPayload: 4, AutoEvict: true})
 	w := in.Watch(WatchOptions{Window: 10})
 	for i := range 3 {
-		in.Put(fmt.Appendf(nil, "%d", i), nil, 0)
+		in.Put(ctx, fmt.Appendf(nil, "%d", i), nil, 0)
 		f, _ := w.Next(ctx)
 		data := []byte("ok")
 		if i == 0 {
 			data = []byte("too large")
 		}
-		if _, err := s.Transfer(in, f.Index, sink, Frame{Data: data, Tags: f.Tags}); err != nil {
+		if _, err := s.Transfer(ctx, in, f.Index, sink, Frame{Data: data, Tags: f.Tags}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,11 +145,11 @@ func TestTransferKeepsTheSinkLimits(t *testing.T) {
 	}
 	s2, _ := Open(filepath.Join(t.TempDir(), "q2.db"), Options{})
 	defer s2.Close()
-	in2, _ := s2.Queue("input", Config{})
-	sink2, _ := s2.Queue("sink", Config{MaxPayload: 4})
-	in2.Put([]byte("x"), nil, 0)
+	in2, _ := s2.Queue(ctx, "input", Config{})
+	sink2, _ := s2.Queue(ctx, "sink", Config{MaxPayload: 4})
+	in2.Put(ctx, []byte("x"), nil, 0)
 	f, _ := in2.Watch(WatchOptions{}).Next(ctx)
-	s2.Transfer(in2, f.Index, sink2, Frame{Data: []byte("too large"), Tags: f.Tags})
+	s2.Transfer(ctx, in2, f.Index, sink2, Frame{Data: []byte("too large"), Tags: f.Tags})
 	fs, _ = sink2.Get(ctx, 0, 1, 0, false, nil)
 	if len(fs) != 1 || fs[0].Data != nil || fs[0].Tags["status"] != "413" || !strings.Contains(fs[0].Message, "larger than the sink's limit") {
 		t.Errorf("an oversized answer: %+v", fs)

@@ -269,8 +269,16 @@ func descCmd() *cobra.Command {
 				rows = append(rows[:8], append([][2]string{{"PendingVersion", strconv.Itoa(obj.PendingVersion)}}, rows[8:]...)...)
 			}
 			for _, q := range obj.Queues {
-				rows = append(rows, [2]string{"Queue " + q.Queue, fmt.Sprintf("length %d/%d, in flight %d, consumers %d, oldest %.1fs, redeliveries %d",
-					q.Length, q.MaxLength, q.InFlight, q.Consumers, q.OldestAgeSec, q.Redeliveries)})
+				if q.Error != "" {
+					rows = append(rows, [2]string{"Queue " + q.Queue, "not read: " + q.Error})
+					continue
+				}
+				row := fmt.Sprintf("length %d/%d, in flight %d, consumers %d, oldest %.1fs, redeliveries %d",
+					q.Length, q.MaxLength, q.InFlight, q.Consumers, q.OldestAgeSec, q.Redeliveries)
+				if q.AckErrors > 0 {
+					row += fmt.Sprintf(", failed acks %d", q.AckErrors)
+				}
+				rows = append(rows, [2]string{"Queue " + q.Queue, row})
 			}
 			box(w, rows)
 			return nil

@@ -32,28 +32,28 @@ type ControlPlane interface {
 // managerControl is the ControlPlane of one process: a service.Manager.
 type managerControl struct{ m *service.Manager }
 
-func (mc managerControl) Create(_ context.Context, spec *servicejson.Service) (service.Info, error) {
-	return mc.m.Create(spec)
+func (mc managerControl) Create(ctx context.Context, spec *servicejson.Service) (service.Info, error) {
+	return mc.m.Create(ctx, spec)
 }
 
-func (mc managerControl) Update(_ context.Context, name string, spec *servicejson.Service) (service.Info, error) {
-	return mc.m.Update(name, spec)
+func (mc managerControl) Update(ctx context.Context, name string, spec *servicejson.Service) (service.Info, error) {
+	return mc.m.Update(ctx, name, spec)
 }
 
-func (mc managerControl) Describe(_ context.Context, name string) (service.Info, error) {
-	return mc.m.Describe(name)
+func (mc managerControl) Describe(ctx context.Context, name string) (service.Info, error) {
+	return mc.m.Describe(ctx, name)
 }
 
-func (mc managerControl) List(context.Context) ([]service.Info, error) {
+func (mc managerControl) List(ctx context.Context) ([]service.Info, error) {
 	var out []service.Info
 	for _, svc := range mc.m.List() {
-		out = append(out, svc.Info())
+		out = append(out, svc.Info(ctx))
 	}
 	return out, nil
 }
 
-func (mc managerControl) Start(_ context.Context, name string) (service.Info, error) {
-	return mc.m.Start(name)
+func (mc managerControl) Start(ctx context.Context, name string) (service.Info, error) {
+	return mc.m.Start(ctx, name)
 }
 
 func (mc managerControl) Stop(ctx context.Context, name string) (service.Info, error) {
@@ -64,8 +64,8 @@ func (mc managerControl) Delete(ctx context.Context, name string) error {
 	return mc.m.Delete(ctx, name)
 }
 
-func (mc managerControl) SwitchVersion(_ context.Context, name string, v int) (service.Info, error) {
-	return mc.m.SwitchVersion(name, v)
+func (mc managerControl) SwitchVersion(ctx context.Context, name string, v int) (service.Info, error) {
+	return mc.m.SwitchVersion(ctx, name, v)
 }
 
 func (mc managerControl) get(name string) (*service.Service, error) {
@@ -110,12 +110,12 @@ func (mc managerControl) Instances(_ context.Context, name string) ([]InstanceOb
 	return out, nil
 }
 
-func (mc managerControl) Versions(_ context.Context, name string) (VersionList, error) {
+func (mc managerControl) Versions(ctx context.Context, name string) (VersionList, error) {
 	svc, err := mc.get(name)
 	if err != nil {
 		return VersionList{}, err
 	}
-	info := svc.Info()
+	info := svc.Info(ctx)
 	out := VersionList{ServiceName: svc.Name, CurrentVersion: info.CurrentVersion, LatestVersion: info.LatestVersion, Versions: []VersionObject{}}
 	for _, v := range svc.Versions() {
 		out.Versions = append(out.Versions, NewVersionObject(v))

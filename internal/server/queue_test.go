@@ -116,7 +116,10 @@ func TestAsyncWindow(t *testing.T) {
 	// Sample the requests in flight until every one is answered.
 	peak := 0
 	wait.Until(t, 30*time.Second, func() error {
-		s := svc.Queues().Input.Stats()
+		s, err := svc.Queues().Input.Stats(ctx)
+		if err != nil {
+			return err
+		}
 		peak = max(peak, s.InFlight)
 		if s.Length != 0 {
 			return fmt.Errorf("%d requests still queued (%d in flight, peak %d)", s.Length, s.InFlight, peak)
@@ -239,7 +242,7 @@ func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
 		}
 	}
 	wait.Until(t, 10*time.Second, func() error {
-		info, err := st.Manager.Describe("seen")
+		info, err := st.Manager.Describe(t.Context(), "seen")
 		if err != nil {
 			t.Fatal(err)
 		}

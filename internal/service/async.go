@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eas-server/eas-server/internal/httpstatus"
@@ -37,40 +38,43 @@ type Queues struct {
 	store       queue.Backend
 	Input, Sink queue.Queue
 	dir         string // a temporary directory to remove on close; "" in the state dir
+	// statsFailing says which of Input, Sink failed to report its stats
+	// at the last scrape, so that a failure is logged once.
+	statsFailing [2]atomic.Bool
 }
 
 // queuesFor opens (once) the queues of an asynchronous service and sets
 // their limits from spec. It runs under the service's operation lock, so
 // it never races itself; the data plane reads the result lock-free.
-func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, error) {
+func (m *Manager) queuesFor(ctx context.Context, s *Service, spec *servicejson.Service) (*Queues, error) {
 	lim := func(l servicejson.QueueLimits) queue.Config {
 		return queue.Config{MaxLength: l.MaxLength, MaxPayload: l.MaxPayloadKB << 10, MaxDelivery: spec.Queue.MaxDelivery, AutoEvict: l.AutoEvict}
 	}
 	if qs := s.queues.Load(); qs != nil { // a new version: new limits
-		if _, err := qs.store.Queue("input", lim(spec.Queue.Source)); err != nil {
+		if _, err := qs.store.Queue(ctx, "input", lim(spec.Queue.Source)); err != nil {
 			return nil, err
 		}
-		if _, err := qs.store.Queue("sink", lim(spec.Queue.Sink)); err != nil {
+		if _, err := qs.store.Queue(ctx, "sink", lim(spec.Queue.Sink)); err != nil {
 			return nil, err
 		}
 		return qs, nil
 	}
-	qs, err := m.openQueues(s.Name)
+	qs, err := m.openQueues(ctx, s.Name)
 	if err != nil {
 		return nil, err
 	}
-	if qs.Input, err = qs.store.Queue("input", lim(spec.Queue.Source)); err == nil {
-		qs.Sink, err = qs.store.Queue("sink", lim(spec.Queue.Sink))
+	if qs.Input, err = qs.store.Queue(ctx, "input", lim(spec.Queue.Source)); err == nil {
+		qs.Sink, err = qs.store.Queue(ctx, "sink", lim(spec.Queue.Sink))
 	}
 	if err != nil {
 		qs.close()
 		return nil, err
 	}
 	in, sink := qs.Input, qs.Sink
-	in.SetDeadLetter(func(f queue.Frame, reason string) error {
+	in.SetDeadLetter(func(ctx context.Context, f queue.Frame, reason string) error {
 		tags := maps.Clone(f.Tags)
 		tags[StatusTag] = "500"
-		_, err := qs.store.Transfer(in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
+		_, err := qs.store.Transfer(ctx, in, f.Index, sink, queue.Frame{Tags: tags, Message: reason})
 		return err
 	})
 	s.queues.Store(qs) // published whole: readers never see half a Queues
@@ -80,9 +84,9 @@ func (m *Manager) queuesFor(s *Service, spec *servicejson.Service) (*Queues, err
 // openQueues opens a service's queue backend: the broker when one is
 // set, else a store in the service's state directory (a temporary one
 // without a state dir).
-func (m *Manager) openQueues(name string) (*Queues, error) {
+func (m *Manager) openQueues(ctx context.Context, name string) (*Queues, error) {
 	if m.opt.QueueBroker != "" {
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		b, err := jetstream.Open(ctx, m.opt.QueueBroker, name)
 		if err != nil {
@@ -146,7 +150,10 @@ func startConsumers(l *Live, qs *Queues, log *slog.Logger) *consumers {
 			var inflight sync.WaitGroup
 			defer func() {
 				inflight.Wait()
-				w.Close("the instance stopped") //nolint:errcheck // what it held goes back to the queue
+				// ctx is done by now; giving back what it held is not.
+				if err := w.Close(context.WithoutCancel(ctx), "the instance stopped"); err != nil {
+					log.Warn("async instance stopped; what it held goes back to the queue after the broker's ack wait", "instance", i, "err", err)
+				}
 			}()
 			for {
 				f, err := w.Next(ctx)
@@ -195,7 +202,9 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 	} else {
 		tags[StatusTag] = "200"
 	}
-	if _, err := qs.store.Transfer(qs.Input, f.Index, qs.Sink, out); err != nil {
+	// The run is over: its answer is written even if the instance stops
+	// meanwhile (stop waits for it).
+	if _, err := qs.store.Transfer(context.WithoutCancel(ctx), qs.Input, f.Index, qs.Sink, out); err != nil {
 		log.Error("async answer not written; the request stays queued", "index", f.Index, "err", err)
 	}
 }
@@ -243,30 +252,55 @@ type QueueInfo struct {
 	OldestAgeSec float64 `json:"OldestAgeSeconds"`
 	Redeliveries int64   `json:"Redeliveries"`
 	LastIndex    uint64  `json:"LastIndex"`
+	AckErrors    int64   `json:"AckErrors,omitempty"`
+	// Error says why the numbers could not be read (a broker's error);
+	// the other fields but Queue are then zero.
+	Error string `json:"Error,omitempty"`
 }
 
 // queueInfos describes an asynchronous service's queues; nil for a
-// synchronous service.
-func queueInfos(qs *Queues) []QueueInfo {
+// synchronous service. A queue whose numbers cannot be read is listed
+// with its Error.
+func queueInfos(ctx context.Context, qs *Queues) []QueueInfo {
 	if qs == nil || qs.Input == nil {
 		return nil
 	}
 	var out []QueueInfo
 	for _, q := range []queue.Queue{qs.Input, qs.Sink} {
-		st := q.Stats()
+		st, err := q.Stats(ctx)
+		if err != nil {
+			out = append(out, QueueInfo{Queue: q.Name(), Error: err.Error()})
+			continue
+		}
 		out = append(out, QueueInfo{Queue: q.Name(), Length: st.Length, MaxLength: st.MaxLength, InFlight: st.InFlight,
-			Consumers: st.Consumers, OldestAgeSec: st.OldestAge.Seconds(), Redeliveries: st.Redeliveries, LastIndex: st.Last})
+			Consumers: st.Consumers, OldestAgeSec: st.OldestAge.Seconds(), Redeliveries: st.Redeliveries, LastIndex: st.Last,
+			AckErrors: st.AckErrors})
 	}
 	return out
 }
 
 // asyncQueueStats lists every asynchronous service's queues for /metrics.
+// A queue whose numbers cannot be read is left out of the scrape; its
+// error is logged when it starts failing, not at every scrape.
 func (m *Manager) asyncQueueStats() []metrics.QueueStat {
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
 	var out []metrics.QueueStat
 	for _, s := range m.List() {
-		for _, qi := range queueInfos(s.Queues()) {
-			out = append(out, metrics.QueueStat{Service: s.Name, Queue: qi.Queue, Length: qi.Length, InFlight: qi.InFlight,
-				Consumers: qi.Consumers, OldestAge: time.Duration(qi.OldestAgeSec * float64(time.Second)), Redeliveries: qi.Redeliveries})
+		qs := s.Queues()
+		if qs == nil || qs.Input == nil {
+			continue
+		}
+		for i, q := range []queue.Queue{qs.Input, qs.Sink} {
+			st, err := q.Stats(ctx)
+			if was := qs.statsFailing[i].Swap(err != nil); err != nil && !was {
+				m.log.Warn("async queue stats not read; left out of /metrics until they are", "service", s.Name, "queue", q.Name(), "err", err)
+			}
+			if err != nil {
+				continue
+			}
+			out = append(out, metrics.QueueStat{Service: s.Name, Queue: q.Name(), Length: st.Length, InFlight: st.InFlight,
+				Consumers: st.Consumers, OldestAge: st.OldestAge, Redeliveries: st.Redeliveries})
 		}
 	}
 	return out

@@ -36,7 +36,7 @@ func FuzzRestore(f *testing.F) {
 		if n == 0 {
 			return
 		}
-		in, err := m.Describe("svc")
+		in, err := m.Describe(t.Context(), "svc")
 		if err != nil {
 			t.Fatal(err)
 		}

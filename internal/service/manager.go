@@ -209,7 +209,7 @@ func (m *Manager) deployExisting(ctx context.Context, svc *Service, spec *servic
 			return nil
 		}
 		// The restored version failed to load: try it again.
-		v := svc.Info().CurrentVersion
+		v := svc.Info(ctx).CurrentVersion
 		if err := m.markLoading(svc, v); err != nil {
 			return err
 		}

@@ -44,7 +44,7 @@ func settle(t *testing.T, m *Manager, name string) Info {
 	var in Info
 	wait.Until(t, 10*time.Second, func() error {
 		var err error
-		if in, err = m.Describe(name); err != nil {
+		if in, err = m.Describe(t.Context(), name); err != nil {
 			t.Fatal(err)
 		}
 		if in.PendingVersion != 0 || in.Status == Creating || in.Status == Updating {
@@ -82,14 +82,14 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir)
 
-	in, err := m.Create(parse(t, v1))
+	in, err := m.Create(t.Context(), parse(t, v1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in.Status != Creating || in.Token == "" || in.CurrentVersion != 1 || in.PendingVersion != 1 {
 		t.Fatalf("create answered %+v; want Creating, a token, version 1 pending", in)
 	}
-	if _, err := m.Create(parse(t, v1)); !errors.Is(err, ErrExists) {
+	if _, err := m.Create(t.Context(), parse(t, v1)); !errors.Is(err, ErrExists) {
 		t.Fatalf("second create: %v, want ErrExists", err)
 	}
 	in = settle(t, m, "svc")
@@ -110,15 +110,15 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	}
 
 	// The same configuration is no new version.
-	if in, err = m.Update("svc", parse(t, v1)); err != nil || in.LatestVersion != 1 {
+	if in, err = m.Update(t.Context(), "svc", parse(t, v1)); err != nil || in.LatestVersion != 1 {
 		t.Fatalf("no-op update: %+v, %v", in, err)
 	}
 	// A renaming update is refused.
-	if _, err := m.Update("svc", parse(t, strings.Replace(v2, `"svc"`, `"other"`, 1))); !errors.Is(err, ErrInvalid) {
+	if _, err := m.Update(t.Context(), "svc", parse(t, strings.Replace(v2, `"svc"`, `"other"`, 1))); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("rename: %v, want ErrInvalid", err)
 	}
 
-	in, err = m.Update("svc", parse(t, v2))
+	in, err = m.Update(t.Context(), "svc", parse(t, v2))
 	if err != nil || in.PendingVersion != 2 || in.Status != Updating {
 		t.Fatalf("update answered %+v, %v; want Updating with version 2 pending", in, err)
 	}
@@ -131,7 +131,7 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	}
 
 	// A failing version leaves version 2 serving and says why.
-	if _, err = m.Update("svc", parse(t, bad)); err != nil {
+	if _, err = m.Update(t.Context(), "svc", parse(t, bad)); err != nil {
 		t.Fatal(err)
 	}
 	in = settle(t, m, "svc")
@@ -144,10 +144,10 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	}
 
 	// Switch back to version 1.
-	if _, err := m.SwitchVersion("svc", 9); !errors.Is(err, ErrInvalid) {
+	if _, err := m.SwitchVersion(t.Context(), "svc", 9); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("switch to a missing version: %v, want ErrInvalid", err)
 	}
-	if _, err = m.SwitchVersion("svc", 1); err != nil {
+	if _, err = m.SwitchVersion(t.Context(), "svc", 1); err != nil {
 		t.Fatal(err)
 	}
 	in = settle(t, m, "svc")
@@ -174,7 +174,7 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	if ok, _ := m.Readiness(true); !ok {
 		t.Fatal("a service stopped on purpose makes the server unready")
 	}
-	if _, err = m.Start("svc"); err != nil {
+	if _, err = m.Start(t.Context(), "svc"); err != nil {
 		t.Fatal(err)
 	}
 	if in = settle(t, m, "svc"); in.Status != Running || in.CurrentVersion != 1 {
@@ -194,14 +194,14 @@ func TestCreateUpdateSwitchStopStartDelete(t *testing.T) {
 	if err := m.Delete(t.Context(), "svc"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Describe("svc"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Describe(t.Context(), "svc"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("describe after delete: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "services", "svc")); !os.IsNotExist(err) {
 		t.Fatalf("state of a deleted service remains: %v", err)
 	}
 	// A new service of the same name starts afresh, with a new token.
-	if in, err = m.Create(parse(t, v1)); err != nil || in.LatestVersion != 1 || in.Token == token {
+	if in, err = m.Create(t.Context(), parse(t, v1)); err != nil || in.LatestVersion != 1 || in.Token == token {
 		t.Fatalf("create after delete: %+v, %v", in, err)
 	}
 }
@@ -215,7 +215,7 @@ func TestScaleOnlyKeepsTheModel(t *testing.T) {
 	before, _ := svc.Acquire()
 	before.Release()
 
-	if _, err := m.Update("svc", parse(t, strings.Replace(v1, `"instance":1`, `"instance":3`, 1))); err != nil {
+	if _, err := m.Update(t.Context(), "svc", parse(t, strings.Replace(v1, `"instance":1`, `"instance":3`, 1))); err != nil {
 		t.Fatal(err)
 	}
 	in := settle(t, m, "svc")
@@ -235,7 +235,7 @@ func TestScaleOnlyKeepsTheModel(t *testing.T) {
 	}
 
 	// Any other change loads a new model.
-	if _, err := m.Update("svc", parse(t, v2)); err != nil {
+	if _, err := m.Update(t.Context(), "svc", parse(t, v2)); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, m, "svc")
@@ -262,7 +262,7 @@ func TestTokenRules(t *testing.T) {
 		{v2 + " ", "T2"},            // no token again: the last one survives
 	}
 	for i, st := range steps {
-		if _, err := m.Update("svc", parse(t, st.config)); err != nil {
+		if _, err := m.Update(t.Context(), "svc", parse(t, st.config)); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		in := settle(t, m, "svc")
@@ -284,7 +284,7 @@ func TestBusyServiceRefusesASecondOperation(t *testing.T) {
 	}
 	// register returns the service with its operation lock held, as a
 	// load in progress holds it.
-	if _, err := m.Update("svc", parse(t, v2)); !errors.Is(err, ErrBusy) {
+	if _, err := m.Update(t.Context(), "svc", parse(t, v2)); !errors.Is(err, ErrBusy) {
 		t.Fatalf("update during an operation: %v, want ErrBusy", err)
 	}
 	if _, err := m.Stop(t.Context(), "svc"); !errors.Is(err, ErrBusy) {
@@ -305,7 +305,7 @@ func TestRestore(t *testing.T) {
 		if _, err := m1.Deploy(t.Context(), spec); err != nil {
 			t.Fatal(err)
 		}
-		in, _ := m1.Describe(spec.Name)
+		in, _ := m1.Describe(t.Context(), spec.Name)
 		return in
 	}
 	a := run(v1)
@@ -348,7 +348,7 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("service with an unreadable version: %+v", bv)
 	}
 	// It can be repaired with an update.
-	if _, err := m2.Update("badver", parse(t, `{"name":"badver","processor":"echo","metadata":{"instance":1}}`)); err != nil {
+	if _, err := m2.Update(t.Context(), "badver", parse(t, `{"name":"badver","processor":"echo","metadata":{"instance":1}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if in := settle(t, m2, "badver"); in.Status != Running || in.CurrentVersion != 2 {
@@ -360,13 +360,13 @@ func TestRestore(t *testing.T) {
 	if _, err := m2.Deploy(t.Context(), parse(t, v2)); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := m2.Describe("svc"); in.LatestVersion != 2 {
+	if in, _ := m2.Describe(t.Context(), "svc"); in.LatestVersion != 2 {
 		t.Fatalf("deploying the same config made version %d", in.LatestVersion)
 	}
 	if _, err := m2.Deploy(t.Context(), parse(t, v1)); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := m2.Describe("svc"); in.LatestVersion != 3 || in.CurrentVersion != 3 || in.Token != a.Token {
+	if in, _ := m2.Describe(t.Context(), "svc"); in.LatestVersion != 3 || in.CurrentVersion != 3 || in.Token != a.Token {
 		t.Fatalf("deploying a changed config: %+v", in)
 	}
 	m1.Shutdown(context.Background())
@@ -395,7 +395,7 @@ func TestDrainWaitsForRequestsHoldingTheOldVersion(t *testing.T) {
 	}
 	svc, _ := m.Get("svc")
 	held, _ := svc.Acquire() // a request that has not reached the scheduler yet
-	if _, err := m.Update("svc", parse(t, v2)); err != nil {
+	if _, err := m.Update(t.Context(), "svc", parse(t, v2)); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, m, "svc")
@@ -558,7 +558,7 @@ func TestStopCancelsALoad(t *testing.T) {
 	dir := t.TempDir()
 	m := newManager(t, dir)
 	spec := parse(t, `{"name":"p","processor":"pmml","metadata":{"instance":1},"model_path":"`+model.URL+`/m.pmml"}`)
-	if _, err := m.Create(spec); err != nil {
+	if _, err := m.Create(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
 	<-started // the model download is under way, and never ends by itself
@@ -645,7 +645,7 @@ func TestStopThatCannotBeSavedIsNotReported(t *testing.T) {
 	if _, err := m.Stop(t.Context(), "svc"); err == nil {
 		t.Fatal("a stop that was not written reported success")
 	}
-	if in := m.mustGet(t, "svc").Info(); in.Status != Running || !m.mustGet(t, "svc").Ready() {
+	if in := m.mustGet(t, "svc").Info(t.Context()); in.Status != Running || !m.mustGet(t, "svc").Ready() {
 		t.Fatalf("status %s after a failed stop, want Running and serving", in.Status)
 	}
 }
@@ -662,7 +662,7 @@ func TestCreateDuringDeleteIsBusy(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- m.Delete(t.Context(), "svc") }()
 		wait.Until(t, 10*time.Second, func() error {
-			_, err := m.Create(parse(t, v1))
+			_, err := m.Create(t.Context(), parse(t, v1))
 			if err != nil && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrExists) {
 				t.Fatalf("round %d: create during delete: %v, want ErrBusy, ErrExists or success", round, err)
 			}

@@ -99,7 +99,7 @@ func TestLifecycleMetricsAndLog(t *testing.T) {
 	// Two updates: version 3 serves, version 2 was the previous one, and
 	// version 1's request series is dropped.
 	for i, cfg := range []string{`{"sleep_ms":1}`, `{"sleep_ms":2}`} {
-		if _, err := m.Update("a", parse(t, `{"name":"a","processor":"echo","token":"T","model_config":`+cfg+`,"metadata":{"instance":1}}`)); err != nil {
+		if _, err := m.Update(t.Context(), "a", parse(t, `{"name":"a","processor":"echo","token":"T","model_config":`+cfg+`,"metadata":{"instance":1}}`)); err != nil {
 			t.Fatal(err)
 		}
 		if in := settle(t, m, "a"); in.CurrentVersion != i+2 || in.Status != Running {
@@ -125,7 +125,7 @@ func TestLifecycleMetricsAndLog(t *testing.T) {
 	if st := state("a"); st != "Stopped" {
 		t.Fatalf("after stop: state %s", st)
 	}
-	if _, err := m.Start("a"); err != nil {
+	if _, err := m.Start(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, m, "a")

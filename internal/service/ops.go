@@ -159,7 +159,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	}
 
 	if spec.IsAsync() {
-		qs, err := m.queuesFor(s, spec)
+		qs, err := m.queuesFor(ctx, s, spec)
 		if err != nil {
 			m.retire(context.Background(), nl, log)
 			err = fmt.Errorf("queue service: %w", err)
@@ -286,7 +286,7 @@ func (m *Manager) switchStopped(s *Service, v int, spec *servicejson.Service) er
 
 // Create adds a service and loads it in the background. The snapshot shows
 // it Creating, with its token.
-func (m *Manager) Create(spec *servicejson.Service) (Info, error) {
+func (m *Manager) Create(ctx context.Context, spec *servicejson.Service) (Info, error) {
 	if err := m.precheck(spec); err != nil {
 		return Info{}, fmt.Errorf("create %s: %w", spec.Name, err)
 	}
@@ -297,14 +297,14 @@ func (m *Manager) Create(spec *servicejson.Service) (Info, error) {
 	if !created {
 		return Info{}, fmt.Errorf("create %s: %w; change it with modify (PUT), or delete it first", spec.Name, ErrExists)
 	}
-	info := s.Info()
+	info := s.Info(ctx)
 	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, 1, spec) })
 }
 
 // Update stores spec as the service's next version and switches to it in
 // the background. The same configuration is no change (no new version).
 // A stopped service stays stopped and runs the new version at start.
-func (m *Manager) Update(name string, spec *servicejson.Service) (Info, error) {
+func (m *Manager) Update(ctx context.Context, name string, spec *servicejson.Service) (Info, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return Info{}, err
@@ -324,23 +324,23 @@ func (m *Manager) Update(name string, spec *servicejson.Service) (Info, error) {
 	if cur != nil && sameConfig(cur, spec) {
 		if s.Ready() || stopped {
 			m.leave(s)
-			return s.Info(), nil
+			return s.Info(ctx), nil
 		}
 		// The current version failed: load it again, as no new version.
-		return m.switchTo(s, s.Info().CurrentVersion, cur, false)
+		return m.switchTo(ctx, s, s.Info(ctx).CurrentVersion, cur, false)
 	}
 	v, err := m.addVersion(s, spec)
 	if err != nil {
 		m.leave(s)
 		return Info{}, err
 	}
-	return m.switchTo(s, v, spec, stopped)
+	return m.switchTo(ctx, s, v, spec, stopped)
 }
 
 // SwitchVersion makes stored version v current, in the background like
 // Update; switching back to a previous version is how a bad update is
 // rolled back.
-func (m *Manager) SwitchVersion(name string, v int) (Info, error) {
+func (m *Manager) SwitchVersion(ctx context.Context, name string, v int) (Info, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return Info{}, err
@@ -357,7 +357,7 @@ func (m *Manager) SwitchVersion(name string, v int) (Info, error) {
 	}
 	if v == cur && (s.Ready() || stopped) {
 		m.leave(s)
-		return s.Info(), nil
+		return s.Info(ctx), nil
 	}
 	if raw == nil {
 		m.leave(s)
@@ -368,28 +368,28 @@ func (m *Manager) SwitchVersion(name string, v int) (Info, error) {
 		m.leave(s)
 		return Info{}, fmt.Errorf("version %d of %q is no longer valid: %w: %w", v, name, err, ErrInvalid)
 	}
-	return m.switchTo(s, v, spec, stopped)
+	return m.switchTo(ctx, s, v, spec, stopped)
 }
 
 // switchTo finishes Update and SwitchVersion; the operation lock is held
 // and released here or by the background load.
-func (m *Manager) switchTo(s *Service, v int, spec *servicejson.Service, stopped bool) (Info, error) {
+func (m *Manager) switchTo(ctx context.Context, s *Service, v int, spec *servicejson.Service, stopped bool) (Info, error) {
 	if stopped {
 		err := m.switchStopped(s, v, spec)
 		m.leave(s)
-		return s.Info(), err
+		return s.Info(ctx), err
 	}
 	if err := m.markLoading(s, v); err != nil {
 		m.leave(s)
-		return s.Info(), err
+		return s.Info(ctx), err
 	}
-	info := s.Info()
+	info := s.Info(ctx)
 	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
 }
 
 // Start loads a stopped (or failed) service's current version in the
 // background. A serving service is left as it is.
-func (m *Manager) Start(name string) (Info, error) {
+func (m *Manager) Start(ctx context.Context, name string) (Info, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return Info{}, err
@@ -399,7 +399,7 @@ func (m *Manager) Start(name string) (Info, error) {
 	}
 	if s.Ready() {
 		m.leave(s)
-		return s.Info(), nil
+		return s.Info(ctx), nil
 	}
 	s.mu.Lock()
 	spec, v := s.spec, s.rec.CurrentVersion
@@ -415,9 +415,9 @@ func (m *Manager) Start(name string) (Info, error) {
 	s.mu.Unlock()
 	if err := m.markLoading(s, v); err != nil {
 		m.leave(s)
-		return s.Info(), err
+		return s.Info(ctx), err
 	}
-	info := s.Info()
+	info := s.Info(ctx)
 	return info, m.async(s, func(ctx context.Context) { _ = m.activate(ctx, s, v, spec) })
 }
 
@@ -455,7 +455,7 @@ func (m *Manager) Stop(ctx context.Context, name string) (Info, error) {
 	if err := m.saveLocked(s); err != nil {
 		s.rec = was
 		s.mu.Unlock()
-		return s.Info(), fmt.Errorf("stop %s: not stopped: %w", name, err)
+		return s.Info(ctx), fmt.Errorf("stop %s: not stopped: %w", name, err)
 	}
 	l := s.live.Swap(nil)
 	s.setStatusLocked(Stopped, "", "")
@@ -463,7 +463,7 @@ func (m *Manager) Stop(ctx context.Context, name string) (Info, error) {
 	if l != nil {
 		m.retire(ctx, l, m.log.With("service", name))
 	}
-	return s.Info(), nil
+	return s.Info(ctx), nil
 }
 
 // Delete removes a service: a load in progress is cancelled, the serving
@@ -556,12 +556,12 @@ func (m *Manager) sourcesOf(s *Service) []string {
 }
 
 // Describe returns a snapshot of the service called name.
-func (m *Manager) Describe(name string) (Info, error) {
+func (m *Manager) Describe(ctx context.Context, name string) (Info, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return Info{}, err
 	}
-	return s.Info(), nil
+	return s.Info(ctx), nil
 }
 
 // precheck is Precheck with this manager's model size bound.

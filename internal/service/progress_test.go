@@ -23,7 +23,7 @@ func TestFetchReportRateRetriesInInfo(t *testing.T) {
 	// over 50 ms between two reports.
 	time.Sleep(100 * time.Millisecond)
 	progress(1<<20, 4<<20)
-	in := svc.Info()
+	in := svc.Info(t.Context())
 	p := in.Progress
 	if p == nil || p.Version != 1 || p.Key != "model_path" || p.DoneBytes != 1<<20 || p.TotalBytes != 4<<20 || p.BytesPerSecond <= 0 || p.ETASeconds <= 0 {
 		t.Fatalf("progress %+v", p)
@@ -32,7 +32,7 @@ func TestFetchReportRateRetriesInInfo(t *testing.T) {
 		t.Fatalf("message %q", in.Message)
 	}
 	retry(2, 5, errors.New("connection reset"))
-	in = svc.Info()
+	in = svc.Info(t.Context())
 	if p := in.Progress; p.Retries != 1 || p.Retry != 2 || p.MaxRetries != 5 || p.LastError != "connection reset" || p.BytesPerSecond != 0 || p.ETASeconds != -1 {
 		t.Fatalf("progress after a retry %+v", p)
 	}
@@ -45,11 +45,11 @@ func TestFetchReportRateRetriesInInfo(t *testing.T) {
 	}
 	// A new download starts afresh.
 	progress, _ = m.fetchReport("svc", "model_path")
-	if svc.Info().Progress != nil {
+	if svc.Info(t.Context()).Progress != nil {
 		t.Fatal("a new download shows the last one's progress")
 	}
 	progress(0, 10)
-	if p := svc.Info().Progress; p.Retries != 0 || p.DoneBytes != 0 || p.TotalBytes != 10 {
+	if p := svc.Info(t.Context()).Progress; p.Retries != 0 || p.DoneBytes != 0 || p.TotalBytes != 10 {
 		t.Fatalf("fresh progress %+v", p)
 	}
 }

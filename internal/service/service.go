@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -173,14 +174,15 @@ func (s *Service) Ready() bool { return s.live.Load() != nil }
 // It does not wait for lifecycle operations.
 func (s *Service) Token() string { return s.loadGate().token }
 
-// Info returns a snapshot of the service.
-func (s *Service) Info() Info {
+// Info returns a snapshot of the service. ctx bounds the reading of an
+// asynchronous service's queue numbers (a round trip to a broker).
+func (s *Service) Info(ctx context.Context) Info {
 	s.mu.Lock()
 	in := s.infoLocked()
 	s.mu.Unlock()
 	// Outside the lock: on a broker, reading a queue's numbers is a round
 	// trip to it.
-	in.Queues = queueInfos(s.Queues())
+	in.Queues = queueInfos(ctx, s.Queues())
 	return in
 }
 

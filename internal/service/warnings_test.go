@@ -26,7 +26,7 @@ func TestNoEffectKeysAreWarningEvents(t *testing.T) {
 	if !warned("version 1") {
 		t.Fatalf("no IgnoredKeys warning for version 1 in %+v", svc.Events())
 	}
-	if _, err := m.Update("w", parse(t, `{"name":"w","processor":"echo","autoscaler":{"min":1,"max":4},"metadata":{"instance":1,"memory":4000}}`)); err != nil {
+	if _, err := m.Update(t.Context(), "w", parse(t, `{"name":"w","processor":"echo","autoscaler":{"min":1,"max":4},"metadata":{"instance":1,"memory":4000}}`)); err != nil {
 		t.Fatal(err)
 	}
 	settle(t, m, "w")

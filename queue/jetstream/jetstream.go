@@ -96,12 +96,10 @@ func (b *Backend) Close() error {
 }
 
 // Queue creates or updates the queue's stream and consumer.
-func (b *Backend) Queue(name string, cfg queue.Config) (queue.Queue, error) {
+func (b *Backend) Queue(ctx context.Context, name string, cfg queue.Config) (queue.Queue, error) {
 	if cfg.MaxDelivery <= 0 {
 		cfg.MaxDelivery = 5
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	subject := "eas." + b.service + "." + name
 	sc := jetstream.StreamConfig{
 		Name: streamName(b.service, name), Subjects: []string{subject + ".>"},
@@ -145,7 +143,7 @@ func (b *Backend) Queue(name string, cfg queue.Config) (queue.Queue, error) {
 // Transfer publishes the answer (deduplicated by the request id, so a
 // redelivered request answers once) and then acknowledges the input
 // entry, which removes it.
-func (b *Backend) Transfer(in queue.Queue, index uint64, out queue.Queue, answer queue.Frame) (uint64, error) {
+func (b *Backend) Transfer(ctx context.Context, in queue.Queue, index uint64, out queue.Queue, answer queue.Frame) (uint64, error) {
 	input, ok1 := in.(*Queue)
 	sink, ok2 := out.(*Queue)
 	if !ok1 || !ok2 {
@@ -155,11 +153,11 @@ func (b *Backend) Transfer(in queue.Queue, index uint64, out queue.Queue, answer
 	if id == "" {
 		id = queue.NewRequestID()
 	}
-	idx, err := sink.publish(answer.Data, answer.Tags, answer.Message, "answer-"+id)
+	idx, err := sink.publish(ctx, answer.Data, answer.Tags, answer.Message, "answer-"+id)
 	if err != nil {
 		return 0, err
 	}
-	return idx, input.Commit(index)
+	return idx, input.Commit(ctx, index)
 }
 
 // Queue is one queue on the JetStream server.
@@ -174,9 +172,10 @@ type Queue struct {
 	cons       jetstream.Consumer
 	held       map[uint64]held // delivered, not yet acknowledged
 	watchers   map[*Watcher]bool
-	deadLetter func(queue.Frame, string) error
+	deadLetter queue.DeadLetterFunc
 	redeliver  int64
-	consumers  int // watchers made, for their default ids
+	ackErrors  atomic.Int64 // acks and naks no caller saw fail
+	consumers  int          // watchers made, for their default ids
 	quit       chan struct{}
 	lengthSeen int       // the stream's length as last asked
 	lengthAt   time.Time // when
@@ -194,7 +193,7 @@ type held struct {
 func (q *Queue) Name() string { return q.name }
 
 // SetDeadLetter sets where an entry goes after its last delivery.
-func (q *Queue) SetDeadLetter(f func(queue.Frame, string) error) {
+func (q *Queue) SetDeadLetter(f queue.DeadLetterFunc) {
 	q.mu.Lock()
 	q.deadLetter = f
 	q.mu.Unlock()
@@ -202,20 +201,36 @@ func (q *Queue) SetDeadLetter(f func(queue.Frame, string) error) {
 
 // ended reports the end of stream. The broker is asked at most once a
 // second (another server may have ended the queue), not on every put, and
-// never again once it said yes: an end is final.
-func (q *Queue) ended() bool {
+// never again once it said yes: an end is final. A failed ask is an error
+// (and is asked again at the next call).
+func (q *Queue) ended(ctx context.Context) (bool, error) {
 	if q.isEnded.Load() {
-		return true
+		return true, nil
 	}
 	now := time.Now().UnixNano()
-	if last := q.endedAsked.Load(); now-last < int64(time.Second) || !q.endedAsked.CompareAndSwap(last, now) {
-		return false
+	last := q.endedAsked.Load()
+	if now-last < int64(time.Second) || !q.endedAsked.CompareAndSwap(last, now) {
+		return false, nil
 	}
-	_, err := q.b.meta.Get(context.Background(), q.name+".ended")
-	if err == nil {
+	_, err := q.b.meta.Get(ctx, q.name+".ended")
+	switch {
+	case err == nil:
 		q.isEnded.Store(true)
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
 	}
-	return err == nil
+	q.endedAsked.CompareAndSwap(now, last) // not known: ask again next time
+	return false, fmt.Errorf("queue %s: end of stream: %w", q.name, err)
+}
+
+// countAckError counts an acknowledgement (ack, nak, term) or a dead
+// letter that failed where no caller sees the error (Stats.AckErrors);
+// the broker redelivers the entry after AckWait.
+func (q *Queue) countAckError(err error) {
+	if err != nil {
+		q.ackErrors.Add(1)
+	}
 }
 
 // length is the stream's entry count, asked of the broker at most every
@@ -239,11 +254,16 @@ func (q *Queue) length(ctx context.Context) (int, error) {
 }
 
 // Put publishes a frame; the stream sequence is its index.
-func (q *Queue) Put(data []byte, tags map[string]string, _ int64) (uint64, string, error) {
-	if q.cfg.MaxPayload > 0 && len(data) > q.cfg.MaxPayload {
-		return 0, "", fmt.Errorf("%w: %d bytes, limit %d", queue.ErrTooLarge, len(data), q.cfg.MaxPayload)
+func (q *Queue) Put(ctx context.Context, data []byte, tags map[string]string, _ int64) (uint64, string, error) {
+	q.mu.Lock()
+	limit := q.cfg.MaxPayload
+	q.mu.Unlock()
+	if limit > 0 && len(data) > limit {
+		return 0, "", fmt.Errorf("%w: %d bytes, limit %d", queue.ErrTooLarge, len(data), limit)
 	}
-	if q.ended() {
+	if ended, err := q.ended(ctx); err != nil {
+		return 0, "", err
+	} else if ended {
 		return 0, "", queue.ErrEnded
 	}
 	t := maps.Clone(tags)
@@ -255,11 +275,17 @@ func (q *Queue) Put(data []byte, tags map[string]string, _ int64) (uint64, strin
 		id = queue.NewRequestID()
 		t[queue.RequestIDTag] = id
 	}
-	idx, err := q.publish(data, t, "", id)
+	idx, err := q.publish(ctx, data, t, "", id)
 	return idx, id, err
 }
 
-func (q *Queue) publish(data []byte, tags map[string]string, message, msgID string) (uint64, error) {
+// errCodeStoreFailed is the JetStream API error a stream answers a
+// publish it cannot store with; on a DiscardNew stream bounded by MaxMsgs
+// (and no byte limit) that is a full stream. nats.go names no constant
+// for it.
+const errCodeStoreFailed jetstream.ErrorCode = 10077
+
+func (q *Queue) publish(ctx context.Context, data []byte, tags map[string]string, message, msgID string) (uint64, error) {
 	m := nats.NewMsg(q.subject + "." + subjectToken(tags[queue.RequestIDTag]))
 	m.Data = data
 	if len(tags) > 0 {
@@ -269,14 +295,13 @@ func (q *Queue) publish(data []byte, tags map[string]string, message, msgID stri
 	if message != "" {
 		m.Header.Set(msgHeader, message)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	ack, err := q.b.js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID))
 	if err != nil {
-		if strings.Contains(err.Error(), "maximum messages") {
-			return 0, fmt.Errorf("%w: %v", queue.ErrFull, err)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed {
+			return 0, fmt.Errorf("%w: %w", queue.ErrFull, err)
 		}
-		return 0, err
+		return 0, fmt.Errorf("queue %s: publish: %w", q.name, err)
 	}
 	return ack.Sequence, nil
 }
@@ -320,7 +345,9 @@ func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.D
 		if len(out) > 0 {
 			if autoDelete {
 				for _, f := range out {
-					q.Delete(f.Index) //nolint:errcheck // gone already is fine
+					if err := q.Delete(ctx, f.Index); err != nil {
+						return nil, err
+					}
 				}
 			}
 			return out, nil
@@ -387,20 +414,33 @@ func (q *Queue) Watch(o queue.WatchOptions) queue.Watcher {
 }
 
 // Commit acknowledges entries: a work-queue stream removes them.
-func (q *Queue) Commit(indexes ...uint64) error {
+func (q *Queue) Commit(ctx context.Context, indexes ...uint64) error {
 	for _, i := range indexes {
 		h, ok := q.take(i)
 		if ok {
-			if err := h.msg.DoubleAck(context.Background()); err != nil {
-				return err
+			if err := h.msg.DoubleAck(ctx); err != nil {
+				return fmt.Errorf("queue %s: commit %d: %w", q.name, i, err)
 			}
 			continue
 		}
-		if err := q.stream.DeleteMsg(context.Background(), i); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !isNotFound(err) {
+		if err := q.deleteMsg(ctx, i); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleteMsg deletes the entry at seq; one the stream does not hold is no
+// error. nats.go reports a delete the server refused as
+// ErrMsgDeleteUnsuccessful with the server's reason as text only; on these
+// streams (no DenyDelete, not sealed) the server refuses only a sequence
+// it does not hold.
+func (q *Queue) deleteMsg(ctx context.Context, seq uint64) error {
+	err := q.stream.DeleteMsg(ctx, seq)
+	if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) {
+		return nil
+	}
+	return fmt.Errorf("queue %s: delete %d: %w", q.name, seq, err)
 }
 
 // take removes a delivered entry from its watcher's hold.
@@ -415,11 +455,9 @@ func (q *Queue) take(i uint64) (held, bool) {
 	return h, ok
 }
 
-func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "not found") }
-
 // Negative gives entries back at once (nak), or dead-letters those
 // delivered MaxDelivery times.
-func (q *Queue) Negative(reason string, indexes ...uint64) error {
+func (q *Queue) Negative(ctx context.Context, reason string, indexes ...uint64) error {
 	for _, i := range indexes {
 		h, ok := q.take(i)
 		q.mu.Lock()
@@ -430,7 +468,7 @@ func (q *Queue) Negative(reason string, indexes ...uint64) error {
 		}
 		md, err := h.msg.Metadata()
 		if err == nil && md.NumDelivered >= uint64(limit) {
-			if err := q.dead(h.msg, dl, fmt.Sprintf("dead-lettered after %d deliveries: %s", md.NumDelivered, reason)); err != nil {
+			if err := q.dead(ctx, h.msg, dl, fmt.Sprintf("dead-lettered after %d deliveries: %s", md.NumDelivered, reason)); err != nil {
 				return err
 			}
 			continue
@@ -439,7 +477,7 @@ func (q *Queue) Negative(reason string, indexes ...uint64) error {
 		q.redeliver++
 		q.mu.Unlock()
 		if err := h.msg.Nak(); err != nil {
-			return err
+			return fmt.Errorf("queue %s: negative %d: %w", q.name, i, err)
 		}
 	}
 	return nil
@@ -447,23 +485,26 @@ func (q *Queue) Negative(reason string, indexes ...uint64) error {
 
 // dead hands a message to the dead-letter function (which removes it
 // through Transfer) or terminates it.
-func (q *Queue) dead(m jetstream.Msg, dl func(queue.Frame, string) error, reason string) error {
+func (q *Queue) dead(ctx context.Context, m jetstream.Msg, dl queue.DeadLetterFunc, reason string) error {
 	md, _ := m.Metadata()
 	f := frameOf(md.Sequence.Stream, m.Data(), m.Headers())
 	if dl != nil {
 		q.mu.Lock()
 		q.held[f.Index] = held{msg: m, w: &Watcher{inflight: map[uint64]bool{}}}
 		q.mu.Unlock()
-		return dl(f, reason)
+		return dl(ctx, f, reason)
 	}
-	return m.Term()
+	if err := m.Term(); err != nil {
+		return fmt.Errorf("queue %s: terminate %d: %w", q.name, f.Index, err)
+	}
+	return nil
 }
 
 // Delete removes entries whatever their state.
-func (q *Queue) Delete(indexes ...uint64) error {
+func (q *Queue) Delete(ctx context.Context, indexes ...uint64) error {
 	for _, i := range indexes {
 		q.take(i)
-		if err := q.stream.DeleteMsg(context.Background(), i); err != nil && !isNotFound(err) {
+		if err := q.deleteMsg(ctx, i); err != nil {
 			return err
 		}
 	}
@@ -471,18 +512,23 @@ func (q *Queue) Delete(indexes ...uint64) error {
 }
 
 // Truncate purges the entries below index.
-func (q *Queue) Truncate(index uint64) error {
-	return q.stream.Purge(context.Background(), jetstream.WithPurgeSequence(index))
+func (q *Queue) Truncate(ctx context.Context, index uint64) error {
+	if err := q.stream.Purge(ctx, jetstream.WithPurgeSequence(index)); err != nil {
+		return fmt.Errorf("queue %s: truncate: %w", q.name, err)
+	}
+	return nil
 }
 
 // End marks the end of the stream in the backend's key-value bucket.
-func (q *Queue) End(force bool) error {
-	if _, err := q.b.meta.Put(context.Background(), q.name+".ended", []byte("1")); err != nil {
-		return err
+func (q *Queue) End(ctx context.Context, force bool) error {
+	if _, err := q.b.meta.Put(ctx, q.name+".ended", []byte("1")); err != nil {
+		return fmt.Errorf("queue %s: end of stream: %w", q.name, err)
 	}
 	q.isEnded.Store(true)
 	if force {
-		return q.stream.Purge(context.Background())
+		if err := q.stream.Purge(ctx); err != nil {
+			return fmt.Errorf("queue %s: end of stream: purge: %w", q.name, err)
+		}
 	}
 	return nil
 }
@@ -491,9 +537,7 @@ func (q *Queue) End(force bool) error {
 // order, so the entries ahead of a waiting one are those of lower sequence
 // still in the stream; an entry held by another server's consumer counts as
 // waiting here (only this server's holds are known).
-func (q *Queue) Search(index uint64) (queue.Position, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+func (q *Queue) Search(ctx context.Context, index uint64) (queue.Position, error) {
 	q.mu.Lock()
 	h, held := q.held[index]
 	q.mu.Unlock()
@@ -501,7 +545,7 @@ func (q *Queue) Search(index uint64) (queue.Position, error) {
 		return queue.Position{InFlight: true, Consumer: h.w.id}, nil
 	}
 	if _, err := q.stream.GetMsg(ctx, index); err != nil {
-		if errors.Is(err, jetstream.ErrMsgNotFound) || isNotFound(err) {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return queue.Position{}, fmt.Errorf("%w: index %d (already answered, committed or deleted, or never put)", queue.ErrNoEntry, index)
 		}
 		return queue.Position{}, err
@@ -530,21 +574,26 @@ func (q *Queue) Search(index uint64) (queue.Position, error) {
 	return queue.Position{Ahead: max(ahead, 0)}, nil
 }
 
-// Stats reads the stream's and the consumer's numbers.
-func (q *Queue) Stats() queue.Stats {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+// Stats reads the stream's and the consumer's numbers: a round trip to
+// the broker, whose failure is the error.
+func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	q.mu.Lock()
-	st := queue.Stats{Consumers: len(q.watchers), InFlight: len(q.held), Redeliveries: q.redeliver, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+	st := queue.Stats{Consumers: len(q.watchers), InFlight: len(q.held), Redeliveries: q.redeliver, AckErrors: q.ackErrors.Load(),
+		MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+	stream := q.stream
 	q.mu.Unlock()
-	if info, err := q.stream.Info(ctx); err == nil {
-		st.Length, st.First, st.Last = int(info.State.Msgs), info.State.FirstSeq, info.State.LastSeq
-		if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
-			st.OldestAge = time.Since(info.State.FirstTime)
-		}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return queue.Stats{}, fmt.Errorf("queue %s: stats: %w", q.name, err)
 	}
-	st.Ended = q.ended()
-	return st
+	st.Length, st.First, st.Last = int(info.State.Msgs), info.State.FirstSeq, info.State.LastSeq
+	if info.State.Msgs > 0 && !info.State.FirstTime.IsZero() {
+		st.OldestAge = time.Since(info.State.FirstTime)
+	}
+	if st.Ended, err = q.ended(ctx); err != nil {
+		return queue.Stats{}, err
+	}
+	return st, nil
 }
 
 // WaitRoom polls until the stream holds fewer than MaxLength entries.
@@ -622,15 +671,16 @@ func (w *Watcher) Next(ctx context.Context) (queue.Frame, error) {
 				return queue.Frame{}, queue.ErrClosed
 			default:
 			}
-			if q.ended() {
-				if st := q.Stats(); st.Length == 0 {
+			if ended, _ := q.ended(ctx); ended { // a failed ask: not known to have ended yet
+				if n, err := q.length(ctx); err == nil && n == 0 {
 					return queue.Frame{}, io.EOF
 				}
 			}
 			continue // nothing yet
 		}
 		md, err := m.Metadata()
-		if err != nil {
+		if err != nil { // not a JetStream message: nothing to acknowledge
+			q.countAckError(err)
 			continue
 		}
 		f := frameOf(md.Sequence.Stream, m.Data(), m.Headers())
@@ -639,12 +689,14 @@ func (w *Watcher) Next(ctx context.Context) (queue.Frame, error) {
 		limit, dl := q.cfg.MaxDelivery, q.deadLetter
 		q.mu.Unlock()
 		if md.NumDelivered > uint64(limit) { // given back too often: a dead letter
-			q.dead(m, dl, fmt.Sprintf("dead-lettered after %d deliveries", md.NumDelivered-1)) //nolint:errcheck // logged by the caller's next step
+			// Not this consumer's error to return: counted, and the broker
+			// redelivers it after AckWait to be dead-lettered again.
+			q.countAckError(q.dead(ctx, m, dl, fmt.Sprintf("dead-lettered after %d deliveries", md.NumDelivered-1)))
 			continue
 		}
 		if w.autoCommit {
 			if err := m.DoubleAck(ctx); err != nil {
-				return queue.Frame{}, err
+				return queue.Frame{}, fmt.Errorf("queue %s: auto-commit %d: %w", q.name, f.Index, err)
 			}
 		} else {
 			q.mu.Lock()
@@ -687,7 +739,7 @@ func (w *Watcher) fetch(ctx context.Context) (jetstream.Msg, error) {
 }
 
 // Close naks what the watcher holds, so it is redelivered at once.
-func (w *Watcher) Close(reason string) error {
+func (w *Watcher) Close(ctx context.Context, reason string) error {
 	q := w.q
 	q.mu.Lock()
 	if w.done {
@@ -704,9 +756,9 @@ func (w *Watcher) Close(reason string) error {
 	w.buf = nil
 	q.mu.Unlock()
 	for _, m := range buf { // fetched, never handed out: back at once
-		m.Nak() //nolint:errcheck // the ack wait redelivers it otherwise
+		q.countAckError(m.Nak()) // failed: the ack wait redelivers it
 	}
-	return q.Negative(reason, idx...)
+	return q.Negative(ctx, reason, idx...)
 }
 
 var (

@@ -24,20 +24,30 @@ func Run(t *testing.T, open func(t *testing.T) queue.Backend, caps Caps) {
 	t.Run("RedeliveryAndDeadLetter", func(t *testing.T) { redeliveryAndDeadLetter(t, open(t)) })
 	t.Run("TransferDeleteTruncateEnd", func(t *testing.T) { transferDeleteTruncateEnd(t, open(t)) })
 	t.Run("Search", func(t *testing.T) { search(t, open(t), caps) })
+	t.Run("FullAndContext", func(t *testing.T) { fullAndContext(t, open(t)) })
 }
 
 func queues(t *testing.T, b queue.Backend) (queue.Queue, queue.Queue) {
 	t.Helper()
 	t.Cleanup(func() { b.Close() })
-	in, err := b.Queue("input", queue.Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
+	in, err := b.Queue(t.Context(), "input", queue.Config{MaxLength: 100, MaxPayload: 1 << 10, MaxDelivery: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := b.Queue("sink", queue.Config{MaxLength: 100})
+	sink, err := b.Queue(t.Context(), "sink", queue.Config{MaxLength: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return in, sink
+}
+
+func stats(t *testing.T, q queue.Queue) queue.Stats {
+	t.Helper()
+	st, err := q.Stats(t.Context())
+	if err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	return st
 }
 
 func next(t *testing.T, w queue.Watcher) queue.Frame {
@@ -54,16 +64,16 @@ func next(t *testing.T, w queue.Watcher) queue.Frame {
 func putGetWatchCommit(t *testing.T, b queue.Backend, caps Caps) {
 	ctx := context.Background()
 	in, _ := queues(t, b)
-	i1, id1, err := in.Put([]byte("a"), map[string]string{"k": "v"}, 0)
+	i1, id1, err := in.Put(ctx, []byte("a"), map[string]string{"k": "v"}, 0)
 	if err != nil || i1 == 0 || id1 == "" {
 		t.Fatalf("put: %d %q %v", i1, id1, err)
 	}
-	i2, _, _ := in.Put([]byte("b"), nil, 0)
-	i3, _, _ := in.Put([]byte("c"), nil, 7)
+	i2, _, _ := in.Put(ctx, []byte("b"), nil, 0)
+	i3, _, _ := in.Put(ctx, []byte("c"), nil, 7)
 	if !(i1 < i2 && i2 < i3) {
 		t.Errorf("indexes %d %d %d do not ascend", i1, i2, i3)
 	}
-	if _, _, err := in.Put(make([]byte, 2<<10), nil, 0); !errors.Is(err, queue.ErrTooLarge) {
+	if _, _, err := in.Put(ctx, make([]byte, 2<<10), nil, 0); !errors.Is(err, queue.ErrTooLarge) {
 		t.Errorf("oversized put: %v", err)
 	}
 	fs, err := in.Get(ctx, 0, 10, 0, false, map[string]string{queue.RequestIDTag: id1})
@@ -75,7 +85,7 @@ func putGetWatchCommit(t *testing.T, b queue.Backend, caps Caps) {
 		t.Fatalf("get from an index: %+v %v", fs, err)
 	}
 	w := in.Watch(queue.WatchOptions{Window: 2})
-	defer w.Close("done")
+	defer w.Close(ctx, "done")
 	f, g := next(t, w), next(t, w)
 	if caps.Priority && f.Index != i3 {
 		t.Errorf("first delivery %d, want the prioritized %d", f.Index, i3)
@@ -88,14 +98,14 @@ func putGetWatchCommit(t *testing.T, b queue.Backend, caps Caps) {
 		t.Errorf("past the window: %v, want a wait", err)
 	}
 	cancel()
-	if err := in.Commit(f.Index); err != nil {
+	if err := in.Commit(ctx, f.Index); err != nil {
 		t.Fatal(err)
 	}
 	h := next(t, w)
 	if h.Index == f.Index || h.Index == g.Index {
 		t.Errorf("after a commit: %d again", h.Index)
 	}
-	if st := in.Stats(); st.Length != 2 || st.InFlight != 2 || st.Consumers != 1 {
+	if st := stats(t, in); st.Length != 2 || st.InFlight != 2 || st.Consumers != 1 {
 		t.Errorf("stats %+v: want 2 entries (one committed), both in flight, 1 consumer", st)
 	}
 }
@@ -104,19 +114,19 @@ func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
 	ctx := context.Background()
 	in, sink := queues(t, b)
 	var dead []string
-	in.SetDeadLetter(func(f queue.Frame, reason string) error {
+	in.SetDeadLetter(func(ctx context.Context, f queue.Frame, reason string) error {
 		dead = append(dead, reason)
-		_, err := b.Transfer(in, f.Index, sink, queue.Frame{Tags: f.Tags, Message: reason})
+		_, err := b.Transfer(ctx, in, f.Index, sink, queue.Frame{Tags: f.Tags, Message: reason})
 		return err
 	})
-	idx, id, _ := in.Put([]byte("x"), nil, 0)
+	idx, id, _ := in.Put(ctx, []byte("x"), nil, 0)
 	for round := 1; round <= 2; round++ {
 		w := in.Watch(queue.WatchOptions{Window: 1})
 		f := next(t, w)
 		if f.Index != idx || f.Deliveries != int64(round) {
 			t.Fatalf("round %d: %+v", round, f)
 		}
-		if err := w.Close("consumer gone"); err != nil {
+		if err := w.Close(ctx, "consumer gone"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +140,7 @@ func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
 	if fs, _ := in.Get(ctx, 0, 10, 0, false, nil); len(fs) != 0 {
 		t.Errorf("the dead letter is still in the input queue: %+v", fs)
 	}
-	if st := in.Stats(); st.Redeliveries != 1 {
+	if st := stats(t, in); st.Redeliveries != 1 {
 		t.Errorf("redeliveries %d, want 1 (the first consumer's close; the second dead-letters)", st.Redeliveries)
 	}
 }
@@ -138,13 +148,13 @@ func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
 func transferDeleteTruncateEnd(t *testing.T, b queue.Backend) {
 	ctx := context.Background()
 	in, sink := queues(t, b)
-	idx, id, _ := in.Put([]byte("q"), map[string]string{"user": "u"}, 0)
+	idx, id, _ := in.Put(ctx, []byte("q"), map[string]string{"user": "u"}, 0)
 	w := in.Watch(queue.WatchOptions{Window: 1})
 	f := next(t, w)
-	if _, err := b.Transfer(in, f.Index, sink, queue.Frame{Data: []byte("answer"), Tags: f.Tags}); err != nil {
+	if _, err := b.Transfer(ctx, in, f.Index, sink, queue.Frame{Data: []byte("answer"), Tags: f.Tags}); err != nil {
 		t.Fatal(err)
 	}
-	w.Close("done") //nolint:errcheck
+	w.Close(ctx, "done") //nolint:errcheck
 	fs, err := sink.Get(ctx, 0, 1, time.Second, false, map[string]string{queue.RequestIDTag: id})
 	if err != nil || len(fs) != 1 || string(fs[0].Data) != "answer" || fs[0].Tags["user"] != "u" {
 		t.Fatalf("the answer: %+v %v", fs, err)
@@ -154,30 +164,30 @@ func transferDeleteTruncateEnd(t *testing.T, b queue.Backend) {
 	}
 	var idxs []uint64
 	for i := range 4 {
-		x, _, err := sink.Put(fmt.Appendf(nil, "s%d", i), nil, 0)
+		x, _, err := sink.Put(ctx, fmt.Appendf(nil, "s%d", i), nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		idxs = append(idxs, x)
 	}
-	if err := sink.Delete(idxs[3]); err != nil {
+	if err := sink.Delete(ctx, idxs[3]); err != nil {
 		t.Fatal(err)
 	}
-	if err := sink.Truncate(idxs[1]); err != nil {
+	if err := sink.Truncate(ctx, idxs[1]); err != nil {
 		t.Fatal(err)
 	}
 	fs, _ = sink.Get(ctx, 0, 10, 0, false, nil)
 	if len(fs) != 2 || string(fs[0].Data) != "s1" || string(fs[1].Data) != "s2" {
 		t.Errorf("after delete and truncate: %+v", fs)
 	}
-	if err := sink.End(false); err != nil {
+	if err := sink.End(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := sink.Put([]byte("late"), nil, 0); !errors.Is(err, queue.ErrEnded) {
+	if _, _, err := sink.Put(ctx, []byte("late"), nil, 0); !errors.Is(err, queue.ErrEnded) {
 		t.Errorf("put after the end: %v", err)
 	}
 	sw := sink.Watch(queue.WatchOptions{Window: 10, AutoCommit: true})
-	defer sw.Close("done")
+	defer sw.Close(ctx, "done")
 	next(t, sw)
 	next(t, sw)
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -190,46 +200,83 @@ func transferDeleteTruncateEnd(t *testing.T, b queue.Backend) {
 // search: a waiting entry counts the entries delivered before it; a held
 // one names its consumer; a gone one is ErrNoEntry.
 func search(t *testing.T, b queue.Backend, caps Caps) {
+	ctx := t.Context()
 	in, _ := queues(t, b)
 	var idx []uint64
 	for i := range 3 {
-		x, _, err := in.Put(fmt.Appendf(nil, "e%d", i), nil, 0)
+		x, _, err := in.Put(ctx, fmt.Appendf(nil, "e%d", i), nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		idx = append(idx, x)
 	}
 	for k, x := range idx {
-		if p, err := in.Search(x); err != nil || p.InFlight || p.Ahead != k {
+		if p, err := in.Search(ctx, x); err != nil || p.InFlight || p.Ahead != k {
 			t.Errorf("search %d: %+v %v, want waiting behind %d", x, p, err, k)
 		}
 	}
 	w := in.Watch(queue.WatchOptions{Window: 1, Consumer: "grp.me"})
-	defer w.Close("done")
+	defer w.Close(ctx, "done")
 	if f := next(t, w); f.Index != idx[0] {
 		t.Fatalf("delivered %d, want %d", f.Index, idx[0])
 	}
-	if p, err := in.Search(idx[0]); err != nil || !p.InFlight || p.Consumer != "grp.me" || p.Ahead != 0 {
+	if p, err := in.Search(ctx, idx[0]); err != nil || !p.InFlight || p.Consumer != "grp.me" || p.Ahead != 0 {
 		t.Errorf("search of the held entry: %+v %v", p, err)
 	}
-	if p, err := in.Search(idx[2]); err != nil || p.InFlight || p.Ahead != 1 {
+	if p, err := in.Search(ctx, idx[2]); err != nil || p.InFlight || p.Ahead != 1 {
 		t.Errorf("search behind a held entry: %+v %v, want 1 ahead", p, err)
 	}
 	if caps.Priority {
-		hi, _, _ := in.Put([]byte("urgent"), nil, 9)
-		if p, err := in.Search(hi); err != nil || p.Ahead != 0 {
+		hi, _, _ := in.Put(ctx, []byte("urgent"), nil, 9)
+		if p, err := in.Search(ctx, hi); err != nil || p.Ahead != 0 {
 			t.Errorf("search of a prioritized entry: %+v %v, want first in line", p, err)
 		}
-		if p, err := in.Search(idx[1]); err != nil || p.Ahead != 1 {
+		if p, err := in.Search(ctx, idx[1]); err != nil || p.Ahead != 1 {
 			t.Errorf("search behind a prioritized entry: %+v %v, want 1 ahead", p, err)
 		}
 	}
-	if err := in.Commit(idx[0]); err != nil {
+	if err := in.Commit(ctx, idx[0]); err != nil {
 		t.Fatal(err)
 	}
 	for _, x := range []uint64{idx[0], idx[2] + 100} {
-		if p, err := in.Search(x); !errors.Is(err, queue.ErrNoEntry) {
+		if p, err := in.Search(ctx, x); !errors.Is(err, queue.ErrNoEntry) {
 			t.Errorf("search of %d, not in the queue: %+v %v, want ErrNoEntry", x, p, err)
 		}
+	}
+}
+
+// fullAndContext: a put beyond MaxLength is ErrFull (a broker's refusal
+// matched by its error code); a call whose context is done gives up with
+// the context's error.
+func fullAndContext(t *testing.T, b queue.Backend) {
+	ctx := t.Context()
+	t.Cleanup(func() { b.Close() })
+	q, err := b.Queue(ctx, "small", queue.Config{MaxLength: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, _, err := q.Put(ctx, fmt.Appendf(nil, "%d", i), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := q.Put(ctx, []byte("3rd"), nil, 0); !errors.Is(err, queue.ErrFull) {
+		t.Errorf("put into a full queue: %v, want ErrFull", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := q.WaitRoom(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitRoom on a full queue: %v, want the deadline", err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := q.Put(done, []byte("late"), nil, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("put under a done context: %v, want context.Canceled", err)
+	}
+	if err := q.Truncate(ctx, 2); err != nil { // the first entry goes
+		t.Fatal(err)
+	}
+	if _, _, err := q.Put(ctx, []byte("3rd"), nil, 0); err != nil {
+		t.Errorf("put after a truncate: %v", err)
 	}
 }
