@@ -37,7 +37,8 @@
 //     found in Decode never reaches Run.
 //   - A panic is recovered by the scheduler and fails only that batch.
 //   - Processors never import the server; queueing, deadlines, batching and
-//     concurrency limits live in the scheduler.
+//     concurrency limits live in the scheduler, which the service builds
+//     (a ModelRouter's per-model schedulers too, through Spec.Schedulers).
 //
 // Optional interfaces refine the contract: Batcher[P] (which payloads may
 // share a run), Tensors[P, R] (the KServe v2 HTTP and gRPC doors), Warmer,
@@ -106,6 +107,11 @@ type Spec struct {
 	// Triton repository named in processor_params) through the server's
 	// cache, accounted to this service. Nil in `eas-server validate`.
 	Fetcher Fetcher
+	// Schedulers builds a ModelRouter's per-model schedulers from the
+	// service's metadata.rpc limits and metrics. Nil outside the loader
+	// (`eas-server validate`, a processor's own tests): a router then
+	// uses RouteConfig over the scheduler's defaults, unobserved.
+	Schedulers Schedulers
 }
 
 // Hook is a custom processor run around a built-in one.

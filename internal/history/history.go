@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -424,13 +425,31 @@ func readings(mfs []*dto.MetricFamily) map[string]*reading {
 			case durationName:
 				r.duration = histOf(m.GetHistogram())
 			case batchName:
-				r.batch = histOf(m.GetHistogram())
+				// A service's own runs and those of its routed models
+				// (a Triton repository's, labelled model) make its point.
+				r.batch = r.batch.add(histOf(m.GetHistogram()))
 			case depthName:
 				r.depth = m.GetGauge().GetValue()
 			case inFlightName:
 				r.inFlight = m.GetGauge().GetValue()
 			}
 		}
+	}
+	return out
+}
+
+// add is h and o summed, bucket by bucket; either may be nil. Histograms
+// of different buckets do not add up: the first is kept.
+func (h *hist) add(o *hist) *hist {
+	switch {
+	case h == nil:
+		return o
+	case o == nil || !slices.Equal(h.bounds, o.bounds):
+		return h
+	}
+	out := &hist{count: h.count + o.count, sum: h.sum + o.sum, bounds: h.bounds, cum: make([]uint64, len(h.cum))}
+	for i := range h.cum {
+		out.cum[i] = h.cum[i] + o.cum[i]
 	}
 	return out
 }

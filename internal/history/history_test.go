@@ -385,3 +385,24 @@ func TestStartStopConcurrent(t *testing.T) {
 		t.Error("still sampling after Stop")
 	}
 }
+
+// TestModelBatchesCount checks that the runs of a service's routed models
+// (eas_batch_size labelled model) count in the service's batch size beside
+// its own runs, and keep counting from one interval to the next.
+func TestModelBatchesCount(t *testing.T) {
+	r := newRig(t, history.Options{})
+	r.m.Request("s", "1", 200, time.Millisecond) // the service is seen from the base on
+	r.sample(t, 2*time.Second)
+	r.m.Batch("s", 1, time.Millisecond)
+	r.m.ModelBatch("s", "mlp", 4, time.Millisecond)
+	r.m.ModelBatch("s", "conv", 7, time.Millisecond)
+	r.sample(t, 2*time.Second)
+	if p := last(t, r.points(t, "s")); !near(p.Batch, 4) {
+		t.Errorf("Batch = %s, want 4: (1 + 4 + 7) / 3 runs", show(p))
+	}
+	r.m.ModelBatch("s", "mlp", 2, time.Millisecond)
+	r.sample(t, 2*time.Second)
+	if p := last(t, r.points(t, "s")); !near(p.Batch, 2) {
+		t.Errorf("Batch = %s, want 2: one run of 2 in the interval", show(p))
+	}
+}

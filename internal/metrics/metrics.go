@@ -5,7 +5,11 @@
 // the previous version of a service keep series, see ForgetVersions), the
 // service state (five values) and a load failure's stage (a few words).
 // Histograms carry the service alone; eas_service_info tells which version
-// and processor a service runs, for joins.
+// and processor a service runs, for joins. The scheduler histograms
+// (eas_batch_size, eas_queue_wait_seconds, eas_compute_seconds) have a
+// second kind of series for the models of a routing processor (a Triton
+// repository): service and model, beside the service's own series, which
+// keep the service label alone.
 package metrics
 
 import (
@@ -20,11 +24,14 @@ import (
 
 // Metrics is safe for concurrent use.
 type Metrics struct {
-	requests   *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	batchSize  *prometheus.HistogramVec
-	queueWait  *prometheus.HistogramVec
-	compute    *prometheus.HistogramVec
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	batchSize *prometheus.HistogramVec
+	queueWait *prometheus.HistogramVec
+	compute   *prometheus.HistogramVec
+	// models holds the scheduler histograms of routed models, labelled
+	// service and model.
+	models     *modelCollector
 	queueDepth *depthCollector
 	// asyncQueues reports the queues of asynchronous services.
 	asyncQueues *queueCollector
@@ -79,6 +86,57 @@ func (m *Metrics) of(service string) *serviceSeries {
 	}
 	got, _ := m.series.LoadOrStore(service, s)
 	return got.(*serviceSeries)
+}
+
+// modelCollector reports the scheduler histograms of routed models in the
+// same families as the services' own (eas_batch_size, ...), labelled
+// service and model. It is an unchecked collector (it describes nothing):
+// a registry refuses two descriptors of one name with different labels,
+// while a family may hold series of different label sets, so the services'
+// series keep the labels they always had.
+type modelCollector struct {
+	batch, queueWait, compute *prometheus.HistogramVec
+	series                    sync.Map // modelKey -> *modelSeries
+}
+
+type modelKey struct{ service, model string }
+
+// modelSeries is one routed model's series.
+type modelSeries struct{ batch, queueWait, compute prometheus.Observer }
+
+func (c *modelCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
+	c.batch.Collect(ch)
+	c.queueWait.Collect(ch)
+	c.compute.Collect(ch)
+}
+
+func (c *modelCollector) of(service, model string) *modelSeries {
+	k := modelKey{service, model}
+	if s, ok := c.series.Load(k); ok {
+		return s.(*modelSeries)
+	}
+	s := &modelSeries{
+		batch:     c.batch.WithLabelValues(service, model),
+		queueWait: c.queueWait.WithLabelValues(service, model),
+		compute:   c.compute.WithLabelValues(service, model),
+	}
+	got, _ := c.series.LoadOrStore(k, s)
+	return got.(*modelSeries)
+}
+
+func (c *modelCollector) forget(service string) {
+	c.series.Range(func(k, _ any) bool {
+		if k.(modelKey).service == service {
+			c.series.Delete(k)
+		}
+		return true
+	})
+	l := prometheus.Labels{"service": service}
+	c.batch.DeletePartialMatch(l)
+	c.queueWait.DeletePartialMatch(l)
+	c.compute.DeletePartialMatch(l)
 }
 
 // depthCollector reads every service's queue depth when scraped, so the
@@ -165,9 +223,19 @@ func (m *Metrics) SetAsyncQueuesFunc(fn func() []QueueStat) {
 	m.asyncQueues.mu.Unlock()
 }
 
+// Names, help and buckets of the scheduler histograms, shared by the
+// services' series and the routed models'.
+var (
+	latency      = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	batchOpts    = prometheus.HistogramOpts{Name: "eas_batch_size", Help: "Requests per model run, by service (and model, for the models of a routing processor).", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}}
+	queueOpts    = prometheus.HistogramOpts{Name: "eas_queue_wait_seconds", Help: "Time from arrival to the start of the model run, by service (and model, for the models of a routing processor).", Buckets: latency}
+	computeOpts  = prometheus.HistogramOpts{Name: "eas_compute_seconds", Help: "Duration of one model run (a whole batch), by service (and model, for the models of a routing processor).", Buckets: latency}
+	serviceLabel = []string{"service"}
+	modelLabels  = []string{"service", "model"}
+)
+
 // New registers the collectors on reg.
 func New(reg prometheus.Registerer) *Metrics {
-	latency := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eas_requests_total", Help: "Data-plane requests by service, the service version that answered (empty when none did: unknown token, nothing serving) and HTTP status code.",
@@ -175,16 +243,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "eas_request_duration_seconds", Help: "Time from arrival to response, by service.", Buckets: latency,
 		}, []string{"service"}),
-		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "eas_batch_size", Help: "Requests per model run, by service.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
-		}, []string{"service"}),
-		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "eas_queue_wait_seconds", Help: "Time from arrival to the start of the model run, by service.", Buckets: latency,
-		}, []string{"service"}),
-		compute: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "eas_compute_seconds", Help: "Duration of one model run (a whole batch), by service.", Buckets: latency,
-		}, []string{"service"}),
+		batchSize: prometheus.NewHistogramVec(batchOpts, serviceLabel),
+		queueWait: prometheus.NewHistogramVec(queueOpts, serviceLabel),
+		compute:   prometheus.NewHistogramVec(computeOpts, serviceLabel),
+		models: &modelCollector{
+			batch:     prometheus.NewHistogramVec(batchOpts, modelLabels),
+			queueWait: prometheus.NewHistogramVec(queueOpts, modelLabels),
+			compute:   prometheus.NewHistogramVec(computeOpts, modelLabels),
+		},
 		asyncQueues: newQueueCollector(),
 		queueDepth:  &depthCollector{desc: prometheus.NewDesc("eas_queue_depth", "Requests waiting for a worker, by service.", []string{"service"}, nil)},
 		unknownFields: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -210,7 +276,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "eas_build_info", Help: "1, labelled with the server's version, the Go version that built it and its VCS revision.",
 		}, []string{"version", "goversion", "revision"}),
 	}
-	reg.MustRegister(m.asyncQueues)
+	reg.MustRegister(m.asyncQueues, m.models)
 	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields,
 		m.inFlight, m.serviceInfo, m.serviceState, m.loadSeconds, m.loadFailures, m.buildInfo)
 	return m
@@ -347,6 +413,26 @@ func (m *Metrics) QueueWait(service string, d time.Duration) {
 	m.of(service).queueWait.Observe(d.Seconds())
 }
 
+// ModelBatch records one run of size requests of model, a routed model of
+// service (a model of a Triton repository).
+func (m *Metrics) ModelBatch(service, model string, size int, compute time.Duration) {
+	if m == nil {
+		return
+	}
+	s := m.models.of(service, model)
+	s.batch.Observe(float64(size))
+	s.compute.Observe(compute.Seconds())
+}
+
+// ModelQueueWait records how long one request of a routed model waited
+// before its run.
+func (m *Metrics) ModelQueueWait(service, model string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.models.of(service, model).queueWait.Observe(d.Seconds())
+}
+
 // UnknownFields records one answer whose records carried keys the model
 // does not read: a client sending misspelled features shows up here before
 // anyone reads its headers.
@@ -380,6 +466,7 @@ func (m *Metrics) Forget(service string) {
 	m.batchSize.DeletePartialMatch(l)
 	m.queueWait.DeletePartialMatch(l)
 	m.compute.DeletePartialMatch(l)
+	m.models.forget(service)
 	m.unknownFields.DeletePartialMatch(l)
 	m.inFlight.DeletePartialMatch(l)
 	m.serviceInfo.DeletePartialMatch(l)

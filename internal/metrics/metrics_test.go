@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,53 @@ func TestForgetAndForgetVersions(t *testing.T) {
 		if len(mf.GetMetric()) > 0 && mf.GetName() != "eas_build_info" {
 			t.Errorf("%s keeps %d series after Forget", mf.GetName(), len(mf.GetMetric()))
 		}
+	}
+}
+
+// TestModelSeries checks that a routed model's runs show in the same
+// families as the services' own, labelled service and model, without
+// changing the services' series, and that Forget drops them.
+func TestModelSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Batch("s", 1, time.Millisecond)
+	m.ModelBatch("s", "mlp", 4, time.Millisecond)
+	m.ModelBatch("s", "mlp", 2, time.Millisecond)
+	m.ModelQueueWait("s", "mlp", time.Millisecond)
+	m.ModelBatch("t", "conv", 1, time.Millisecond)
+	var out strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			labels := ""
+			for _, l := range mt.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + ","
+			}
+			if h := mt.GetHistogram(); h != nil {
+				fmt.Fprintf(&out, "%s{%s} %d %g\n", mf.GetName(), labels, h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+	for _, want := range []string{
+		"eas_batch_size{service=s,} 1 1\n",
+		"eas_batch_size{model=mlp,service=s,} 2 6\n",
+		"eas_batch_size{model=conv,service=t,} 1 1\n",
+		"eas_compute_seconds{model=mlp,service=s,} 2 0.002\n",
+		"eas_queue_wait_seconds{model=mlp,service=s,} 1 0.001\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("gathered series lack %q:\n%s", want, out.String())
+		}
+	}
+	m.Forget("s")
+	if n := testutil.CollectAndCount(m.models, "eas_batch_size"); n != 1 {
+		t.Errorf("after Forget(s): %d model batch series, want 1 (t's)", n)
+	}
+	m.ModelBatch("s", "mlp", 1, time.Millisecond) // a new series, counted from zero
+	if n := testutil.CollectAndCount(m.models, "eas_batch_size"); n != 2 {
+		t.Errorf("after a new run: %d model batch series, want 2", n)
 	}
 }

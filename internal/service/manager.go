@@ -19,12 +19,10 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/storage"
 )
@@ -302,6 +300,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 		return nil, nil, err
 	}
 	ps.Fetcher = fetched
+	ps.Schedulers = m.modelSchedulers(spec, log)
 	if e, err = Configure(spec, ps); err != nil {
 		return nil, nil, err
 	}
@@ -390,33 +389,6 @@ func (f *fetchList) release() {
 	for _, p := range paths {
 		f.fetcher.Release(p)
 	}
-}
-
-// newScheduler sizes the scheduler for all of the service's instances:
-// metadata.instance replicas in this process behave like one replica with
-// instance times the workers, queue and rate limit of metadata.rpc.
-func (m *Manager) newScheduler(spec *servicejson.Service, e *processors.Engine, log *slog.Logger) *scheduler.Scheduler {
-	rpc := spec.Metadata.RPC
-	n := max(spec.Metadata.Instance, 1)
-	cfg := scheduler.Config{
-		Workers:         rpc.WorkerThreads * n,
-		QueueSize:       rpc.MaxQueueSize * n,
-		Timeout:         rpc.Keepalive,
-		RateLimit:       float64(rpc.RateLimit * n),
-		Batching:        rpc.Batching,
-		MaxBatchSize:    rpc.MaxBatchSize,
-		MaxBatchTimeout: rpc.MaxBatchTimeout,
-		// The batch key decides who may share a run; preferred sizes shape it.
-		PreferredBatchSizes: rpc.PreferredBatchSizes,
-	}
-	key := scheduler.KeyFunc(e.BatchKey())
-	name := spec.Name
-	mt := m.opt.Metrics
-	obs := scheduler.Observer{
-		Batch:     func(size int, d time.Duration) { mt.Batch(name, size, d) },
-		QueueWait: func(d time.Duration) { mt.QueueWait(name, d) },
-	}
-	return scheduler.New(cfg, e.Run, key, obs, log)
 }
 
 // initialToken returns a new service's token: the one given, else the one

@@ -400,36 +400,35 @@ func metadataOf(cfg *ModelConfig) processors.Metadata {
 	}
 }
 
-// newScheduler sizes a version's scheduler from config.pbtxt.
+// newScheduler asks the service for a version's scheduler
+// (processors.Schedulers): its metadata.rpc limits combined with what
+// config.pbtxt asks for, by processors.RouteConfig's rule, and its eas_*
+// metrics under the model's name, besides the model's own statistics.
 func (p *Processor) newScheduler(v *version) *scheduler.Scheduler {
 	cfg := v.cfg
-	workers := 0
-	for _, g := range cfg.InstanceGroups {
-		workers += g.Count
+	ms := processors.ModelSchedule{
+		Model: v.name, Version: v.version, MaxBatchSize: cfg.MaxBatchSize,
+		Logger: p.log.With("model", v.name, "model_version", v.version),
 	}
-	sc := scheduler.Config{
-		Workers: max(workers, 1),
-		// The request deadline is the caller's (the service's keepalive);
-		// the queue policy's timeout, when set, is a tighter one.
-		Timeout:      -1,
-		Batching:     cfg.DynamicBatching != nil && cfg.MaxBatchSize > 0,
-		MaxBatchSize: max(cfg.MaxBatchSize, 1),
+	for _, g := range cfg.InstanceGroups {
+		ms.Instances += g.Count
 	}
 	if db := cfg.DynamicBatching; db != nil {
-		sc.PreferredBatchSizes = db.PreferredBatchSizes
-		sc.MaxBatchTimeout = db.MaxQueueDelay
-		sc.QueueSize = db.MaxQueueSize
-		if db.QueueTimeout > 0 {
-			sc.Timeout = db.QueueTimeout
-		}
+		ms.DynamicBatching = true
+		ms.PreferredBatchSizes = db.PreferredBatchSizes
+		ms.MaxQueueDelay = db.MaxQueueDelay
+		ms.QueueSize = db.MaxQueueSize
+		ms.Timeout = db.QueueTimeout
 	}
-	st := v.stats
-	obs := scheduler.Observer{
-		Batch:     st.execution,
-		QueueWait: st.queued,
-	}
+	obs := scheduler.Observer{Batch: v.stats.execution, QueueWait: v.stats.queued}
 	eng := processors.Adapt[*onnx.Payload, *processors.TensorResult](v.rt)
-	return scheduler.New(sc, eng.Run, eng.BatchKey(), obs, p.log.With("model", v.name, "model_version", v.version))
+	run, key := eng.Run, scheduler.KeyFunc(eng.BatchKey())
+	if p.spec.Schedulers == nil {
+		// Outside the loader (the package's own tests): the rule over
+		// the scheduler's defaults, the caller's deadline only.
+		return scheduler.New(processors.RouteConfig(scheduler.Config{Timeout: -1}, ms), run, key, obs, ms.Logger)
+	}
+	return p.spec.Schedulers.NewScheduler(ms, run, key, obs)
 }
 
 // check validates a request against config.pbtxt with Triton's wording, so
@@ -631,7 +630,13 @@ func (v *version) Platform() string              { return onnxPlatform }
 func (v *version) Metadata() processors.Metadata { return v.meta }
 func (v *version) Stats() any                    { return v.stats.snapshot(v.name, v.version) }
 
+// Admit answers what the version's scheduler would answer at once (the
+// service's rate limit, a full queue), so the server refuses before it
+// reads the body.
+func (v *version) Admit() error { return v.sched.Admit() }
+
 var (
 	_ processors.RoutedModel   = (*version)(nil)
 	_ processors.StatsReporter = (*version)(nil)
+	_ processors.Admitter      = (*version)(nil)
 )

@@ -1,0 +1,115 @@
+package triton_test
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// slowRequest is one single-row request for the slow model.
+var slowRequest = []byte(`{"inputs":[{"name":"input","shape":[1,16],"datatype":"FP32","data":[` + strings.Repeat("0.25,", 15) + `1]}]}`)
+
+// multiIORequest is one single-row request for the multi_io model.
+var multiIORequest = []byte(`{"inputs":[{"name":"a","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},` +
+	`{"name":"b","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},{"name":"w","shape":[1,1],"datatype":"FP64","data":[2]}]}`)
+
+// inferAll sends n concurrent copies of body to a model's infer URL and
+// returns how many got each status code.
+func inferAll(t *testing.T, url string, body []byte, n int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			c := do(t, "POST", url, body, map[string]string{"Authorization": token}).code
+			mu.Lock()
+			codes[c]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// metric reads one sample of /metrics; -1 when it is absent.
+func metric(t *testing.T, url, series string) float64 {
+	t.Helper()
+	r := do(t, "GET", url+"/metrics", nil, nil)
+	if r.code != 200 {
+		t.Fatalf("/metrics: %d", r.code)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(r.body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("%s: %v", series, err)
+	}
+	return v
+}
+
+// TestModelBatchesInServiceMetrics sends concurrent requests to slow, which
+// batches (dynamic_batching), in a service whose metadata.rpc turns
+// batching on: its runs show in the service's eas_* histograms under the
+// model's label, in fewer runs than requests and none over max_batch_size
+// (16) or rpc.max_batch_size (8, the smaller); the service's own series are
+// not touched.
+func TestModelBatchesInServiceMetrics(t *testing.T) {
+	js := strings.Replace(nativeService(t, "tri"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.batching":true,"rpc.max_batch_size":8`, 1)
+	s := newStack(t, js)
+	const n = 48
+	if codes := inferAll(t, s.URL+"/v2/models/slow/infer", slowRequest, n); codes[200] != n {
+		t.Fatalf("status codes %v; want %d 200s", codes, n)
+	}
+	const labels = `{model="slow",service="tri"}`
+	sum := metric(t, s.URL, "eas_batch_size_sum"+labels)
+	count := metric(t, s.URL, "eas_batch_size_count"+labels)
+	if sum != n || count < 1 || count >= n {
+		t.Errorf("eas_batch_size%s: sum %v, count %v; want %d requests in fewer runs", labels, sum, count, n)
+	}
+	if over := count - metric(t, s.URL, `eas_batch_size_bucket{model="slow",service="tri",le="8"}`); over != 0 {
+		t.Errorf("%v runs held more than rpc.max_batch_size 8 requests", over)
+	}
+	if c := metric(t, s.URL, "eas_queue_wait_seconds_count"+labels); c != n {
+		t.Errorf("eas_queue_wait_seconds_count%s = %v, want %d", labels, c, n)
+	}
+	if c := metric(t, s.URL, "eas_compute_seconds_count"+labels); c != count {
+		t.Errorf("eas_compute_seconds_count%s = %v, want the %v runs", labels, c, count)
+	}
+	// mlp's warm-up ran through the same construction.
+	if c := metric(t, s.URL, `eas_batch_size_count{model="mlp",service="tri"}`); c != 1 {
+		t.Errorf("mlp's warm-up: %v runs in eas_batch_size, want 1", c)
+	}
+	if c := metric(t, s.URL, `eas_batch_size_count{service="tri"}`); c > 0 {
+		t.Errorf("the service's own series counts %v runs of its models", c)
+	}
+	st := getStats(t, s.URL+"/v2/models/slow/stats")
+	if float64(st.ExecutionCount) != count {
+		t.Errorf("Triton statistics: %d executions; eas_batch_size counts %v", st.ExecutionCount, count)
+	}
+}
+
+// TestServiceLimitsApplyToModels checks that a service's metadata.rpc
+// admission limits hold for each of its models: rate_limit answers 429,
+// max_queue_size 450 (neither slow's nor multi_io's config.pbtxt sets a
+// queue bound of its own).
+func TestServiceLimitsApplyToModels(t *testing.T) {
+	rate := strings.Replace(nativeService(t, "rated"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.rate_limit":2`, 1)
+	queue := strings.Replace(nativeService(t, "queued"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.max_queue_size":1`, 1)
+	s := newStack(t, rate, queue)
+	const n = 48
+	codes := inferAll(t, s.URL+"/api/predict/rated/v2/models/slow/infer", slowRequest, n)
+	if codes[429] == 0 || codes[200] == 0 || codes[200]+codes[429] != n {
+		t.Errorf("rate_limit 2: status codes %v; want some 200s and the rest 429", codes)
+	}
+	// multi_io does not batch and has two instances: two requests run, one
+	// waits, the rest are refused.
+	codes = inferAll(t, s.URL+"/api/predict/queued/v2/models/multi_io/infer", multiIORequest, n)
+	if codes[450] == 0 || codes[200] == 0 || codes[200]+codes[450] != n {
+		t.Errorf("max_queue_size 1: status codes %v; want some 200s and the rest 450", codes)
+	}
+}
