@@ -1,6 +1,8 @@
 package triton_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,20 +13,16 @@ import (
 // slowRequest is one single-row request for the slow model.
 var slowRequest = []byte(`{"inputs":[{"name":"input","shape":[1,16],"datatype":"FP32","data":[` + strings.Repeat("0.25,", 15) + `1]}]}`)
 
-// multiIORequest is one single-row request for the multi_io model.
-var multiIORequest = []byte(`{"inputs":[{"name":"a","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},` +
-	`{"name":"b","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]},{"name":"w","shape":[1,1],"datatype":"FP64","data":[2]}]}`)
-
-// inferAll sends n concurrent copies of body to a model's infer URL and
+// inferAll sends n concurrent slow requests to a model's infer URL and
 // returns how many got each status code.
-func inferAll(t *testing.T, url string, body []byte, n int) map[int]int {
+func inferAll(t *testing.T, url string, n int) map[int]int {
 	t.Helper()
 	var mu sync.Mutex
 	codes := map[int]int{}
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			c := do(t, "POST", url, body, map[string]string{"Authorization": token}).code
+			c := do(t, "POST", url, slowRequest, map[string]string{"Authorization": token}).code
 			mu.Lock()
 			codes[c]++
 			mu.Unlock()
@@ -62,7 +60,7 @@ func TestModelBatchesInServiceMetrics(t *testing.T) {
 	js := strings.Replace(nativeService(t, "tri"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.batching":true,"rpc.max_batch_size":8`, 1)
 	s := newStack(t, js)
 	const n = 48
-	if codes := inferAll(t, s.URL+"/v2/models/slow/infer", slowRequest, n); codes[200] != n {
+	if codes := inferAll(t, s.URL+"/v2/models/slow/infer", n); codes[200] != n {
 		t.Fatalf("status codes %v; want %d 200s", codes, n)
 	}
 	const labels = `{model="slow",service="tri"}`
@@ -95,21 +93,45 @@ func TestModelBatchesInServiceMetrics(t *testing.T) {
 
 // TestServiceLimitsApplyToModels checks that a service's metadata.rpc
 // admission limits hold for each of its models: rate_limit answers 429,
-// max_queue_size 450 (neither slow's nor multi_io's config.pbtxt sets a
-// queue bound of its own).
+// max_queue_size 450. The queue test's repository holds slow's model with
+// one instance, no dynamic batching and no queue bound of its own, so two
+// requests fit (one running, one waiting); bursts are sent until one of
+// them finds both places taken.
 func TestServiceLimitsApplyToModels(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.CopyFS(filepath.Join(repo, "slow"), os.DirFS(filepath.Join(repoPath(t), "slow"))); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `name: "slow"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "output" data_type: TYPE_FP32 dims: [ 8 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+`
+	if err := os.WriteFile(filepath.Join(repo, "slow", "config.pbtxt"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rate := strings.Replace(nativeService(t, "rated"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.rate_limit":2`, 1)
-	queue := strings.Replace(nativeService(t, "queued"), `"rpc.keepalive":5000`, `"rpc.keepalive":5000,"rpc.max_queue_size":1`, 1)
+	queue := `{"name":"queued","processor":"triton","processor_params":["--model-repository=` + repo + `"],"token":"` + token +
+		`","metadata":{"instance":1,"rpc.keepalive":5000,"rpc.max_queue_size":1}}`
 	s := newStack(t, rate, queue)
 	const n = 48
-	codes := inferAll(t, s.URL+"/api/predict/rated/v2/models/slow/infer", slowRequest, n)
+	codes := inferAll(t, s.URL+"/api/predict/rated/v2/models/slow/infer", n)
 	if codes[429] == 0 || codes[200] == 0 || codes[200]+codes[429] != n {
 		t.Errorf("rate_limit 2: status codes %v; want some 200s and the rest 429", codes)
 	}
-	// multi_io does not batch and has two instances: two requests run, one
-	// waits, the rest are refused.
-	codes = inferAll(t, s.URL+"/api/predict/queued/v2/models/multi_io/infer", multiIORequest, n)
-	if codes[450] == 0 || codes[200] == 0 || codes[200]+codes[450] != n {
-		t.Errorf("max_queue_size 1: status codes %v; want some 200s and the rest 450", codes)
+	for burst := 1; ; burst++ {
+		codes = inferAll(t, s.URL+"/api/predict/queued/v2/models/slow/infer", n)
+		if codes[200]+codes[450] != n || codes[200] < 2 {
+			t.Fatalf("max_queue_size 1, burst %d: status codes %v; want 200s and 450s only, at least two 200s", burst, codes)
+		}
+		if codes[450] > 0 {
+			t.Logf("burst %d: status codes %v", burst, codes)
+			break
+		}
+		if burst == 20 {
+			t.Fatalf("max_queue_size 1: %d bursts of %d requests, none refused with 450", burst, n)
+		}
 	}
 }
