@@ -178,7 +178,7 @@ func TestCaffeNetFromHTTPArchive(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(b), `"prob"`) || !strings.Contains(string(b), "fc7") {
 		t.Errorf("metadata: %d %s", code, b)
 	}
-	info, err := s.Manager.Describe("bad")
+	info, err := s.Manager.Describe(t.Context(), "bad")
 	if err != nil {
 		t.Fatal(err)
 	}

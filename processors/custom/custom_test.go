@@ -389,7 +389,7 @@ func TestRollingUpdateAndQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Manager.Update("py", s); err != nil {
+	if _, err := st.Manager.Update(t.Context(), "py", s); err != nil {
 		t.Fatal(err)
 	}
 	wait.Until(t, 20*time.Second, func() error {
