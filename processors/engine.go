@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/eas-server/eas-server/scheduler"
 )
@@ -106,10 +107,24 @@ func (e *Engine) Platform() string {
 	return e.tensors.platform()
 }
 
-// FromTensors makes a payload from KServe tensors. Only for an Engine that
-// ServesTensors.
-func (e *Engine) FromTensors(tp *TensorPayload) (any, error) { return e.tensors.from(tp) }
+// ErrNoTensors is what FromTensors and ToTensors answer for an Engine whose
+// processor does not serve tensors (ServesTensors is false): a 501, never a
+// nil dereference.
+var ErrNoTensors = &StatusError{Code: http.StatusNotImplemented, Err: errors.New("this service's processor does not serve tensors (the KServe v2 doors); use POST /api/predict/<service>")}
 
-// ToTensors turns a result into tensors. Only for an Engine that
+// FromTensors makes a payload from KServe tensors; ErrNoTensors unless
 // ServesTensors.
-func (e *Engine) ToTensors(p, r any) (*TensorResult, error) { return e.tensors.to(p, r) }
+func (e *Engine) FromTensors(tp *TensorPayload) (any, error) {
+	if e.tensors == nil {
+		return nil, ErrNoTensors
+	}
+	return e.tensors.from(tp)
+}
+
+// ToTensors turns a result into tensors; ErrNoTensors unless ServesTensors.
+func (e *Engine) ToTensors(p, r any) (*TensorResult, error) {
+	if e.tensors == nil {
+		return nil, ErrNoTensors
+	}
+	return e.tensors.to(p, r)
+}

@@ -197,3 +197,18 @@ func TestPayloadErrorsFailOnlyTheirPayloads(t *testing.T) {
 		t.Error("errors.Is does not see a payload's error")
 	}
 }
+
+// TestEngineWithoutTensors: the tensor calls of an engine that serves none
+// answer 501, never dereference nil.
+func TestEngineWithoutTensors(t *testing.T) {
+	e := newNop()
+	if e.ServesTensors() {
+		t.Fatal("nop serves tensors")
+	}
+	if _, err := e.FromTensors(&TensorPayload{}); !errors.Is(err, ErrNoTensors) {
+		t.Errorf("FromTensors: %v", err)
+	}
+	if _, err := e.ToTensors(1, "r"); !errors.Is(err, ErrNoTensors) {
+		t.Errorf("ToTensors: %v", err)
+	}
+}
