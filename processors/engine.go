@@ -16,9 +16,9 @@ import (
 // FromTensors.
 type Engine struct {
 	proc    Processor
-	decode  func(*Request) (any, error)
+	decode  func(context.Context, *Request) (any, error)
 	run     func(context.Context, []any) ([]any, error)
-	encode  func(p, r any) (*Response, error)
+	encode  func(ctx context.Context, p, r any) (*Response, error)
 	key     func(any) (string, bool) // nil: payloads never share a run
 	tensors *tensorDoor              // nil: no KServe doors
 }
@@ -26,15 +26,15 @@ type Engine struct {
 // tensorDoor is the erased form of Tensors[P, R].
 type tensorDoor struct {
 	platform func() string
-	from     func(*TensorPayload) (any, error)
-	to       func(p, r any) (*TensorResult, error)
+	from     func(context.Context, *TensorPayload) (any, error)
+	to       func(ctx context.Context, p, r any) (*TensorResult, error)
 }
 
 // Adapt wraps a typed processor for the scheduler and the server.
 func Adapt[P, R any](t Typed[P, R]) *Engine {
 	e := &Engine{
 		proc:   t,
-		decode: func(req *Request) (any, error) { return t.Decode(req) },
+		decode: func(ctx context.Context, req *Request) (any, error) { return t.Decode(ctx, req) },
 		run: func(ctx context.Context, batch []any) ([]any, error) {
 			ps := make([]P, len(batch))
 			for i, b := range batch {
@@ -61,7 +61,7 @@ func Adapt[P, R any](t Typed[P, R]) *Engine {
 			}
 			return out, nil
 		},
-		encode: func(p, r any) (*Response, error) { return t.Encode(p.(P), r.(R)) },
+		encode: func(ctx context.Context, p, r any) (*Response, error) { return t.Encode(ctx, p.(P), r.(R)) },
 	}
 	if b, ok := t.(Batcher[P]); ok {
 		e.key = func(p any) (string, bool) { return b.BatchKey(p.(P)) }
@@ -69,8 +69,10 @@ func Adapt[P, R any](t Typed[P, R]) *Engine {
 	if ts, ok := t.(Tensors[P, R]); ok {
 		e.tensors = &tensorDoor{
 			platform: ts.Platform,
-			from:     func(tp *TensorPayload) (any, error) { return ts.FromTensors(tp) },
-			to:       func(p, r any) (*TensorResult, error) { return ts.ToTensors(p.(P), r.(R)) },
+			from:     func(ctx context.Context, tp *TensorPayload) (any, error) { return ts.FromTensors(ctx, tp) },
+			to: func(ctx context.Context, p, r any) (*TensorResult, error) {
+				return ts.ToTensors(ctx, p.(P), r.(R))
+			},
 		}
 	}
 	return e
@@ -80,16 +82,17 @@ func Adapt[P, R any](t Typed[P, R]) *Engine {
 // optional interfaces (Closer, Healther, Warmer, ModelRouter, ...).
 func (e *Engine) Processor() Processor { return e.proc }
 
-// Decode decodes a request into the processor's payload.
-func (e *Engine) Decode(req *Request) (any, error) { return e.decode(req) }
+// Decode decodes a request into the processor's payload, under the
+// request's ctx.
+func (e *Engine) Decode(ctx context.Context, req *Request) (any, error) { return e.decode(ctx, req) }
 
 // Run runs a batch of payloads made by this Engine; it is the scheduler's
 // run function. A payload the processor failed alone (PayloadErrors) has a
 // scheduler.Failed for its result.
 func (e *Engine) Run(ctx context.Context, batch []any) ([]any, error) { return e.run(ctx, batch) }
 
-// Encode encodes one payload's result.
-func (e *Engine) Encode(p, r any) (*Response, error) { return e.encode(p, r) }
+// Encode encodes one payload's result, under the request's ctx.
+func (e *Engine) Encode(ctx context.Context, p, r any) (*Response, error) { return e.encode(ctx, p, r) }
 
 // BatchKey is the scheduler's key function; nil when the processor never
 // merges payloads.
@@ -112,19 +115,20 @@ func (e *Engine) Platform() string {
 // nil dereference.
 var ErrNoTensors = &StatusError{Code: http.StatusNotImplemented, Err: errors.New("this service's processor does not serve tensors (the KServe v2 doors); use POST /api/predict/<service>")}
 
-// FromTensors makes a payload from KServe tensors; ErrNoTensors unless
-// ServesTensors.
-func (e *Engine) FromTensors(tp *TensorPayload) (any, error) {
+// FromTensors makes a payload from KServe tensors, under the request's
+// ctx; ErrNoTensors unless ServesTensors.
+func (e *Engine) FromTensors(ctx context.Context, tp *TensorPayload) (any, error) {
 	if e.tensors == nil {
 		return nil, ErrNoTensors
 	}
-	return e.tensors.from(tp)
+	return e.tensors.from(ctx, tp)
 }
 
-// ToTensors turns a result into tensors; ErrNoTensors unless ServesTensors.
-func (e *Engine) ToTensors(p, r any) (*TensorResult, error) {
+// ToTensors turns a result into tensors, under the request's ctx;
+// ErrNoTensors unless ServesTensors.
+func (e *Engine) ToTensors(ctx context.Context, p, r any) (*TensorResult, error) {
 	if e.tensors == nil {
 		return nil, ErrNoTensors
 	}
-	return e.tensors.to(p, r)
+	return e.tensors.to(ctx, p, r)
 }

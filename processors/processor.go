@@ -7,12 +7,12 @@
 // A processor implements Typed[P, R] for its own payload type P (what one
 // request decodes to) and result type R (what one payload's run produces):
 //
-//	Configure(spec)        check service.json; no I/O (also run by `eas-server validate`)
-//	Load(ctx, files)       read the fetched model; files.ModelPath is local
-//	Metadata()             the inputs and outputs, for GET and KServe metadata
-//	Decode(req) (P, error) bytes -> payload, on the request's goroutine
-//	Run(ctx, []P) ([]R, error)  one batch, on a scheduler worker
-//	Encode(P, R)           payload + result -> bytes
+//	Configure(spec)              check service.json; no I/O (also run by `eas-server validate`)
+//	Load(ctx, files)             read the fetched model; files.ModelPath is local
+//	Metadata()                   the inputs and outputs, for GET and KServe metadata
+//	Decode(ctx, req) (P, error)  bytes -> payload, on the request's goroutine
+//	Run(ctx, []P) ([]R, error)   one batch, on a scheduler worker
+//	Encode(ctx, P, R)            payload + result -> bytes, on the request's goroutine
 //
 // and registers a factory with Register(code, description, func() *Engine {
 // return Adapt[P, R](New()) }). Adapt erases the types for the scheduler and
@@ -24,6 +24,11 @@
 // fetch model_path -> Load -> optional Warmup -> serving -> Close.
 //
 // Rules a processor keeps:
+//   - ctx is the first parameter of every call that can block or allocate
+//     per request: Decode, Encode, FromTensors and ToTensors get the
+//     request's context (it ends when the client goes away; Warmup's own
+//     ctx when warm-up replays a request), Run the batch's. A processor
+//     uses the ctx it is given and never stores one in a payload.
 //   - Decode validates everything it can: a bad request is a *badinput.Error
 //     (HTTP 400) before it queues, so one bad request never fails a batch.
 //     Work done in Decode (parsed rows, inputs in model order) travels in P;
@@ -138,25 +143,15 @@ type Files struct {
 	ProcessorPath string
 }
 
-// Request is one data-plane call as the processor sees it.
+// Request is one data-plane call as the processor sees it. Its context is
+// not here: Decode takes it as its first parameter.
 type Request struct {
-	// Context is the caller's: it ends when the client goes away. Nil
-	// means context.Background() (warm-up). Read it with Ctx.
-	Context context.Context
-	Body    []byte // the (decompressed) request body
-	Path    string // extra path after /api/predict/<name>, "" or starting with "/"
-	Query   string // raw query string
+	Body  []byte // the (decompressed) request body
+	Path  string // extra path after /api/predict/<name>, "" or starting with "/"
+	Query string // raw query string
 	// Header is the caller's headers, not a copy: read-only, and it holds
 	// the service's Authorization, which a processor must never forward.
 	Header http.Header
-}
-
-// Ctx is the request's context, never nil.
-func (r *Request) Ctx() context.Context {
-	if r.Context == nil {
-		return context.Background()
-	}
-	return r.Context
 }
 
 // Response is what Encode returns for a successful call.
@@ -188,14 +183,15 @@ type Processor interface {
 // rules each method keeps.
 type Typed[P, R any] interface {
 	Processor
-	// Decode turns a request into a payload. A bad body is a
-	// *badinput.Error (HTTP 400).
-	Decode(req *Request) (P, error)
+	// Decode turns a request into a payload, under the request's ctx. A
+	// bad body is a *badinput.Error (HTTP 400).
+	Decode(ctx context.Context, req *Request) (P, error)
 	// Run executes a batch of payloads, one per request, and returns one
 	// result per payload, in order.
 	Run(ctx context.Context, batch []P) ([]R, error)
-	// Encode serialises the result of one payload.
-	Encode(p P, r R) (*Response, error)
+	// Encode serialises the result of one payload, under the request's
+	// ctx.
+	Encode(ctx context.Context, p P, r R) (*Response, error)
 }
 
 // PayloadErrors is the error Run returns to fail some payloads of a batch
@@ -299,10 +295,12 @@ type Tensors[P, R any] interface {
 	// Platform names the runtime for KServe model metadata, e.g. "onnxruntime_onnx".
 	Platform() string
 	// FromTensors makes the payload Run takes from KServe tensors, with
-	// the checks Decode makes (a *badinput.Error for a bad request).
-	FromTensors(tp *TensorPayload) (P, error)
-	// ToTensors turns one payload's result into tensors.
-	ToTensors(p P, r R) (*TensorResult, error)
+	// the checks Decode makes (a *badinput.Error for a bad request),
+	// under the request's ctx.
+	FromTensors(ctx context.Context, tp *TensorPayload) (P, error)
+	// ToTensors turns one payload's result into tensors, under the
+	// request's ctx.
+	ToTensors(ctx context.Context, p P, r R) (*TensorResult, error)
 }
 
 // Metadata describes a model for GET /api/predict/<name> and KServe metadata.

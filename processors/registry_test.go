@@ -12,16 +12,17 @@ import (
 
 	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/tensor"
 )
 
 type nop struct{}
 
-func (nop) Configure(Spec) error                         { return nil }
-func (nop) Load(context.Context, Files) error            { return nil }
-func (nop) Metadata() Metadata                           { return Metadata{} }
-func (nop) Decode(*Request) (int, error)                 { return 0, nil }
-func (nop) Run(context.Context, []int) ([]string, error) { return nil, nil }
-func (nop) Encode(int, string) (*Response, error)        { return nil, nil }
+func (nop) Configure(Spec) error                                   { return nil }
+func (nop) Load(context.Context, Files) error                      { return nil }
+func (nop) Metadata() Metadata                                     { return Metadata{} }
+func (nop) Decode(context.Context, *Request) (int, error)          { return 0, nil }
+func (nop) Run(context.Context, []int) ([]string, error)           { return nil, nil }
+func (nop) Encode(context.Context, int, string) (*Response, error) { return nil, nil }
 
 func newNop() *Engine { return Adapt[int, string](nop{}) }
 
@@ -89,7 +90,7 @@ func TestFindModelFile(t *testing.T) {
 
 func TestEngineRunsTypedPayloads(t *testing.T) {
 	e := Adapt[*TensorPayload, int](counter{})
-	p, err := e.Decode(&Request{Body: []byte("abc")})
+	p, err := e.Decode(t.Context(), &Request{Body: []byte("abc")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestDecodeConfig(t *testing.T) {
 
 type counter struct{ nop }
 
-func (counter) Decode(r *Request) (*TensorPayload, error) {
+func (counter) Decode(_ context.Context, r *Request) (*TensorPayload, error) {
 	return &TensorPayload{Outputs: []string{string(r.Body)}}, nil
 }
 func (counter) Run(_ context.Context, b []*TensorPayload) ([]int, error) {
@@ -140,7 +141,7 @@ func (counter) Run(_ context.Context, b []*TensorPayload) ([]int, error) {
 	}
 	return out, nil
 }
-func (counter) Encode(*TensorPayload, int) (*Response, error) { return nil, nil }
+func (counter) Encode(context.Context, *TensorPayload, int) (*Response, error) { return nil, nil }
 
 type short struct{ nop }
 
@@ -205,10 +206,59 @@ func TestEngineWithoutTensors(t *testing.T) {
 	if e.ServesTensors() {
 		t.Fatal("nop serves tensors")
 	}
-	if _, err := e.FromTensors(&TensorPayload{}); !errors.Is(err, ErrNoTensors) {
+	if _, err := e.FromTensors(t.Context(), &TensorPayload{}); !errors.Is(err, ErrNoTensors) {
 		t.Errorf("FromTensors: %v", err)
 	}
-	if _, err := e.ToTensors(1, "r"); !errors.Is(err, ErrNoTensors) {
+	if _, err := e.ToTensors(t.Context(), 1, "r"); !errors.Is(err, ErrNoTensors) {
 		t.Errorf("ToTensors: %v", err)
+	}
+}
+
+// ctxKey marks the context a test hands the Engine.
+type ctxKey struct{}
+
+// ctxSeer records, in its result, the context value each data-path call
+// was given.
+type ctxSeer struct{ nop }
+
+func seen(ctx context.Context) string { s, _ := ctx.Value(ctxKey{}).(string); return s }
+
+func (ctxSeer) Decode(ctx context.Context, _ *Request) (*TensorPayload, error) {
+	return &TensorPayload{Outputs: []string{"decode:" + seen(ctx)}}, nil
+}
+func (ctxSeer) FromTensors(ctx context.Context, _ *TensorPayload) (*TensorPayload, error) {
+	return &TensorPayload{Outputs: []string{"from:" + seen(ctx)}}, nil
+}
+func (ctxSeer) Run(_ context.Context, b []*TensorPayload) ([]int, error) {
+	return make([]int, len(b)), nil
+}
+func (ctxSeer) Encode(ctx context.Context, p *TensorPayload, _ int) (*Response, error) {
+	return &Response{Body: []byte(p.Outputs[0] + " encode:" + seen(ctx))}, nil
+}
+func (ctxSeer) Platform() string { return "test" }
+func (ctxSeer) ToTensors(ctx context.Context, p *TensorPayload, _ int) (*TensorResult, error) {
+	return &TensorResult{Outputs: []tensor.Tensor{{Name: p.Outputs[0] + " to:" + seen(ctx)}}}, nil
+}
+
+// TestEnginePassesContext: the Engine hands each call the context it is
+// given, so a processor never needs one of its own.
+func TestEnginePassesContext(t *testing.T) {
+	e := Adapt[*TensorPayload, int](ctxSeer{})
+	ctx := context.WithValue(t.Context(), ctxKey{}, "req")
+	p, err := e.Decode(ctx, &Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.Encode(ctx, p, 0)
+	if err != nil || string(resp.Body) != "decode:req encode:req" {
+		t.Errorf("Decode, Encode: %q, %v", resp.Body, err)
+	}
+	p, err = e.FromTensors(ctx, &TensorPayload{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := e.ToTensors(ctx, p, 0)
+	if err != nil || tr.Outputs[0].Name != "from:req to:req" {
+		t.Errorf("FromTensors, ToTensors: %+v, %v", tr, err)
 	}
 }

@@ -171,7 +171,7 @@ func run(t *testing.T, model []byte, inputs ...tensor.Tensor) []tensor.Tensor {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	p, err := rt.FromTensors(&processors.TensorPayload{Inputs: inputs})
+	p, err := rt.FromTensors(t.Context(), &processors.TensorPayload{Inputs: inputs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func RunInProcess(ctx context.Context, e *processors.Engine, tp *processors.Tens
 	if !e.ServesTensors() {
 		return InProcessResult{}, fmt.Errorf("the processor does not take tensors")
 	}
-	payload, err := e.FromTensors(tp)
+	payload, err := e.FromTensors(ctx, tp)
 	if err != nil {
 		return InProcessResult{}, err
 	}

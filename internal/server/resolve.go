@@ -277,7 +277,7 @@ func (t *serviceTarget) Admit() error { return t.live.Scheduler.Admit() }
 
 func (t *serviceTarget) Infer(ctx context.Context, p *processors.TensorPayload) (*processors.TensorResult, error) {
 	e := t.live.Engine
-	payload, err := e.FromTensors(p)
+	payload, err := e.FromTensors(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +285,7 @@ func (t *serviceTarget) Infer(ctx context.Context, p *processors.TensorPayload) 
 	if err != nil {
 		return nil, err
 	}
-	return e.ToTensors(payload, out)
+	return e.ToTensors(ctx, payload, out)
 }
 
 // routedTarget is one model of a service whose processor routes models; it

@@ -435,15 +435,16 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, a *answered) i
 	if err != nil {
 		return s.fail(c, status, err.Error())
 	}
-	payload, err := live.Engine.Decode(&processors.Request{Context: req.Context(), Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
+	ctx := req.Context()
+	payload, err := live.Engine.Decode(ctx, &processors.Request{Body: body, Path: extra, Query: req.URL.RawQuery, Header: req.Header})
 	if err != nil {
 		return s.failErr(c, err)
 	}
-	result, err := live.Scheduler.Do(req.Context(), payload)
+	result, err := live.Scheduler.Do(ctx, payload)
 	if err != nil {
 		return s.failErr(c, err)
 	}
-	resp, err := live.Engine.Encode(payload, result)
+	resp, err := live.Engine.Encode(ctx, payload, result)
 	if err != nil {
 		return s.failErr(c, err)
 	}

@@ -213,7 +213,7 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 // it; a full scheduler queue or the rate limit (rpc.rate_limit) is waited
 // out rather than answered 450 or 429: the input queue is the queue.
 func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
-	p, err := l.Engine.Decode(&processors.Request{Context: ctx, Body: body})
+	p, err := l.Engine.Decode(ctx, &processors.Request{Body: body})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := l.Engine.Encode(p, r)
+	resp, err := l.Engine.Encode(ctx, p, r)
 	if err != nil {
 		return nil, err
 	}

@@ -344,7 +344,7 @@ type result struct {
 }
 
 // Decode parses the EAS Caffe protobuf.
-func (m *Model) Decode(req *processors.Request) (*request, error) {
+func (m *Model) Decode(ctx context.Context, req *processors.Request) (*request, error) {
 	if m.main == nil {
 		return nil, errNotLoaded
 	}
@@ -352,15 +352,15 @@ func (m *Model) Decode(req *processors.Request) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.check(req.Ctx(), r.Inputs, r.OutputFilter)
+	return m.check(ctx, r.Inputs, r.OutputFilter)
 }
 
 // FromTensors checks a KServe payload.
-func (m *Model) FromTensors(tp *processors.TensorPayload) (*request, error) {
+func (m *Model) FromTensors(ctx context.Context, tp *processors.TensorPayload) (*request, error) {
 	if m.main == nil {
 		return nil, errNotLoaded
 	}
-	return m.check(context.Background(), tp.Inputs, tp.Outputs)
+	return m.check(ctx, tp.Inputs, tp.Outputs)
 }
 
 // check picks the session for the blobs asked for and checks the inputs
@@ -380,7 +380,7 @@ func (m *Model) check(ctx context.Context, inputs []tensor.Tensor, outputs []str
 		}
 		break
 	}
-	p, err := s.rt.FromTensors(&processors.TensorPayload{Inputs: inputs, Outputs: outputs})
+	p, err := s.rt.FromTensors(ctx, &processors.TensorPayload{Inputs: inputs, Outputs: outputs})
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +452,7 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 }
 
 // Encode writes a caffe.eas.PredictResponse.
-func (m *Model) Encode(_ *request, r *result) (*processors.Response, error) {
+func (m *Model) Encode(_ context.Context, _ *request, r *result) (*processors.Response, error) {
 	b, err := caffepb.EncodeResponse(r.outputs)
 	if err != nil {
 		return nil, err
@@ -461,7 +461,7 @@ func (m *Model) Encode(_ *request, r *result) (*processors.Response, error) {
 }
 
 // ToTensors returns a result for the KServe doors.
-func (m *Model) ToTensors(_ *request, r *result) (*processors.TensorResult, error) {
+func (m *Model) ToTensors(_ context.Context, _ *request, r *result) (*processors.TensorResult, error) {
 	return &processors.TensorResult{Outputs: r.outputs}, nil
 }
 
@@ -499,7 +499,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 		return err
 	}
 	for i, body := range bodies {
-		p, err := m.Decode(&processors.Request{Context: ctx, Body: body})
+		p, err := m.Decode(ctx, &processors.Request{Body: body})
 		if err == nil {
 			_, err = m.Run(ctx, []*request{p})
 		}

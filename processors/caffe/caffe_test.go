@@ -105,7 +105,7 @@ func TestMetadataAndClose(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Decode(&processors.Request{}); err == nil {
+	if _, err := m.Decode(t.Context(), &processors.Request{}); err == nil {
 		t.Fatal("decoded after Close")
 	}
 }

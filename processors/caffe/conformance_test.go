@@ -58,7 +58,7 @@ func predict(t testing.TB, m *Model, inputs []tensor.Tensor, filter []string) []
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := m.Decode(&processors.Request{Body: body})
+	p, err := m.Decode(t.Context(), &processors.Request{Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func predict(t testing.TB, m *Model, inputs []tensor.Tensor, filter []string) []
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := m.Encode(p, rs[0])
+	resp, err := m.Encode(t.Context(), p, rs[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkCall(b *testing.B) {
 			body := []byte(`[{"x":1}]`)
 			b.Run("serial", func(b *testing.B) {
 				for b.Loop() {
-					p, _ := e.Decode(&processors.Request{Body: body})
+					p, _ := e.Decode(context.Background(), &processors.Request{Body: body})
 					if _, err := e.Run(context.Background(), []any{p}); err != nil {
 						b.Fatal(err)
 					}
@@ -47,7 +47,7 @@ func BenchmarkCall(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					p, _ := e.Decode(&processors.Request{Body: body})
+					p, _ := e.Decode(context.Background(), &processors.Request{Body: body})
 					if _, err := e.Run(context.Background(), []any{p}); err != nil {
 						b.Error(err)
 						return

@@ -252,7 +252,9 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode keeps the body as the payload.
-func (p *Processor) Decode(req *processors.Request) ([]byte, error) { return req.Body, nil }
+func (p *Processor) Decode(_ context.Context, req *processors.Request) ([]byte, error) {
+	return req.Body, nil
+}
 
 // BatchKey lets any payloads share a run: a batch is several process calls
 // at once across the workers' threads.
@@ -284,7 +286,7 @@ func (p *Processor) Run(ctx context.Context, batch [][]byte) ([]Result, error) {
 }
 
 // Encode answers with the user's status and body.
-func (p *Processor) Encode(_ []byte, r Result) (*processors.Response, error) {
+func (p *Processor) Encode(_ context.Context, _ []byte, r Result) (*processors.Response, error) {
 	if r.Err != nil {
 		return nil, r.Err
 	}

@@ -27,10 +27,9 @@ type hooked struct {
 	pre, post *Processor // nil when not given
 }
 
-// hookPayload is the built-in processor's payload and the request's
-// context, which post-processing runs under.
+// hookPayload is the built-in processor's payload. Post-processing runs
+// under the ctx Encode is given, the request's.
 type hookPayload struct {
-	ctx   context.Context
 	inner any
 }
 
@@ -124,8 +123,7 @@ func (h *hooked) Metadata() processors.Metadata {
 
 // Decode runs pre_process on the body, then the built-in Decode on what it
 // returned.
-func (h *hooked) Decode(req *processors.Request) (*hookPayload, error) {
-	ctx := req.Ctx()
+func (h *hooked) Decode(ctx context.Context, req *processors.Request) (*hookPayload, error) {
 	if h.pre != nil {
 		body, err := h.pre.hook(ctx, "pre_process", req.Body)
 		if err != nil {
@@ -135,11 +133,11 @@ func (h *hooked) Decode(req *processors.Request) (*hookPayload, error) {
 		r.Body = body
 		req = &r
 	}
-	p, err := h.inner.Decode(req)
+	p, err := h.inner.Decode(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return &hookPayload{ctx: ctx, inner: p}, nil
+	return &hookPayload{inner: p}, nil
 }
 
 // hook runs one hook call, within rpc.keepalive, and turns a status other
@@ -201,12 +199,12 @@ func (h *hooked) Run(ctx context.Context, batch []*hookPayload) ([]any, error) {
 }
 
 // Encode runs the built-in Encode, then post_process on its body.
-func (h *hooked) Encode(p *hookPayload, r any) (*processors.Response, error) {
-	resp, err := h.inner.Encode(p.inner, r)
+func (h *hooked) Encode(ctx context.Context, p *hookPayload, r any) (*processors.Response, error) {
+	resp, err := h.inner.Encode(ctx, p.inner, r)
 	if err != nil || h.post == nil {
 		return resp, err
 	}
-	body, err := h.post.hook(p.ctx, "post_process", resp.Body)
+	body, err := h.post.hook(ctx, "post_process", resp.Body)
 	if err != nil {
 		return nil, err
 	}

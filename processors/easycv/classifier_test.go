@@ -78,7 +78,7 @@ type answer struct {
 // predict runs one request body through Decode, Run and Encode.
 func predict(t *testing.T, c *Classifier, body []byte) []byte {
 	t.Helper()
-	p, err := c.Decode(&processors.Request{Body: body})
+	p, err := c.Decode(t.Context(), &processors.Request{Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func predict(t *testing.T, c *Classifier, body []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := c.Encode(p, rs[0])
+	resp, err := c.Encode(t.Context(), p, rs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"image": "x"`, "request body"},
 		{`[{"image": "x"}, "y"]`, "[1]: must be an object"},
 	} {
-		_, err := c.Decode(&processors.Request{Body: []byte(tc.body)})
+		_, err := c.Decode(t.Context(), &processors.Request{Body: []byte(tc.body)})
 		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.40q: err = %v, want a 400 containing %q", tc.body, err, tc.want)
 		}

@@ -53,7 +53,7 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, err := c.Decode(&processors.Request{Body: body})
+		p, err := c.Decode(t.Context(), &processors.Request{Body: body})
 		if err != nil {
 			if !badinput.Is(err) {
 				t.Fatalf("not a 400: %v", err)

@@ -49,7 +49,7 @@ const maxImages = 1024
 
 // Decode parses {"image": base64} or a list of them, decodes each image,
 // and preprocesses it as EasyCV's pipeline does.
-func (c *Classifier) Decode(req *processors.Request) (*Payload, error) {
+func (c *Classifier) Decode(_ context.Context, req *processors.Request) (*Payload, error) {
 	body := bytes.TrimSpace(req.Body)
 	var reqs []imageRequest
 	p := &Payload{}
@@ -335,7 +335,7 @@ func activate(v []float32, act string) []float32 {
 // Encode answers EasyCV's result for each image: {"class": [top-k
 // indices], "class_name": [their names], "class_probs": {name: prob} in
 // class order}; an object for an object request, a list for a list.
-func (c *Classifier) Encode(p *Payload, r *Result) (*processors.Response, error) {
+func (c *Classifier) Encode(_ context.Context, p *Payload, r *Result) (*processors.Response, error) {
 	var b bytes.Buffer
 	if p.list {
 		b.WriteByte('[')

@@ -54,7 +54,9 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode keeps the body as the payload.
-func (p *Processor) Decode(req *processors.Request) ([]byte, error) { return req.Body, nil }
+func (p *Processor) Decode(_ context.Context, req *processors.Request) ([]byte, error) {
+	return req.Body, nil
+}
 
 // Run returns each payload after the configured sleep; it stops early when
 // ctx ends so a timed-out request frees its worker.
@@ -79,7 +81,7 @@ func (p *Processor) Run(ctx context.Context, batch [][]byte) ([][]byte, error) {
 }
 
 // Encode returns the body.
-func (p *Processor) Encode(_, result []byte) (*processors.Response, error) {
+func (p *Processor) Encode(_ context.Context, _, result []byte) (*processors.Response, error) {
 	return &processors.Response{Body: result}, nil
 }
 

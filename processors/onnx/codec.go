@@ -32,7 +32,7 @@ func (m *Model) outputNames() []string {
 // PredictRequest for pytorch_* codes, the HIE DataProto for onnx_* codes. The
 // payload is checked against the model here, once, so a bad request is
 // answered 400 before it queues; its inputs come back in the model's order.
-func (m *Model) Decode(req *processors.Request) (*Payload, error) {
+func (m *Model) Decode(_ context.Context, req *processors.Request) (*Payload, error) {
 	if m.engine == nil {
 		return nil, ErrNotLoaded
 	}
@@ -73,7 +73,7 @@ func (m *Model) Decode(req *processors.Request) (*Payload, error) {
 }
 
 // FromTensors checks KServe tensors as Decode checks a body.
-func (m *Model) FromTensors(tp *processors.TensorPayload) (*Payload, error) {
+func (m *Model) FromTensors(_ context.Context, tp *processors.TensorPayload) (*Payload, error) {
 	if m.engine == nil {
 		return nil, ErrNotLoaded
 	}
@@ -81,14 +81,14 @@ func (m *Model) FromTensors(tp *processors.TensorPayload) (*Payload, error) {
 }
 
 // ToTensors returns the result as it is: it is already tensors.
-func (m *Model) ToTensors(_ *Payload, r *processors.TensorResult) (*processors.TensorResult, error) {
+func (m *Model) ToTensors(_ context.Context, _ *Payload, r *processors.TensorResult) (*processors.TensorResult, error) {
 	return r, nil
 }
 
 // Encode writes a result in the code's wire format: PredictResponse.outputs
 // in output order (or output_filter order) for pytorch_* codes, a DataProto
 // of named tensors for onnx_* codes.
-func (m *Model) Encode(_ *Payload, r *processors.TensorResult) (*processors.Response, error) {
+func (m *Model) Encode(_ context.Context, _ *Payload, r *processors.TensorResult) (*processors.Response, error) {
 	var (
 		body []byte
 		err  error
@@ -113,7 +113,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 		return err
 	}
 	for i, body := range bodies {
-		p, err := m.Decode(&processors.Request{Body: body})
+		p, err := m.Decode(ctx, &processors.Request{Body: body})
 		if err == nil {
 			_, err = m.Run(ctx, []*Payload{p})
 		}

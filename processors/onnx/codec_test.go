@@ -16,7 +16,7 @@ import (
 // roundTrip sends body through Decode, Run and Encode as the server does.
 func roundTrip(t testing.TB, m *Model, body []byte) ([]byte, error) {
 	t.Helper()
-	p, err := m.Decode(&processors.Request{Body: body})
+	p, err := m.Decode(t.Context(), &processors.Request{Body: body})
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +24,7 @@ func roundTrip(t testing.TB, m *Model, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := m.Encode(p, res[0])
+	resp, err := m.Encode(t.Context(), p, res[0])
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
@@ -228,7 +228,7 @@ func FuzzDecode(f *testing.F) {
 	hie := load(f, "onnx_cpu", "testdata/mlp.onnx")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, m := range []*Model{torch, hie} {
-			p, err := m.Decode(&processors.Request{Body: body})
+			p, err := m.Decode(t.Context(), &processors.Request{Body: body})
 			if err != nil {
 				if !badinput.Is(err) {
 					t.Fatalf("%s: decode error is not a 400: %v", m.code, err)

@@ -302,7 +302,7 @@ func TestInputErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.m.FromTensors(tt.p)
+			_, err := tt.m.FromTensors(t.Context(), tt.p)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -57,7 +57,7 @@ func FuzzTorchScriptDecode(f *testing.F) {
 	models := map[string]*Model{"mlp.pt": mlp, "two.pt": two}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for name, m := range models {
-			p, err := m.Decode(&processors.Request{Body: body})
+			p, err := m.Decode(t.Context(), &processors.Request{Body: body})
 			if err != nil {
 				if !badinput.Is(err) {
 					t.Fatalf("%s: decode error is not a 400: %v", name, err)
@@ -78,7 +78,7 @@ func FuzzTorchScriptDecode(f *testing.F) {
 				}
 				continue
 			}
-			if _, err := m.Encode(p, res[0]); err != nil && !badinput.Is(err) {
+			if _, err := m.Encode(t.Context(), p, res[0]); err != nil && !badinput.Is(err) {
 				t.Fatalf("%s: encoding the answer: %v", name, err)
 			}
 		}

@@ -283,7 +283,7 @@ func TestTorchScriptInputErrors(t *testing.T) {
 		{"no elements", []tensor.Tensor{x, tensor.From("", []int64{0, 4}, []float32{})}, "no elements"},
 		{"bad data size", []tensor.Tensor{x, {DType: tensor.Float32, Shape: []int64{2, 4}, Data: make([]byte, 4)}}, `input "b"`},
 	} {
-		_, err := m.FromTensors(&processors.TensorPayload{Inputs: tc.ins})
+		_, err := m.FromTensors(t.Context(), &processors.TensorPayload{Inputs: tc.ins})
 		if !badinput.Is(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a bad input mentioning %q", tc.name, err, tc.want)
 		}

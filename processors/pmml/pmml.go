@@ -170,7 +170,7 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode parses the EAS JSON records.
-func (p *Processor) Decode(req *processors.Request) (*payload, error) {
+func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload, error) {
 	body := bytes.TrimSpace(req.Body)
 	if len(body) == 0 {
 		return nil, badinput.Errorf("empty body; send a JSON array of records, e.g. [{\"%s\": 1}]", p.exampleField())
@@ -347,7 +347,7 @@ func (p *Processor) Run(ctx context.Context, batch []*payload) ([]*result, error
 }
 
 // Encode writes the JSON array of result objects.
-func (p *Processor) Encode(pl *payload, res *result) (*processors.Response, error) {
+func (p *Processor) Encode(_ context.Context, pl *payload, res *result) (*processors.Response, error) {
 	outputs := p.model.Outputs()
 	b := make([]byte, 0, 64*len(res.results))
 	b = append(b, '[')

@@ -57,7 +57,7 @@ func decode(t *testing.T, m *Model, sig string, inputs []tensor.Tensor, filter [
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.Decode(&processors.Request{Body: body})
+	return m.Decode(t.Context(), &processors.Request{Body: body})
 }
 
 // predict runs one PredictRequest through Decode, Run and Encode, as the
@@ -72,7 +72,7 @@ func predict(t *testing.T, m *Model, sig string, inputs []tensor.Tensor, filter 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := m.Encode(p, res[0])
+	resp, err := m.Encode(t.Context(), p, res[0])
 	if err != nil {
 		t.Fatal(err)
 	}

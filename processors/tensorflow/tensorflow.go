@@ -291,7 +291,7 @@ type result struct {
 }
 
 // Decode parses the EAS TF protobuf and checks it against its signature.
-func (m *Model) Decode(req *processors.Request) (*request, error) {
+func (m *Model) Decode(ctx context.Context, req *processors.Request) (*request, error) {
 	if m.sigs == nil {
 		return nil, errNotLoaded
 	}
@@ -299,21 +299,21 @@ func (m *Model) Decode(req *processors.Request) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.check(r.SignatureName, r.Inputs, r.OutputFilter)
+	return m.check(ctx, r.SignatureName, r.Inputs, r.OutputFilter)
 }
 
 // FromTensors checks a KServe payload against the default signature.
-func (m *Model) FromTensors(tp *processors.TensorPayload) (*request, error) {
+func (m *Model) FromTensors(ctx context.Context, tp *processors.TensorPayload) (*request, error) {
 	if m.sigs == nil {
 		return nil, errNotLoaded
 	}
-	return m.check(m.defaultSig, tp.Inputs, tp.Outputs)
+	return m.check(ctx, m.defaultSig, tp.Inputs, tp.Outputs)
 }
 
 // check makes the request for signature name: inputs and outputs are
 // checked against the signature, then the prepared inputs against its ONNX
 // model. Every refusal is a *badinput.Error.
-func (m *Model) check(name string, inputs []tensor.Tensor, outputs []string) (*request, error) {
+func (m *Model) check(ctx context.Context, name string, inputs []tensor.Tensor, outputs []string) (*request, error) {
 	s, err := m.lookup(name)
 	if err != nil {
 		return nil, err
@@ -323,7 +323,7 @@ func (m *Model) check(name string, inputs []tensor.Tensor, outputs []string) (*r
 		return nil, err
 	}
 	tp.Outputs = s.onnxOutputs(outputs)
-	p, err := s.rt.FromTensors(tp)
+	p, err := s.rt.FromTensors(ctx, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (m *Model) check(name string, inputs []tensor.Tensor, outputs []string) (*r
 }
 
 // Encode writes a PredictResponse.
-func (m *Model) Encode(_ *request, r *result) (*processors.Response, error) {
+func (m *Model) Encode(_ context.Context, _ *request, r *result) (*processors.Response, error) {
 	b, err := tfpb.EncodeResponse(r.outputs)
 	if err != nil {
 		return nil, err
@@ -340,7 +340,7 @@ func (m *Model) Encode(_ *request, r *result) (*processors.Response, error) {
 }
 
 // ToTensors returns a result for the KServe doors.
-func (m *Model) ToTensors(_ *request, r *result) (*processors.TensorResult, error) {
+func (m *Model) ToTensors(_ context.Context, _ *request, r *result) (*processors.TensorResult, error) {
 	return &processors.TensorResult{Outputs: r.outputs}, nil
 }
 

@@ -126,7 +126,7 @@ func TestOutputFilterAndBatching(t *testing.T) {
 
 	// KServe v2 payloads reach the default signature, checked as Decode
 	// checks a body.
-	kp, err := m.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{x2.f32("x")}, Outputs: []string{"logits"}})
+	kp, err := m.FromTensors(t.Context(), &processors.TensorPayload{Inputs: []tensor.Tensor{x2.f32("x")}, Outputs: []string{"logits"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +134,14 @@ func TestOutputFilterAndBatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := m.ToTensors(kp, kr[0])
+	tr, err := m.ToTensors(t.Context(), kp, kr[0])
 	if err != nil || len(tr.Outputs) != 1 {
 		t.Fatalf("ToTensors: %v, %v", tr, err)
 	}
 	if err := tensor.Close(tr.Outputs[0], ref(x2).f32("logits"), tensor.F32Accumulated); err != nil {
 		t.Error(err)
 	}
-	if _, err := m.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 5}, make([]float32, 5))}}); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "shape") {
+	if _, err := m.FromTensors(t.Context(), &processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("x", []int64{1, 5}, make([]float32, 5))}}); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "shape") {
 		t.Errorf("KServe payload of the wrong shape: err %v, want an input error naming the shape", err)
 	}
 }
@@ -284,10 +284,10 @@ func TestConfigure(t *testing.T) {
 func TestNotLoaded(t *testing.T) {
 	m := newModel(t, "tensorflow_cpu_2.7")
 	body, _ := tfpb.EncodeRequest("", []tensor.Tensor{tensor.FromFloat32("x", []int64{1}, []float32{1})}, nil)
-	if _, err := m.Decode(&processors.Request{Body: body}); !errors.Is(err, errNotLoaded) {
+	if _, err := m.Decode(t.Context(), &processors.Request{Body: body}); !errors.Is(err, errNotLoaded) {
 		t.Errorf("Decode before Load: %v", err)
 	}
-	if _, err := m.FromTensors(&processors.TensorPayload{}); !errors.Is(err, errNotLoaded) {
+	if _, err := m.FromTensors(t.Context(), &processors.TensorPayload{}); !errors.Is(err, errNotLoaded) {
 		t.Errorf("FromTensors before Load: %v", err)
 	}
 	if _, err := m.Run(context.Background(), nil); !errors.Is(err, errNotLoaded) {

@@ -18,7 +18,7 @@ func (m *Model) Warmup(ctx context.Context, path string) error {
 		return err
 	}
 	for i, body := range bodies {
-		p, err := m.Decode(&processors.Request{Body: body})
+		p, err := m.Decode(ctx, &processors.Request{Body: body})
 		if err != nil {
 			return fmt.Errorf("warm_up_data_path: request %d of %d is not a TF PredictRequest the model accepts: %w", i+1, len(bodies), err)
 		}

@@ -35,7 +35,7 @@ func BenchmarkProcessor(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				pl, err := p.Decode(&processors.Request{Body: body})
+				pl, err := p.Decode(b.Context(), &processors.Request{Body: body})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -43,7 +43,7 @@ func BenchmarkProcessor(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := p.Encode(pl, res[0]); err != nil {
+				if _, err := p.Encode(b.Context(), pl, res[0]); err != nil {
 					b.Fatal(err)
 				}
 			}

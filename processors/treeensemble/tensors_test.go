@@ -48,16 +48,16 @@ func TestTensorsShareABatch(t *testing.T) {
 	var batch []*payload
 	for _, mk := range []func() (*payload, error){
 		func() (*payload, error) {
-			return p.Decode(&processors.Request{Body: []byte("[" + strings.Join(recs, ",") + "]")})
+			return p.Decode(t.Context(), &processors.Request{Body: []byte("[" + strings.Join(recs, ",") + "]")})
 		},
 		func() (*payload, error) {
-			return p.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("input", shape, rows32)}})
+			return p.FromTensors(t.Context(), &processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("input", shape, rows32)}})
 		},
 		func() (*payload, error) {
-			return p.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat64("input", shape, rows64)}})
+			return p.FromTensors(t.Context(), &processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat64("input", shape, rows64)}})
 		},
 		func() (*payload, error) {
-			return p.FromTensors(&processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("input", []int64{0, int64(F)}, nil)}})
+			return p.FromTensors(t.Context(), &processors.TensorPayload{Inputs: []tensor.Tensor{tensor.FromFloat32("input", []int64{0, int64(F)}, nil)}})
 		},
 	} {
 		pl, err := mk()
@@ -73,7 +73,7 @@ func TestTensorsShareABatch(t *testing.T) {
 	if err != nil || len(all) != len(batch) {
 		t.Fatalf("run: %d results, %v", len(all), err)
 	}
-	want, err := p.ToTensors(batch[0], all[0])
+	want, err := p.ToTensors(t.Context(), batch[0], all[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestTensorsShareABatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range []*result{all[i], alone[0]} {
-			got, err := p.ToTensors(pl, r)
+			got, err := p.ToTensors(t.Context(), pl, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestTensorsShareABatch(t *testing.T) {
 			}
 		}
 	}
-	if enc, err := p.Encode(batch[3], all[3]); err != nil || string(enc.Body) != "[]" {
+	if enc, err := p.Encode(t.Context(), batch[3], all[3]); err != nil || string(enc.Body) != "[]" {
 		t.Fatalf("no records: %v %v", enc, err)
 	}
 }
@@ -125,7 +125,7 @@ func TestFromTensorsRefuses(t *testing.T) {
 		{"dtype", []tensor.Tensor{tensor.FromInt32("input", []int64{1, 30}, make([]int32, 30))}, "datatype INT32; the model takes FP32 (or FP64)"},
 		{"data", []tensor.Tensor{short}, `input "input": `},
 	} {
-		_, err := p.FromTensors(&processors.TensorPayload{Inputs: c.in})
+		_, err := p.FromTensors(t.Context(), &processors.TensorPayload{Inputs: c.in})
 		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want a bad request with %q", c.name, err, c.want)
 		}

@@ -247,7 +247,7 @@ func (p *Processor) Metadata() processors.Metadata {
 }
 
 // Decode parses the EAS JSON records or the dense form.
-func (p *Processor) Decode(req *processors.Request) (*payload, error) {
+func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload, error) {
 	keys := processors.NewUnknownKeys(p.unknown)
 	rows, n, err := decodeRecordsNoting(req.Body, p.features, p.index, keys)
 	if err != nil {
@@ -264,7 +264,7 @@ func (p *Processor) Decode(req *processors.Request) (*payload, error) {
 
 // FromTensors takes a KServe [N, F] FP32 or FP64 tensor, checked here so a
 // bad one is answered 400 before it queues.
-func (p *Processor) FromTensors(tp *processors.TensorPayload) (*payload, error) {
+func (p *Processor) FromTensors(_ context.Context, tp *processors.TensorPayload) (*payload, error) {
 	F := p.model.NumFeatures
 	if len(tp.Inputs) != 1 {
 		return nil, badinput.Errorf("%d input tensors; the model takes one FP32 tensor \"input\" of shape [-1, %d]", len(tp.Inputs), F)
@@ -403,7 +403,7 @@ func gather[T float32 | float64](batch []*payload, last, count, size int, rows f
 
 // ToTensors answers a KServe request with the tensor "scores" of shape
 // [N, K]: FP32 for XGBoost, FP64 for LightGBM.
-func (p *Processor) ToTensors(_ *payload, r *result) (*processors.TensorResult, error) {
+func (p *Processor) ToTensors(_ context.Context, _ *payload, r *result) (*processors.TensorResult, error) {
 	n, w := r.n, r.width
 	dt := p.outputDType()
 	t := tensor.Tensor{Name: "scores", DType: dt, Shape: []int64{int64(n), int64(w)}, Data: make([]byte, n*w*dt.Size())}
@@ -422,7 +422,7 @@ func (p *Processor) ToTensors(_ *payload, r *result) (*processors.TensorResult, 
 }
 
 // Encode writes the JSON array of per-record objects.
-func (p *Processor) Encode(pl *payload, res *result) (*processors.Response, error) {
+func (p *Processor) Encode(_ context.Context, pl *payload, res *result) (*processors.Response, error) {
 	bits := 64
 	if p.model.Float32() {
 		bits = 32

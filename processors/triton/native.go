@@ -496,7 +496,7 @@ func (v *version) Do(ctx context.Context, tp *processors.TensorPayload) (*proces
 		v.stats.done(false, 0, time.Since(start))
 		return nil, err
 	}
-	payload, err := v.rt.FromTensors(tp)
+	payload, err := v.rt.FromTensors(ctx, tp)
 	if err != nil {
 		v.stats.done(false, 0, time.Since(start))
 		return nil, err

@@ -527,7 +527,7 @@ type result struct {
 }
 
 // Decode reads a request that the server did not route to a model itself.
-func (p *Processor) Decode(req *processors.Request) (*call, error) {
+func (p *Processor) Decode(_ context.Context, req *processors.Request) (*call, error) {
 	r := parseRoute(req.Path)
 	switch r.op {
 	case "infer":
@@ -640,7 +640,7 @@ func replied(r *reply, err error) (*result, error) {
 // Encode writes an inference result as KServe v2 JSON (a response header
 // length cannot travel through Encode, so binary outputs are answered as
 // JSON here; the routed paths answer binary), or a reply as it is.
-func (p *Processor) Encode(c *call, r *result) (*processors.Response, error) {
+func (p *Processor) Encode(_ context.Context, c *call, r *result) (*processors.Response, error) {
 	if r.reply != nil {
 		return &processors.Response{Body: r.reply.body, ContentType: r.reply.contentType}, nil
 	}
