@@ -154,6 +154,13 @@ type Request struct {
 	Header http.Header
 }
 
+// UnknownFieldsHeader is the response header that names, under
+// model_config "unknown_fields" "warn", the record keys a request sent that
+// the model does not read (package processors/unknownfields builds its
+// value). It is part of the contract because the server, not the
+// processor, counts the responses that carry it (eas_unknown_fields_total).
+const UnknownFieldsHeader = "X-Eas-Unknown-Fields"
+
 // Response is what Encode returns for a successful call.
 type Response struct {
 	Body        []byte

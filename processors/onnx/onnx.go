@@ -47,6 +47,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/processors/sniff"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/torchscript"
 )
@@ -303,7 +304,7 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	ins, outs, err := ort.GetInputOutputInfoWithOptions(file, infoOpts)
 	infoOpts.Destroy()
 	if err != nil {
-		if werr := processors.WrongFormat(file, "onnx", "an ONNX model"); werr != nil {
+		if werr := sniff.WrongFormat(file, "onnx", "an ONNX model"); werr != nil {
 			return werr // a PMML or XGBoost file, say: name it and its code
 		}
 		return fmt.Errorf("load %s: %w; is it a valid ONNX model (opset <= 23)?", filepath.Base(file), err)

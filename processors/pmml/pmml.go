@@ -32,6 +32,8 @@ import (
 	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/pmml"
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/processors/sniff"
+	"github.com/eas-server/eas-server/processors/unknownfields"
 )
 
 func init() {
@@ -49,7 +51,7 @@ type Config struct {
 	OnBadRecord string `json:"on_bad_record"`
 	// UnknownFields is what records with keys that are not model inputs
 	// get: "ignore", "warn" (default: a response header and a metric) or
-	// "reject" (400); see processors.UnknownFields.
+	// "reject" (400); see unknownfields.Mode.
 	UnknownFields string `json:"unknown_fields"`
 }
 
@@ -61,15 +63,15 @@ type Processor struct {
 	model     *pmml.Model
 	inputIdx  map[string]int // input name -> record position
 	errorMode bool           // on_bad_record = error_entry
-	unknown   processors.UnknownFields
+	unknown   unknownfields.Mode
 	inputs    []string // input names, for the suggestions of unknown_fields "reject"
 }
 
 // payload is one request's records.
 type payload struct {
 	records []pmml.Record
-	bad     []error                 // per record: a decode problem, or nil
-	unknown *processors.UnknownKeys // keys that are not inputs; nil under "ignore"
+	bad     []error             // per record: a decode problem, or nil
+	unknown *unknownfields.Keys // keys that are not inputs; nil under "ignore"
 }
 
 // Configure reads model_config and checks model_entry, without I/O.
@@ -79,7 +81,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		return err
 	}
 	var err error
-	if p.unknown, err = processors.ParseUnknownFields(p.cfg.UnknownFields); err != nil {
+	if p.unknown, err = unknownfields.Parse(p.cfg.UnknownFields); err != nil {
 		return err
 	}
 	switch p.cfg.OnBadRecord {
@@ -105,7 +107,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	}
 	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
-		if werr := processors.WrongFormat(files.ModelPath, "pmml", "PMML"); werr != nil {
+		if werr := sniff.WrongFormat(files.ModelPath, "pmml", "PMML"); werr != nil {
 			return werr // a SavedModel directory, say
 		}
 		return err
@@ -128,7 +130,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		}
 		// Another format's parse error ("malformed XML") says nothing
 		// useful; what the file is and which code serves it does.
-		if werr := processors.WrongFormat(file, "pmml", "PMML"); werr != nil {
+		if werr := sniff.WrongFormat(file, "pmml", "PMML"); werr != nil {
 			return werr
 		}
 		return fmt.Errorf("%s: %w", file, err)
@@ -190,7 +192,7 @@ func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload
 	default:
 		return nil, badinput.Errorf("body must be a JSON array of records or one record object, e.g. [{\"%s\": 1}]", p.exampleField())
 	}
-	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs)), unknown: processors.NewUnknownKeys(p.unknown)}
+	pl := &payload{records: make([]pmml.Record, len(objs)), bad: make([]error, len(objs)), unknown: unknownfields.NewKeys(p.unknown)}
 	inputs := p.model.Inputs()
 	for i, obj := range objs {
 		if obj == nil {
@@ -215,7 +217,7 @@ func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload
 		}
 		pl.records[i] = rec
 	}
-	if p.unknown == processors.UnknownReject {
+	if p.unknown == unknownfields.Reject {
 		if err := pl.unknown.Reject(p.inputs); err != nil {
 			return nil, err
 		}
@@ -225,7 +227,7 @@ func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload
 
 // noteUnknown adds the record's keys that are not inputs to u, sorted so
 // that the header names them in the same order every time.
-func (p *Processor) noteUnknown(u *processors.UnknownKeys, obj map[string]json.RawMessage) {
+func (p *Processor) noteUnknown(u *unknownfields.Keys, obj map[string]json.RawMessage) {
 	if u == nil || p.allKnown(obj) {
 		return
 	}

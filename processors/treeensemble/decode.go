@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/processors/unknownfields"
 )
 
 // maxValues bounds the feature values of one request (records times the
@@ -35,7 +35,7 @@ func decodeRecords(body []byte, names []string, index map[string]int) ([]float64
 
 // decodeRecordsNoting is decodeRecords that also notes, in unknown (nil:
 // not at all), the record keys and dense columns that are not features.
-func decodeRecordsNoting(body []byte, names []string, index map[string]int, unknown *processors.UnknownKeys) ([]float64, int, error) {
+func decodeRecordsNoting(body []byte, names []string, index map[string]int, unknown *unknownfields.Keys) ([]float64, int, error) {
 	nf := len(names)
 	d := &dec{b: body, names: names, order: make([]int, 0, nf), unknown: unknown}
 	d.ws()
@@ -112,7 +112,7 @@ type dec struct {
 	names []string
 	order []int // per key position of the last record: its feature, or -1
 	// unknown collects the keys that are not features; nil: ignore them.
-	unknown *processors.UnknownKeys
+	unknown *unknownfields.Keys
 }
 
 func (d *dec) ws() {

@@ -34,6 +34,8 @@ import (
 	"github.com/eas-server/eas-server/badinput"
 	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/processors/sniff"
+	"github.com/eas-server/eas-server/processors/unknownfields"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/trees"
 )
@@ -62,7 +64,7 @@ type Config struct {
 	Missing *float64 `json:"missing"`
 	// UnknownFields is what records with keys that are not features get:
 	// "ignore", "warn" (default: a response header and a metric) or
-	// "reject" (400); see processors.UnknownFields.
+	// "reject" (400); see unknownfields.Mode.
 	UnknownFields string `json:"unknown_fields"`
 }
 
@@ -76,7 +78,7 @@ type Processor struct {
 	features []string
 	index    map[string]int
 	classes  []string
-	unknown  processors.UnknownFields
+	unknown  unknownfields.Mode
 }
 
 // payload is one request: n records as rows of NumFeatures values (NaN =
@@ -87,8 +89,8 @@ type payload struct {
 	rows   []float64
 	rows32 []float32
 	n      int
-	fp32   bool                    // the rows are rows32
-	keys   *processors.UnknownKeys // record keys that are not features; nil when not collected
+	fp32   bool                // the rows are rows32
+	keys   *unknownfields.Keys // record keys that are not features; nil when not collected
 }
 
 // accepts is what model_config may hold, for its error messages.
@@ -101,7 +103,7 @@ func (p *Processor) Configure(spec processors.Spec) error {
 		return err
 	}
 	var err error
-	if p.unknown, err = processors.ParseUnknownFields(p.cfg.UnknownFields); err != nil {
+	if p.unknown, err = unknownfields.Parse(p.cfg.UnknownFields); err != nil {
 		return err
 	}
 	switch p.cfg.Output {
@@ -135,7 +137,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	}
 	file, err := modelFile.Find(files.ModelPath, p.spec.ModelEntry)
 	if err != nil {
-		if werr := processors.WrongFormat(files.ModelPath, "trees", "an XGBoost or LightGBM model"); werr != nil {
+		if werr := sniff.WrongFormat(files.ModelPath, "trees", "an XGBoost or LightGBM model"); werr != nil {
 			return werr // a SavedModel directory, say
 		}
 		return err
@@ -155,7 +157,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		}
 		// Another format's parse error says nothing useful; what the
 		// file is and which code serves it does.
-		if werr := processors.WrongFormat(file, "trees", "an XGBoost or LightGBM model"); werr != nil {
+		if werr := sniff.WrongFormat(file, "trees", "an XGBoost or LightGBM model"); werr != nil {
 			return werr
 		}
 		return fmt.Errorf("load model %s: %w", file, err)
@@ -248,12 +250,12 @@ func (p *Processor) Metadata() processors.Metadata {
 
 // Decode parses the EAS JSON records or the dense form.
 func (p *Processor) Decode(_ context.Context, req *processors.Request) (*payload, error) {
-	keys := processors.NewUnknownKeys(p.unknown)
+	keys := unknownfields.NewKeys(p.unknown)
 	rows, n, err := decodeRecordsNoting(req.Body, p.features, p.index, keys)
 	if err != nil {
 		return nil, badinput.Errorf("%v; send a JSON array of records like [{\"%s\": 1.5}] or {\"columns\": [...], \"data\": [[...]]}", err, p.features[0])
 	}
-	if p.unknown == processors.UnknownReject {
+	if p.unknown == unknownfields.Reject {
 		if err := keys.Reject(p.features); err != nil {
 			return nil, err
 		}

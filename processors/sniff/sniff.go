@@ -1,4 +1,13 @@
-package processors
+// Package sniff tells what a model file is by its content, so that a
+// processor whose parser fails on a file can say what the file really is
+// and which code serves it, instead of its parser's error.
+//
+// It lives apart from package processors, the contract every processor
+// implements, because recognising a TorchScript archive takes the
+// torchscript package: the contract, which outside Go code imports to
+// write a processor, stays free of any engine. It is safe for concurrent
+// use; nothing here holds state.
+package sniff
 
 import (
 	"archive/zip"
@@ -11,6 +20,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/torchscript"
 )
 
@@ -42,15 +52,15 @@ var (
 		Note: "a Caffe model is two files, deploy.prototxt and its .caffemodel: put both in an archive (.zip, .tar.gz) or folder and point model_path at it"}
 )
 
-// sniffHead is how much of a file Sniff reads: enough for every magic
+// sniffHead is how much of a file File reads: enough for every magic
 // number and text header it looks for.
 const sniffHead = 64 << 10
 
-// Sniff recognises the format of the model at path (a file, or a
+// File recognises the format of the model at path (a file, or a
 // directory for a TensorFlow SavedModel) by its content. ok is false when
 // the format is none it knows (the caller's parser error then stands).
 // It reads at most 64 KiB and, for a zip, its central directory.
-func Sniff(path string) (f Format, ok bool) {
+func File(path string) (f Format, ok bool) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return Format{}, false
@@ -237,7 +247,7 @@ func sniffCaffeModel(h []byte) (Format, bool) {
 // parser's own error stands. what names the processor's format in the
 // message ("PMML").
 func WrongFormat(path, family, what string) error {
-	f, ok := Sniff(path)
+	f, ok := File(path)
 	if !ok || f.Family == family {
 		return nil
 	}
@@ -255,11 +265,12 @@ func WrongFormat(path, family, what string) error {
 	return fmt.Errorf("%s", msg)
 }
 
-// registered keeps the codes this build serves.
+// registered keeps the codes this build serves (those in the processors
+// registry).
 func registered(codes []string) []string {
 	var out []string
 	for _, c := range codes {
-		if _, ok := Lookup(c); ok {
+		if _, ok := processors.Lookup(c); ok {
 			out = append(out, c)
 		}
 	}

@@ -1,4 +1,15 @@
-package processors
+// Package unknownfields is model_config "unknown_fields", shared by the
+// processors that read EAS JSON records (pmml, parameter_server, xgboost):
+// the mode, and the collector of a request's record keys that are not model
+// features, which answers "warn" with a header and "reject" with a 400 that
+// suggests the nearest feature.
+//
+// It lives apart from package processors because it is one processor
+// family's model_config, not part of the contract, and because its
+// suggestions come from servicejson's edit distance: the contract, which
+// outside Go code imports, stays free of the config parser. The header the
+// server counts, processors.UnknownFieldsHeader, stays in the contract.
+package unknownfields
 
 import (
 	"fmt"
@@ -9,65 +20,60 @@ import (
 	"github.com/eas-server/eas-server/servicejson"
 )
 
-// UnknownFields is model_config "unknown_fields" of the processors that
-// take EAS JSON records (pmml, the tree codes): what a request whose
-// records carry keys that are not model features gets. A misspelled key
-// ("temprature") is otherwise a missing value, and the model answers with
-// confidence from a record it never saw.
-type UnknownFields string
+// Mode is model_config "unknown_fields" of the processors that take EAS
+// JSON records (pmml, the tree codes): what a request whose records carry
+// keys that are not model features gets. A misspelled key ("temprature")
+// is otherwise a missing value, and the model answers with confidence from
+// a record it never saw.
+type Mode string
 
-// The modes of UnknownFields.
+// The modes.
 const (
-	UnknownIgnore UnknownFields = "ignore" // EAS's behaviour: the keys are dropped silently
-	UnknownWarn   UnknownFields = "warn"   // the default: answered, with UnknownFieldsHeader and a metric
-	UnknownReject UnknownFields = "reject" // 400, naming the keys and the nearest features
+	Ignore Mode = "ignore" // EAS's behaviour: the keys are dropped silently
+	Warn   Mode = "warn"   // the default: answered, with processors.UnknownFieldsHeader and a metric
+	Reject Mode = "reject" // 400, naming the keys and the nearest features
 )
 
-// UnknownFieldsHeader is the response header that names, under "warn",
-// the record keys a request sent that the model does not read. The server
-// counts the responses that carry it (eas_unknown_fields_total).
-const UnknownFieldsHeader = "X-Eas-Unknown-Fields"
-
-// maxUnknownHeader bounds the header's value: the names come from the
+// maxHeader bounds the header's value: the names come from the
 // caller, and a header is no place for thousands of them.
-const maxUnknownHeader = 256
+const maxHeader = 256
 
-// ParseUnknownFields reads model_config "unknown_fields"; "" is warn.
-func ParseUnknownFields(s string) (UnknownFields, error) {
-	switch m := UnknownFields(s); m {
+// Parse reads model_config "unknown_fields"; "" is warn.
+func Parse(s string) (Mode, error) {
+	switch m := Mode(s); m {
 	case "":
-		return UnknownWarn, nil
-	case UnknownIgnore, UnknownWarn, UnknownReject:
+		return Warn, nil
+	case Ignore, Warn, Reject:
 		return m, nil
 	}
 	return "", fmt.Errorf(`model_config.unknown_fields: must be "ignore", "warn" or "reject", got %q`, s)
 }
 
-// maxUnknownKeys bounds the distinct unknown keys one request collects: a
+// maxKeys bounds the distinct unknown keys one request collects: a
 // hostile body of a million distinct keys must not cost a million strings.
-const maxUnknownKeys = 32
+const maxKeys = 32
 
-// UnknownKeys collects the distinct unknown keys of one request, in the
-// order they first appear. A nil *UnknownKeys collects nothing (ignore).
-type UnknownKeys struct {
+// Keys collects the distinct unknown keys of one request, in the
+// order they first appear. A nil *Keys collects nothing (ignore).
+type Keys struct {
 	names []string
-	more  bool // keys past maxUnknownKeys were dropped
+	more  bool // keys past maxKeys were dropped
 }
 
-// NewUnknownKeys returns a collector for mode, nil for ignore.
-func NewUnknownKeys(mode UnknownFields) *UnknownKeys {
-	if mode == UnknownIgnore {
+// NewKeys returns a collector for mode, nil for ignore.
+func NewKeys(mode Mode) *Keys {
+	if mode == Ignore {
 		return nil
 	}
-	return &UnknownKeys{}
+	return &Keys{}
 }
 
 // Add notes one unknown key.
-func (u *UnknownKeys) Add(key string) {
+func (u *Keys) Add(key string) {
 	if u == nil || slices.Contains(u.names, key) {
 		return
 	}
-	if len(u.names) >= maxUnknownKeys {
+	if len(u.names) >= maxKeys {
 		u.more = true
 		return
 	}
@@ -76,7 +82,7 @@ func (u *UnknownKeys) Add(key string) {
 
 // AddBytes notes one unknown key given as bytes, allocating only for a key
 // not seen before (a decoder meets the same key in every record).
-func (u *UnknownKeys) AddBytes(key []byte) {
+func (u *Keys) AddBytes(key []byte) {
 	if u == nil {
 		return
 	}
@@ -89,24 +95,24 @@ func (u *UnknownKeys) AddBytes(key []byte) {
 }
 
 // Names are the keys collected.
-func (u *UnknownKeys) Names() []string {
+func (u *Keys) Names() []string {
 	if u == nil {
 		return nil
 	}
 	return u.names
 }
 
-// Header is the UnknownFieldsHeader value: the keys comma-separated, cut
+// Header is the processors.UnknownFieldsHeader value: the keys comma-separated, cut
 // at a name boundary to at most 256 bytes, with ",..." when cut. "" when
 // there are none.
-func (u *UnknownKeys) Header() string {
+func (u *Keys) Header() string {
 	if u == nil || len(u.names) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	for i, n := range u.names {
 		n = headerSafe(n)
-		if b.Len()+len(n)+5 > maxUnknownHeader {
+		if b.Len()+len(n)+5 > maxHeader {
 			b.WriteString(",...")
 			return b.String()
 		}
@@ -133,7 +139,7 @@ func headerSafe(s string) string {
 
 // Reject is the 400 for mode reject: the unknown keys and, for each near
 // a feature name, that name. nil when there are none.
-func (u *UnknownKeys) Reject(features []string) error {
+func (u *Keys) Reject(features []string) error {
 	if u == nil || len(u.names) == 0 {
 		return nil
 	}
