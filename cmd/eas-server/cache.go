@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/humanize"
-	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/storage"
 )
 
@@ -27,7 +27,7 @@ func cacheCmd() *cobra.Command {
 func cacheLsCmd() *cobra.Command {
 	return readCmd("ls", "List the cached models: URL, version, size, last use, whether a service holds it", cobra.NoArgs,
 		func(*apiClient, []string) string { return "/api/v2/cache" },
-		func(out io.Writer, l *server.CacheList) error {
+		func(out io.Writer, l *controlapi.CacheList) error {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "URL\tVERSION\tSIZE\tLAST USED\tIN USE")
 			for _, e := range l.Entries {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/storage"
 )
 
@@ -59,9 +59,9 @@ func TestCacheLsPruneAndDeleteFreeBytes(t *testing.T) {
 	for name, model := range map[string]string{"a": "lr.pmml", "a2": "lr.pmml", "b": "rf.pmml"} {
 		cli("create", svc(name, model), "--poll", "10ms")
 	}
-	list := func() server.CacheList {
+	list := func() controlapi.CacheList {
 		t.Helper()
-		var l server.CacheList
+		var l controlapi.CacheList
 		if err := json.Unmarshal([]byte(cli("cache", "ls", "-o", "json")), &l); err != nil {
 			t.Fatal(err)
 		}

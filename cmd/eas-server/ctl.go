@@ -13,9 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/spf13/cobra"
-
-	"github.com/eas-server/eas-server/internal/server"
 )
 
 // clientCmds are the eascmd-style verbs that drive a server's control
@@ -49,7 +48,7 @@ func createCmd() *cobra.Command {
 			if body, err = applyDefines(body, defines); err != nil {
 				return err
 			}
-			var ans server.ChangeAnswer
+			var ans controlapi.ChangeAnswer
 			if err := c.call(cmd.Context(), http.MethodPost, "/api/v2/services", body, &ans); err != nil {
 				return err
 			}
@@ -91,7 +90,7 @@ func modifyCmd() *cobra.Command {
 				return err
 			}
 			seen := seenEvents(cmd.Context(), c, args[0])
-			var ans server.ChangeAnswer
+			var ans controlapi.ChangeAnswer
 			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], ""), body, &ans); err != nil {
 				return err
 			}
@@ -120,9 +119,9 @@ func versionCmd() *cobra.Command {
 			if err != nil || n < 1 {
 				return fmt.Errorf("version: N must be a version number >= 1 (see 'versions %s'), got %q", args[0], args[1])
 			}
-			body, _ := json.Marshal(server.VersionRequest{Version: n})
+			body, _ := json.Marshal(controlapi.VersionRequest{Version: n})
 			seen := seenEvents(cmd.Context(), c, args[0])
-			var obj server.ServiceObject
+			var obj controlapi.ServiceObject
 			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "version"), body, &obj); err != nil {
 				return err
 			}
@@ -145,7 +144,7 @@ func startCmd() *cobra.Command {
 				return err
 			}
 			seen := seenEvents(cmd.Context(), c, args[0])
-			var obj server.ServiceObject
+			var obj controlapi.ServiceObject
 			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "start"), []byte("{}"), &obj); err != nil {
 				return err
 			}
@@ -167,7 +166,7 @@ func stopCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var obj server.ServiceObject
+			var obj controlapi.ServiceObject
 			if err := c.call(cmd.Context(), http.MethodPut, c.servicePath(args[0], "stop"), []byte("{}"), &obj); err != nil {
 				return err
 			}
@@ -243,7 +242,7 @@ func servicePath(sub string) func(c *apiClient, args []string) string {
 
 func descCmd() *cobra.Command {
 	return readCmd("desc NAME", "Describe a service", cobra.ExactArgs(1), servicePath(""),
-		func(w io.Writer, obj *server.ServiceObject) error {
+		func(w io.Writer, obj *controlapi.ServiceObject) error {
 			cfg := obj.ServiceConfig
 			var buf bytes.Buffer
 			if json.Compact(&buf, []byte(cfg)) == nil {
@@ -288,7 +287,7 @@ func descCmd() *cobra.Command {
 func lsCmd() *cobra.Command {
 	return readCmd("ls", "List the services", cobra.NoArgs,
 		func(*apiClient, []string) string { return "/api/v2/services" },
-		func(out io.Writer, list *server.ServiceList) error {
+		func(out io.Writer, list *controlapi.ServiceList) error {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATUS\tVERSION\tINSTANCES\tUPDATED\tENDPOINT")
 			for _, s := range list.Services {
@@ -301,7 +300,7 @@ func lsCmd() *cobra.Command {
 
 func eventsCmd() *cobra.Command {
 	return readCmd("events NAME", "Show a service's recent events", cobra.ExactArgs(1), servicePath("events"),
-		func(out io.Writer, list *server.EventList) error {
+		func(out io.Writer, list *controlapi.EventList) error {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "TIME\tTYPE\tREASON\tMESSAGE")
 			for _, e := range list.Events {
@@ -313,7 +312,7 @@ func eventsCmd() *cobra.Command {
 
 func instancesCmd() *cobra.Command {
 	return readCmd("instances NAME", "List a service's instances", cobra.ExactArgs(1), servicePath("instances"),
-		func(out io.Writer, list *server.InstanceList) error {
+		func(out io.Writer, list *controlapi.InstanceList) error {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "INSTANCE\tSTATUS\tVERSION\tSTARTED\tQUEUE")
 			for _, in := range list.Instances {
@@ -325,7 +324,7 @@ func instancesCmd() *cobra.Command {
 
 func versionsCmd() *cobra.Command {
 	return readCmd("versions NAME", "List a service's stored versions", cobra.ExactArgs(1), servicePath("versions"),
-		func(out io.Writer, list *server.VersionList) error {
+		func(out io.Writer, list *controlapi.VersionList) error {
 			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "VERSION\tCURRENT\tCREATED\tPROCESSOR")
 			for _, v := range list.Versions {
@@ -340,7 +339,7 @@ func versionsCmd() *cobra.Command {
 }
 
 // targetOf is the version an operation that answered obj is heading for.
-func targetOf(obj server.ServiceObject) int {
+func targetOf(obj controlapi.ServiceObject) int {
 	if obj.PendingVersion != 0 {
 		return obj.PendingVersion
 	}
@@ -351,7 +350,7 @@ func targetOf(obj server.ServiceObject) int {
 // progress shows only the new ones. Errors are left to the real call.
 func seenEvents(ctx context.Context, c *apiClient, name string) map[string]bool {
 	seen := map[string]bool{}
-	var list server.EventList
+	var list controlapi.EventList
 	if c.call(ctx, http.MethodGet, c.servicePath(name, "events"), nil, &list) == nil {
 		for _, e := range list.Events {
 			seen[eventKey(e)] = true
@@ -360,14 +359,14 @@ func seenEvents(ctx context.Context, c *apiClient, name string) map[string]bool 
 	return seen
 }
 
-func eventKey(e server.EventObject) string {
+func eventKey(e controlapi.EventObject) string {
 	return e.Time.Format(time.RFC3339Nano) + "\x00" + e.Reason + "\x00" + e.Message
 }
 
 // waitAndReport polls the service until its operation ends, printing new
 // events as progress on stderr, then prints the outcome: the endpoint and
 // token on success; the reason, and exit status 1, on failure.
-func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.ServiceObject, target int, seen map[string]bool) error {
+func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj controlapi.ServiceObject, target int, seen map[string]bool) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	if seen == nil {
@@ -384,7 +383,7 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj server.
 			return fmt.Errorf("gave up waiting for service %s after %s (status %s: %s); check with 'eas-server desc %s' or wait longer with --timeout", name, f.timeout, obj.Status, obj.Message, name)
 		case <-time.After(f.poll):
 		}
-		var list server.EventList
+		var list controlapi.EventList
 		if err := c.call(ctx, http.MethodGet, c.servicePath(name, "events"), nil, &list); err == nil {
 			for _, e := range list.Events {
 				// IgnoredKeys repeats the answer's Warnings, printed already.

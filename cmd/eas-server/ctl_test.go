@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
@@ -108,7 +109,7 @@ func TestCLILifecycle(t *testing.T) {
 		t.Fatalf("version svc 1: exit %d\n%s", code, out)
 	}
 	out, _, code = ctl(t, url, "versions", "svc", "-o", "json")
-	var vl server.VersionList
+	var vl controlapi.VersionList
 	if code != 0 || json.Unmarshal([]byte(out), &vl) != nil || vl.CurrentVersion != 1 || len(vl.Versions) != 2 || !vl.Versions[0].Current {
 		t.Fatalf("versions -o json: exit %d\n%s", code, out)
 	}
@@ -143,7 +144,7 @@ func TestCLILifecycle(t *testing.T) {
 		t.Fatalf("create of a failing service: exit %d\n%s", code, errOut)
 	}
 	out, _, _ = ctl(t, url, "ls", "-o", "json")
-	var list server.ServiceList
+	var list controlapi.ServiceList
 	if err := json.Unmarshal([]byte(out), &list); err != nil || list.TotalCount != 2 || list.Services[0].Status != "Failed" {
 		t.Fatalf("ls -o json: %v\n%s", err, out)
 	}
@@ -276,7 +277,7 @@ func TestCLIModifyUnderLoadDropsNothing(t *testing.T) {
 			t.Fatalf("%v: the failure does not say the old version keeps serving:\n%s", st.args, errOut)
 		}
 		l.waitFor(t, 30) // traffic keeps flowing after the switch
-		var obj server.ServiceObject
+		var obj controlapi.ServiceObject
 		out, _, _ = ctl(t, url, "desc", "live", "-o", "json")
 		if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.CurrentVersion != st.version || obj.Status != "Running" {
 			t.Fatalf("%v: service %+v (%v), want Running at version %d", st.args, obj, err, st.version)

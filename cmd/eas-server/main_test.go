@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/wait"
 )
 
@@ -139,10 +139,10 @@ func TestKillAndRestartKeepsEveryService(t *testing.T) {
 	run(a.url, "create", fixed)
 	run(a.url, "create", off)
 	run(a.url, "stop", "off")
-	before := map[string]server.ServiceObject{}
+	before := map[string]controlapi.ServiceObject{}
 	for _, name := range []string{"gen", "fixed", "off"} {
 		out, _, _ := runCLI(t, "desc", name, "-o", "json", "--endpoint", a.url, "--token", admin)
-		var obj server.ServiceObject
+		var obj controlapi.ServiceObject
 		if err := json.Unmarshal([]byte(out), &obj); err != nil {
 			t.Fatal(err)
 		}
@@ -159,13 +159,13 @@ func TestKillAndRestartKeepsEveryService(t *testing.T) {
 	}
 	t.Setenv("EAS_ADMIN_TOKEN", admin)
 	for name, want := range before {
-		var got server.ServiceObject
+		var got controlapi.ServiceObject
 		wait.Until(t, 10*time.Second, func() error {
 			out, errOut, code := runCLI(t, "desc", name, "-o", "json", "--endpoint", bsrv.url)
 			if code != 0 {
 				t.Fatalf("desc %s after restart: %s\nserver:\n%s", name, errOut, bsrv.stderr())
 			}
-			got = server.ServiceObject{}
+			got = controlapi.ServiceObject{}
 			if err := json.Unmarshal([]byte(out), &got); err != nil {
 				t.Fatalf("desc %s after restart: %v in %s", name, err, out)
 			}

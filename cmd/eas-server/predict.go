@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/caffepb"
 	"github.com/eas-server/eas-server/wire/hiepb"
@@ -71,7 +71,7 @@ func predictCmd() *cobra.Command {
 				if c.token == "" {
 					return fmt.Errorf("no token for service %s: give --service-token, or an admin token (--token or $EAS_ADMIN_TOKEN) to fetch it", name)
 				}
-				var obj server.ServiceObject
+				var obj controlapi.ServiceObject
 				if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(name, ""), nil, &obj); err != nil {
 					return err
 				}

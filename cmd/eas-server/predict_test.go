@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/tensor"
 )
@@ -147,7 +148,7 @@ func TestCLIDefinesInstancesVersion(t *testing.T) {
 	if _, errOut, code := ctl(t, url, "create", f, "-D", "metadata.instance=2", "-D", "model_config.sleep_ms=2", "-D", "token=tok"); code != 0 {
 		t.Fatalf("create -D: %s", errOut)
 	}
-	var obj server.ServiceObject
+	var obj controlapi.ServiceObject
 	out, _, _ := ctl(t, url, "desc", "d", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.TotalInstance != 2 || obj.AccessToken != "tok" ||
 		!strings.Contains(obj.ServiceConfig, `"model_config":"{\"sleep_ms\":2}"`) {
@@ -175,7 +176,7 @@ func TestCLIDefinesInstancesVersion(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "INSTANCE") || strings.Count(out, "d-v2-") != 3 || !strings.Contains(out, "Running") {
 		t.Fatalf("instances: exit %d\n%s%s", code, out, errOut)
 	}
-	var il server.InstanceList
+	var il controlapi.InstanceList
 	out, _, code = ctl(t, url, "instances", "d", "-o", "json")
 	if code != 0 || json.Unmarshal([]byte(out), &il) != nil || il.TotalCount != 3 || il.Instances[0].Version != 2 {
 		t.Fatalf("instances -o json: exit %d\n%s", code, out)

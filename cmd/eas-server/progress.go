@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/humanize"
-	"github.com/eas-server/eas-server/internal/server"
 )
 
 // progressLineEvery is how often the download's progress is printed as a
@@ -51,7 +51,7 @@ func isTerminal(w io.Writer) bool {
 // show draws p: in place on a terminal; otherwise as a line when a retry
 // happened, a new download started or finished, or progressLineEvery has
 // passed with bytes done since.
-func (v *progressView) show(p *server.ProgressObject) {
+func (v *progressView) show(p *controlapi.ProgressObject) {
 	if p == nil {
 		return
 	}
@@ -90,7 +90,7 @@ func (v *progressView) clear() {
 // progressLine says "model_path: 1.2 MiB of 4.0 MiB (30%), 1.1 MiB/s, ETA 3s",
 // with "; retry 2/5 after: connection reset" while a retry has brought no
 // bytes yet, then " (after 2 retries)".
-func progressLine(p *server.ProgressObject) string {
+func progressLine(p *controlapi.ProgressObject) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", p.Key, humanize.Bytes(p.DoneBytes))
 	if p.TotalBytes >= 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
@@ -128,9 +129,9 @@ func TestCLICreateShowsDownloadProgress(t *testing.T) {
 func TestProgressViewOnATerminal(t *testing.T) {
 	var b bytes.Buffer
 	v := &progressView{w: &b, tty: true}
-	v.show(&server.ProgressObject{Key: "model_path", DoneBytes: 1 << 20, TotalBytes: 4 << 20, BytesPerSecond: 1 << 20, ETASeconds: 3})
-	v.show(&server.ProgressObject{Key: "model_path", DoneBytes: 2 << 20, TotalBytes: 4 << 20, Retries: 1, Retry: 2, MaxRetries: 5, LastError: "connection reset", ETASeconds: -1})
-	v.show(&server.ProgressObject{Key: "model_path", TotalBytes: -1, Retries: 1, Retry: 1, MaxRetries: 5, LastError: strings.Repeat("x", 200), ETASeconds: -1})
+	v.show(&controlapi.ProgressObject{Key: "model_path", DoneBytes: 1 << 20, TotalBytes: 4 << 20, BytesPerSecond: 1 << 20, ETASeconds: 3})
+	v.show(&controlapi.ProgressObject{Key: "model_path", DoneBytes: 2 << 20, TotalBytes: 4 << 20, Retries: 1, Retry: 2, MaxRetries: 5, LastError: "connection reset", ETASeconds: -1})
+	v.show(&controlapi.ProgressObject{Key: "model_path", TotalBytes: -1, Retries: 1, Retry: 1, MaxRetries: 5, LastError: strings.Repeat("x", 200), ETASeconds: -1})
 	v.clear()
 	want := "\rmodel_path: 1.0 MiB of 4.0 MiB (25%), 1.0 MiB/s, ETA 3s" +
 		"\rmodel_path: 2.0 MiB of 4.0 MiB (50%); retry 2/5 after: connection reset" +

@@ -18,13 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/eas-server/eas-server/auth"
-	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
 // Backend is the control plane API's door to Kubernetes
-// (server.ControlPlane): each call reads or writes EASService objects and
+// (controlapi.ControlPlane): each call reads or writes EASService objects and
 // their token Secrets; the Reconciler does the rest. Client should read
 // from the API server, not a cache, so that a create is seen by the next
 // call.
@@ -34,7 +34,7 @@ type Backend struct {
 	MaxModelBytes int64
 }
 
-var _ server.ControlPlane = (*Backend)(nil)
+var _ controlapi.ControlPlane = (*Backend)(nil)
 
 // TakesEffect says which of servicejson's no-effect keys do take effect
 // here (server's keyEffects): the autoscaler, resources and replicas
@@ -262,7 +262,7 @@ func (b *Backend) SwitchVersion(ctx context.Context, name string, v int) (servic
 
 // Events are the Kubernetes events of the service's objects: the
 // EASService, its Deployment, ReplicaSets, pods and HPA, oldest first.
-func (b *Backend) Events(ctx context.Context, name string) ([]server.EventObject, error) {
+func (b *Backend) Events(ctx context.Context, name string) ([]controlapi.EventObject, error) {
 	es, err := b.get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -287,15 +287,15 @@ func (b *Backend) Events(ctx context.Context, name string) ([]server.EventObject
 	if err := b.Client.List(ctx, &evs, client.InNamespace(es.Namespace)); err != nil {
 		return nil, err
 	}
-	out := []server.EventObject{}
+	out := []controlapi.EventObject{}
 	for _, e := range evs.Items {
 		if !mine[e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name] {
 			continue
 		}
-		out = append(out, server.EventObject{Time: eventTime(e), Type: e.Type, Reason: e.Reason,
+		out = append(out, controlapi.EventObject{Time: eventTime(e), Type: e.Type, Reason: e.Reason,
 			Message: e.InvolvedObject.Kind + " " + e.InvolvedObject.Name + ": " + e.Message})
 	}
-	slices.SortStableFunc(out, func(a, b server.EventObject) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(out, func(a, b controlapi.EventObject) int { return a.Time.Compare(b.Time) })
 	return out, nil
 }
 
@@ -309,7 +309,7 @@ func eventTime(e corev1.Event) time.Time {
 }
 
 // Instances are the service's pods.
-func (b *Backend) Instances(ctx context.Context, name string) ([]server.InstanceObject, error) {
+func (b *Backend) Instances(ctx context.Context, name string) ([]controlapi.InstanceObject, error) {
 	es, err := b.get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -318,10 +318,10 @@ func (b *Backend) Instances(ctx context.Context, name string) ([]server.Instance
 	if err := b.Client.List(ctx, &pods, client.InNamespace(es.Namespace), client.MatchingLabels(selectorLabels(es.objectName()))); err != nil {
 		return nil, err
 	}
-	out := []server.InstanceObject{}
+	out := []controlapi.InstanceObject{}
 	for _, p := range pods.Items {
 		v, _ := strconv.Atoi(p.Labels[LabelVersion])
-		in := server.InstanceObject{InstanceName: p.Name, Status: podStatus(p), Version: v, HostIP: p.Status.HostIP, InstanceIP: p.Status.PodIP}
+		in := controlapi.InstanceObject{InstanceName: p.Name, Status: podStatus(p), Version: v, HostIP: p.Status.HostIP, InstanceIP: p.Status.PodIP}
 		if p.Status.StartTime != nil {
 			in.StartTime = p.Status.StartTime.Time
 		}
@@ -330,7 +330,7 @@ func (b *Backend) Instances(ctx context.Context, name string) ([]server.Instance
 		}
 		out = append(out, in)
 	}
-	slices.SortFunc(out, func(a, b server.InstanceObject) int { return strings.Compare(a.InstanceName, b.InstanceName) })
+	slices.SortFunc(out, func(a, b controlapi.InstanceObject) int { return strings.Compare(a.InstanceName, b.InstanceName) })
 	return out, nil
 }
 
@@ -359,19 +359,19 @@ func podStatus(p corev1.Pod) string {
 }
 
 // Versions are the stored versions (ConfigMaps), oldest first.
-func (b *Backend) Versions(ctx context.Context, name string) (server.VersionList, error) {
+func (b *Backend) Versions(ctx context.Context, name string) (controlapi.VersionList, error) {
 	es, err := b.get(ctx, name)
 	if err != nil {
-		return server.VersionList{}, err
+		return controlapi.VersionList{}, err
 	}
 	list, err := versionConfigMaps(ctx, b.Client, es.Namespace, es.objectName())
 	if err != nil {
-		return server.VersionList{}, err
+		return controlapi.VersionList{}, err
 	}
-	out := server.VersionList{ServiceName: name, CurrentVersion: int(es.Status.CurrentVersion), LatestVersion: int(es.Generation), Versions: []server.VersionObject{}}
+	out := controlapi.VersionList{ServiceName: name, CurrentVersion: int(es.Status.CurrentVersion), LatestVersion: int(es.Generation), Versions: []controlapi.VersionObject{}}
 	for _, cm := range list {
 		v, _ := strconv.Atoi(cm.Labels[LabelVersion])
-		out.Versions = append(out.Versions, server.NewVersionObject(service.VersionInfo{
+		out.Versions = append(out.Versions, controlapi.NewVersionObject(service.VersionInfo{
 			Version: v, CreateTime: cm.CreationTimestamp.Time, Current: int64(v) == es.Status.CurrentVersion, Config: []byte(cm.Data[ConfigFile]),
 		}))
 	}

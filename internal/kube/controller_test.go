@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/eas-server/eas-server/deploy"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/kube/kubetest"
-	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/all"
 )
@@ -132,16 +132,16 @@ func (k *controller) mustCall(want int, method, path string, body any, into any)
 	}
 }
 
-func (k *controller) desc(name string) server.ServiceObject {
-	var obj server.ServiceObject
+func (k *controller) desc(name string) controlapi.ServiceObject {
+	var obj controlapi.ServiceObject
 	k.mustCall(200, "GET", "/api/v2/services/local/"+name, nil, &obj)
 	return obj
 }
 
 // waitFor polls desc until ok says so.
-func (k *controller) waitFor(name, what string, ok func(server.ServiceObject) bool) server.ServiceObject {
+func (k *controller) waitFor(name, what string, ok func(controlapi.ServiceObject) bool) controlapi.ServiceObject {
 	k.t.Helper()
-	var obj server.ServiceObject
+	var obj controlapi.ServiceObject
 	err := wait.Poll(90*time.Second, func() error {
 		if obj = k.desc(name); !ok(obj) {
 			return fmt.Errorf("service %s never became %s; last: %+v", name, what, obj)
@@ -154,8 +154,8 @@ func (k *controller) waitFor(name, what string, ok func(server.ServiceObject) bo
 	return obj
 }
 
-func running(version int) func(server.ServiceObject) bool {
-	return func(o server.ServiceObject) bool {
+func running(version int) func(controlapi.ServiceObject) bool {
+	return func(o controlapi.ServiceObject) bool {
 		return o.Status == StatusRunning && o.CurrentVersion == version && o.PendingVersion == 0 && o.RunningInstance == o.TotalInstance
 	}
 }
@@ -182,7 +182,7 @@ func TestServiceLifecycle(t *testing.T) {
 	ns := cluster.Namespace(t)
 	k := startController(t, ns)
 
-	var created server.ChangeAnswer
+	var created controlapi.ChangeAnswer
 	k.mustCall(201, "POST", "/api/v2/services", echoJSON("my_echo", 2, ""), &created)
 	if created.AccessToken != "tok-my_echo-secret" {
 		t.Errorf("create answered token %q, want the service.json's", created.AccessToken)
@@ -234,7 +234,7 @@ func TestServiceLifecycle(t *testing.T) {
 		}
 	}
 
-	var inst server.InstanceList
+	var inst controlapi.InstanceList
 	k.mustCall(200, "GET", "/api/v2/services/local/my_echo/instances", nil, &inst)
 	if inst.TotalCount != 2 || inst.Instances[0].Status != "Running" || inst.Instances[0].Version != 1 {
 		t.Errorf("instances: %+v", inst)
@@ -255,12 +255,12 @@ func TestServiceLifecycle(t *testing.T) {
 	if len(rsl.Items) != 2 {
 		t.Errorf("%d ReplicaSets after a modify, want 2", len(rsl.Items))
 	}
-	var vl server.VersionList
+	var vl controlapi.VersionList
 	k.mustCall(200, "GET", "/api/v2/services/local/my_echo/versions", nil, &vl)
 	if len(vl.Versions) != 2 || vl.CurrentVersion != 2 || !vl.Versions[1].Current || vl.Versions[0].Processor != "echo" {
 		t.Errorf("versions: %+v", vl)
 	}
-	var ev server.EventList
+	var ev controlapi.EventList
 	k.mustCall(200, "GET", "/api/v2/services/local/my_echo/events", nil, &ev)
 	reasons := map[string]bool{}
 	for _, e := range ev.Events {
@@ -272,12 +272,12 @@ func TestServiceLifecycle(t *testing.T) {
 
 	// Stop, start.
 	k.mustCall(200, "PUT", "/api/v2/services/local/my_echo/stop", "{}", nil)
-	k.waitFor("my_echo", "Stopped", func(o server.ServiceObject) bool { return o.Status == StatusStopped && o.RunningInstance == 0 })
+	k.waitFor("my_echo", "Stopped", func(o controlapi.ServiceObject) bool { return o.Status == StatusStopped && o.RunningInstance == 0 })
 	k.get("eas-my-echo", &dep)
 	if *dep.Spec.Replicas != 0 {
 		t.Errorf("stopped: %d replicas", *dep.Spec.Replicas)
 	}
-	var started server.ServiceObject
+	var started controlapi.ServiceObject
 	k.mustCall(200, "PUT", "/api/v2/services/local/my_echo/start", "{}", &started)
 	if started.Status == StatusStopped || started.Status == StatusRunning && started.RunningInstance == 0 {
 		t.Errorf("start answered %s: the CLI would stop waiting at once", started.Status)
@@ -527,7 +527,7 @@ func TestCRDApply(t *testing.T) {
 	if err := k.c.Update(context.Background(), es); err != nil {
 		t.Fatal(err)
 	}
-	obj = k.waitFor("gitops", "Failed", func(o server.ServiceObject) bool { return o.Status == StatusFailed })
+	obj = k.waitFor("gitops", "Failed", func(o controlapi.ServiceObject) bool { return o.Status == StatusFailed })
 	if !strings.Contains(obj.Message, "no_such_key") || obj.Reason != "InvalidSpec" {
 		t.Errorf("failed status: %s %s", obj.Reason, obj.Message)
 	}

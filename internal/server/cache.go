@@ -6,14 +6,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/storage"
 )
-
-// CacheList is GET /api/v2/cache: the model cache's entries and totals.
-type CacheList struct {
-	Entries []storage.CacheEntry `json:"entries"`
-	Usage   storage.CacheUsage   `json:"usage"`
-}
 
 // cacheRoutes adds the model cache's admin routes (docs/protocol.md "Model
 // cache"), behind the admin token: what `eas-server cache ls` and `cache
@@ -25,7 +20,7 @@ func (s *Server) cacheRoutes(r *gin.Engine) {
 		if entries == nil {
 			entries = []storage.CacheEntry{}
 		}
-		c.JSON(http.StatusOK, CacheList{Entries: entries, Usage: use})
+		c.JSON(http.StatusOK, controlapi.CacheList{Entries: entries, Usage: use})
 	})
 	g.POST("/prune", func(c *gin.Context) {
 		res, err := s.opt.Manager.Fetcher().Prune()

@@ -9,10 +9,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
@@ -66,9 +66,9 @@ func (s *Server) adminAuth(c *gin.Context) {
 	c.Next()
 }
 
-// control is the ControlPlane the API drives: Options.Control, else the
+// control is the controlapi.ControlPlane the API drives: Options.Control, else the
 // process's own Manager.
-func (s *Server) control() ControlPlane {
+func (s *Server) control() controlapi.ControlPlane {
 	if s.opt.Control != nil {
 		return s.opt.Control
 	}
@@ -88,22 +88,14 @@ func (s *Server) createService(c *gin.Context) {
 	c.JSON(http.StatusCreated, s.changeAnswer(c, info, spec))
 }
 
-// keyEffects is a ControlPlane on which some keys that have no effect in
+// keyEffects is a controlapi.ControlPlane on which some keys that have no effect in
 // one process do take effect (on Kubernetes: autoscaler, metadata.cpu and
 // the like), so their warnings are not sent.
 type keyEffects interface{ TakesEffect(path string) bool }
 
-// ChangeAnswer answers create and modify: the service, and the keys of the
-// service.json sent that are accepted for EAS compatibility but have no
-// effect on this server, each as "key: why" (servicejson's Warnings).
-type ChangeAnswer struct {
-	ServiceObject
-	Warnings []string `json:",omitempty"`
-}
-
 // changeAnswer renders the service with spec's no-effect warnings.
-func (s *Server) changeAnswer(c *gin.Context, info service.Info, spec *servicejson.Service) ChangeAnswer {
-	out := ChangeAnswer{ServiceObject: s.object(c, info)}
+func (s *Server) changeAnswer(c *gin.Context, info service.Info, spec *servicejson.Service) controlapi.ChangeAnswer {
+	out := controlapi.ChangeAnswer{ServiceObject: s.object(c, info)}
 	for _, w := range spec.Warnings() {
 		if k, ok := s.control().(keyEffects); ok && k.TakesEffect(w.Path) {
 			continue
@@ -119,7 +111,7 @@ func (s *Server) listServices(c *gin.Context) {
 		s.controlErr(c, err)
 		return
 	}
-	list := ServiceList{Services: []ServiceObject{}}
+	list := controlapi.ServiceList{Services: []controlapi.ServiceObject{}}
 	for _, in := range infos {
 		list.Services = append(list.Services, s.object(c, in))
 	}
@@ -172,7 +164,7 @@ func (s *Server) serviceEvents(c *gin.Context) {
 		s.controlErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, EventList{ServiceName: name, Events: events})
+	c.JSON(http.StatusOK, controlapi.EventList{ServiceName: name, Events: events})
 }
 
 func (s *Server) serviceInstances(c *gin.Context) {
@@ -182,7 +174,7 @@ func (s *Server) serviceInstances(c *gin.Context) {
 		s.controlErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, InstanceList{ServiceName: name, Instances: inst, TotalCount: len(inst)})
+	c.JSON(http.StatusOK, controlapi.InstanceList{ServiceName: name, Instances: inst, TotalCount: len(inst)})
 }
 
 func (s *Server) serviceVersions(c *gin.Context) {
@@ -195,7 +187,7 @@ func (s *Server) serviceVersions(c *gin.Context) {
 }
 
 func (s *Server) switchVersion(c *gin.Context) {
-	var req VersionRequest
+	var req controlapi.VersionRequest
 	body, ok := readControlBody(c)
 	if !ok {
 		return
@@ -264,7 +256,7 @@ func (s *Server) answer(c *gin.Context, info service.Info, err error) {
 
 // object renders a service snapshot; the endpoints name the host the
 // client reached the control plane by.
-func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
+func (s *Server) object(c *gin.Context, in service.Info) controlapi.ServiceObject {
 	scheme := "http"
 	if c.Request.TLS != nil {
 		scheme = "https"
@@ -274,7 +266,7 @@ func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
 	if region == "" {
 		region = s.opt.Region
 	}
-	return ServiceObject{
+	return controlapi.ServiceObject{
 		ServiceName:      in.Name,
 		Region:           region,
 		Status:           string(in.Status),
@@ -296,26 +288,11 @@ func (s *Server) object(c *gin.Context, in service.Info) ServiceObject {
 	}
 }
 
-// ProgressObject is how far the download of the version being loaded has
-// come (ServiceObject.Progress), for desc and the CLI's progress.
-type ProgressObject struct {
-	Key            string  // what is fetched: model_path, warm_up_data_path
-	DoneBytes      int64   // bytes on disk so far
-	TotalBytes     int64   // the download's size; -1 when unknown
-	BytesPerSecond float64 // the recent rate; 0 until measured and right after a retry
-	ETASeconds     float64 // seconds left at that rate; -1 when unknown
-	Retries        int     // retries of this download so far
-	Retry          int     // the latest retry's number in a row, of MaxRetries
-	MaxRetries     int
-	LastError      string `json:",omitempty"` // what the latest retry was after
-	UpdateTime     time.Time
-}
-
-func progressObject(p *service.Progress) *ProgressObject {
+func progressObject(p *service.Progress) *controlapi.ProgressObject {
 	if p == nil {
 		return nil
 	}
-	return &ProgressObject{
+	return &controlapi.ProgressObject{
 		Key: p.Key, DoneBytes: p.DoneBytes, TotalBytes: p.TotalBytes,
 		BytesPerSecond: p.BytesPerSecond, ETASeconds: p.ETASeconds,
 		Retries: p.Retries, Retry: p.Retry, MaxRetries: p.MaxRetries, LastError: p.LastError,
@@ -349,5 +326,5 @@ func (s *Server) controlErr(c *gin.Context, err error) {
 func controlFail(c *gin.Context, code int, kind, msg string) {
 	c.Abort()
 	closeIfUnread(c)
-	c.PureJSON(code, ErrorObject{Code: kind, Message: capMsg(msg)})
+	c.PureJSON(code, controlapi.ErrorObject{Code: kind, Message: capMsg(msg)})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/wait"
 )
@@ -52,7 +53,7 @@ func TestControlPlaneNeedsTheAdminToken(t *testing.T) {
 			"disabled, string": {disabled.URL, adminHdr("anything")},
 		} {
 			r := do(t, rt.method, tc.url+rt.path, []byte(rt.body), tc.hdr)
-			var eo server.ErrorObject
+			var eo controlapi.ErrorObject
 			if r.code != http.StatusUnauthorized || json.Unmarshal([]byte(r.body), &eo) != nil || eo.Code != "Unauthorized" {
 				t.Errorf("%s %s with %s token: %d %s, want 401 Unauthorized", rt.method, rt.path, name, r.code, r.body)
 			}
@@ -104,7 +105,7 @@ func TestControlPlaneErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := do(t, tc.method, st.URL+tc.path, []byte(tc.body), h)
-			var eo server.ErrorObject
+			var eo controlapi.ErrorObject
 			if err := json.Unmarshal([]byte(r.body), &eo); err != nil {
 				t.Fatalf("body %q is not an error object: %v", r.body, err)
 			}
@@ -127,14 +128,14 @@ func TestControlPlaneServiceObject(t *testing.T) {
 	if r.code != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.code, r.body)
 	}
-	var obj server.ServiceObject
+	var obj controlapi.ServiceObject
 	must(t, json.Unmarshal([]byte(r.body), &obj))
 	if obj.Status != "Creating" || obj.AccessToken == "" || obj.CurrentVersion != 1 {
 		t.Fatalf("create answered %+v", obj)
 	}
 	wait.Until(t, 10*time.Second, func() error {
 		r = do(t, "GET", st.URL+"/api/v2/services/cn-hangzhou/gen", nil, h)
-		obj = server.ServiceObject{}
+		obj = controlapi.ServiceObject{}
 		must(t, json.Unmarshal([]byte(r.body), &obj))
 		if obj.Status != "Running" {
 			return fmt.Errorf("the service is %s, want Running", obj.Status)
@@ -151,14 +152,14 @@ func TestControlPlaneServiceObject(t *testing.T) {
 		t.Fatalf("predict with the listed token: %d %q", r.code, r.body)
 	}
 
-	var inst server.InstanceList
+	var inst controlapi.InstanceList
 	r = do(t, "GET", st.URL+"/api/v2/services/local/gen/instances", nil, h)
 	must(t, json.Unmarshal([]byte(r.body), &inst))
 	if inst.TotalCount != 2 || inst.Instances[1].InstanceName != "gen-v1-1" || inst.Instances[0].Status != "Running" {
 		t.Fatalf("instances %+v", inst)
 	}
 
-	var list server.ServiceList
+	var list controlapi.ServiceList
 	r = do(t, "GET", st.URL+"/api/v2/services", nil, h)
 	must(t, json.Unmarshal([]byte(r.body), &list))
 	if list.TotalCount != 1 || list.Services[0].ServiceName != "gen" {
@@ -185,7 +186,7 @@ func TestControlPlaneServiceObject(t *testing.T) {
 		t.Fatalf("readyz with a stopped service: %d %s", r.code, r.body)
 	}
 
-	var events server.EventList
+	var events controlapi.EventList
 	r = do(t, "GET", st.URL+"/api/v2/services/local/gen/events", nil, h)
 	must(t, json.Unmarshal([]byte(r.body), &events))
 	if n := len(events.Events); n < 3 || events.Events[n-1].Reason != "Stopped" || events.Events[0].Reason != "Created" {

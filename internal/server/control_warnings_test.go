@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/wait"
 )
@@ -22,7 +23,7 @@ func TestChangeAnswerWarnings(t *testing.T) {
 	if r.code != http.StatusCreated {
 		t.Fatalf("create: %d %s", r.code, r.body)
 	}
-	var ans server.ChangeAnswer
+	var ans controlapi.ChangeAnswer
 	must(t, json.Unmarshal([]byte(r.body), &ans))
 	if ans.ServiceName != "warned" || len(ans.Warnings) != 1 || !strings.HasPrefix(ans.Warnings[0], "autoscaler: accepted for EAS compatibility") {
 		t.Fatalf("create answered %s", r.body)
@@ -35,7 +36,7 @@ func TestChangeAnswerWarnings(t *testing.T) {
 		return nil
 	})
 	r = do(t, "PUT", st.URL+"/api/v2/services/local/warned", []byte(`{"name":"warned","processor":"echo","metadata":{"instance":1,"memory":2000}}`), h)
-	ans = server.ChangeAnswer{}
+	ans = controlapi.ChangeAnswer{}
 	must(t, json.Unmarshal([]byte(r.body), &ans))
 	if r.code != http.StatusOK || len(ans.Warnings) != 1 || !strings.HasPrefix(ans.Warnings[0], "metadata.memory:") {
 		t.Fatalf("modify answered %d %s", r.code, r.body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/teststack"
 )
@@ -71,7 +72,7 @@ func TestMetricsHistory(t *testing.T) {
 		{"bad since", "/api/v2/metrics?service=e&since=yesterday", h, 400, "InvalidParameter"},
 	} {
 		r := do(t, "GET", st.URL+tc.path, nil, tc.hdr)
-		var eo server.ErrorObject
+		var eo controlapi.ErrorObject
 		if r.code != tc.code || json.Unmarshal([]byte(r.body), &eo) != nil || eo.Code != tc.kind {
 			t.Errorf("%s: %d %s, want %d %s", tc.name, r.code, r.body, tc.code, tc.kind)
 		}
@@ -98,7 +99,7 @@ func TestMetricsHistoryWithoutSampler(t *testing.T) {
 	ts := httptest.NewServer(server.New(server.Options{AdminToken: admin}).ControlHandler())
 	defer ts.Close()
 	r := do(t, "GET", ts.URL+"/api/v2/metrics?service=e", nil, adminHdr(admin))
-	var eo server.ErrorObject
+	var eo controlapi.ErrorObject
 	if r.code != http.StatusNotFound || json.Unmarshal([]byte(r.body), &eo) != nil || eo.Code != "NotFound" || !strings.Contains(eo.Message, "no metrics history") {
 		t.Errorf("no sampler: %d %s, want 404 NotFound saying there is no history", r.code, r.body)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/decompress"
 	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/httpstatus"
@@ -49,7 +50,7 @@ type Options struct {
 	Manager *service.Manager
 	// Control, when set, is what the control plane drives instead of
 	// Manager (eas-server controller: Kubernetes); see ControlHandler.
-	Control      ControlPlane
+	Control      controlapi.ControlPlane
 	Logger       *slog.Logger
 	Metrics      *metrics.Metrics
 	Gatherer     prometheus.Gatherer // serves /metrics; nil = no /metrics route
