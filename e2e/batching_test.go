@@ -3,16 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -68,14 +65,8 @@ func TestBatchingUnderLoadThroughHTTP(t *testing.T) {
 		}
 		wg.Wait()
 		rounds++
-		resp, err := http.Get(s.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		sum = metricValue(t, string(body), `eas_batch_size_sum{service="batched"}`)
-		count = metricValue(t, string(body), `eas_batch_size_count{service="batched"}`)
+		sum = teststack.Metric(t, s.url, `eas_batch_size_sum{service="batched"}`)
+		count = teststack.Metric(t, s.url, `eas_batch_size_count{service="batched"}`)
 	}
 	if sum != float64(rounds*clients) {
 		t.Errorf("batched requests counted %v, want %d", sum, rounds*clients)
@@ -83,19 +74,6 @@ func TestBatchingUnderLoadThroughHTTP(t *testing.T) {
 	if count >= sum {
 		t.Errorf("%v runs for %v requests in %d rounds of %d clients: no batch formed under load", count, sum, rounds, clients)
 	}
-}
-
-func metricValue(t *testing.T, body, series string) float64 {
-	t.Helper()
-	m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics lacks %s", series)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // TestPadBatcherOnBERT serves the small BERT with the pad batcher: requests
@@ -144,14 +122,8 @@ func TestPadBatcherOnBERT(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	resp, err := http.Get(s.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	sum := metricValue(t, string(body), `eas_batch_size_sum{service="bert"}`)
-	count := metricValue(t, string(body), `eas_batch_size_count{service="bert"}`)
+	sum := teststack.Metric(t, s.url, `eas_batch_size_sum{service="bert"}`)
+	count := teststack.Metric(t, s.url, `eas_batch_size_count{service="bert"}`)
 	if int(sum) != requests || count >= sum {
 		t.Errorf("%v runs for %v requests (sent %d): want fewer runs than requests", count, sum, requests)
 	}

@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -171,4 +173,24 @@ func Do(t testing.TB, method, url, token string, body []byte, header ...string) 
 		t.Errorf("reading the answer to %s %s: %v", method, url, err)
 	}
 	return resp.StatusCode, b, resp.Header
+}
+
+// Metric reads one series of baseURL's /metrics (e.g.
+// `eas_batch_size_count{service="s"}`, labels as Prometheus prints them);
+// -1 when the series is absent (no sample is negative).
+func Metric(t testing.TB, baseURL, series string) float64 {
+	t.Helper()
+	code, body, _ := Do(t, http.MethodGet, baseURL+"/metrics", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("/metrics: %s: %v", series, err)
+	}
+	return v
 }

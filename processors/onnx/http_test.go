@@ -3,10 +3,7 @@ package onnx_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,19 +156,9 @@ func TestBadRequestFailsAlone(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	resp, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`eas_batch_size_count\{service="g"\} (\S+)`).FindSubmatch(metrics)
-	if m == nil {
-		t.Fatal("/metrics lacks eas_batch_size_count for g")
-	}
 	// The failed merged runs are counted as runs too; fewer runs than
 	// requests shows requests shared them.
-	if runs, _ := strconv.ParseFloat(string(m[1]), 64); runs >= clients*each {
+	if runs := teststack.Metric(t, srv.URL, `eas_batch_size_count{service="g"}`); runs < 0 || runs >= clients*each {
 		t.Errorf("%v runs for %d requests: nothing was batched", runs, clients*each)
 	}
 }

@@ -2,10 +2,8 @@ package onnx_test
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,21 +227,7 @@ func (s *zooStack) zooConcurrently(t *testing.T, svc string, rounds int, reqs []
 	}
 	close(start)
 	wg.Wait()
-	resp, err := http.Get(s.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	metric := func(series string) float64 {
-		m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindSubmatch(body)
-		if m == nil {
-			t.Fatalf("/metrics lacks %s", series)
-		}
-		v, _ := strconv.ParseFloat(string(m[1]), 64)
-		return v
-	}
-	return metric(`eas_batch_size_count{service="` + svc + `"}`), metric(`eas_batch_size_sum{service="` + svc + `"}`), worst
+	return teststack.Metric(t, s.url, `eas_batch_size_count{service="`+svc+`"}`), teststack.Metric(t, s.url, `eas_batch_size_sum{service="`+svc+`"}`), worst
 }
 
 // TestTorchScriptZooBatchingResNet: concurrent requests of 1, 2 and 3 images

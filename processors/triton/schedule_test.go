@@ -3,11 +3,11 @@ package triton_test
 import (
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // slowRequest is one single-row request for the slow model.
@@ -32,24 +32,6 @@ func inferAll(t *testing.T, url string, n int) map[int]int {
 	return codes
 }
 
-// metric reads one sample of /metrics; -1 when it is absent.
-func metric(t *testing.T, url, series string) float64 {
-	t.Helper()
-	r := do(t, "GET", url+"/metrics", nil, nil)
-	if r.code != 200 {
-		t.Fatalf("/metrics: %d", r.code)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindSubmatch(r.body)
-	if m == nil {
-		return -1
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatalf("%s: %v", series, err)
-	}
-	return v
-}
-
 // TestModelBatchesInServiceMetrics sends concurrent requests to slow, which
 // batches (dynamic_batching), in a service whose metadata.rpc turns
 // batching on: its runs show in the service's eas_* histograms under the
@@ -64,25 +46,25 @@ func TestModelBatchesInServiceMetrics(t *testing.T) {
 		t.Fatalf("status codes %v; want %d 200s", codes, n)
 	}
 	const labels = `{model="slow",service="tri"}`
-	sum := metric(t, s.URL, "eas_batch_size_sum"+labels)
-	count := metric(t, s.URL, "eas_batch_size_count"+labels)
+	sum := teststack.Metric(t, s.URL, "eas_batch_size_sum"+labels)
+	count := teststack.Metric(t, s.URL, "eas_batch_size_count"+labels)
 	if sum != n || count < 1 || count >= n {
 		t.Errorf("eas_batch_size%s: sum %v, count %v; want %d requests in fewer runs", labels, sum, count, n)
 	}
-	if over := count - metric(t, s.URL, `eas_batch_size_bucket{model="slow",service="tri",le="8"}`); over != 0 {
+	if over := count - teststack.Metric(t, s.URL, `eas_batch_size_bucket{model="slow",service="tri",le="8"}`); over != 0 {
 		t.Errorf("%v runs held more than rpc.max_batch_size 8 requests", over)
 	}
-	if c := metric(t, s.URL, "eas_queue_wait_seconds_count"+labels); c != n {
+	if c := teststack.Metric(t, s.URL, "eas_queue_wait_seconds_count"+labels); c != n {
 		t.Errorf("eas_queue_wait_seconds_count%s = %v, want %d", labels, c, n)
 	}
-	if c := metric(t, s.URL, "eas_compute_seconds_count"+labels); c != count {
+	if c := teststack.Metric(t, s.URL, "eas_compute_seconds_count"+labels); c != count {
 		t.Errorf("eas_compute_seconds_count%s = %v, want the %v runs", labels, c, count)
 	}
 	// mlp's warm-up ran through the same construction.
-	if c := metric(t, s.URL, `eas_batch_size_count{model="mlp",service="tri"}`); c != 1 {
+	if c := teststack.Metric(t, s.URL, `eas_batch_size_count{model="mlp",service="tri"}`); c != 1 {
 		t.Errorf("mlp's warm-up: %v runs in eas_batch_size, want 1", c)
 	}
-	if c := metric(t, s.URL, `eas_batch_size_count{service="tri"}`); c > 0 {
+	if c := teststack.Metric(t, s.URL, `eas_batch_size_count{service="tri"}`); c > 0 {
 		t.Errorf("the service's own series counts %v runs of its models", c)
 	}
 	st := getStats(t, s.URL+"/v2/models/slow/stats")
