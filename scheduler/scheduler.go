@@ -23,6 +23,12 @@
 //     MaxBatchTimeout for at most two windows. Only payloads with equal batch keys share a batch;
 //     others wait for their own. With preferred batch sizes, a batch of
 //     the largest preferred size the queue can fill leaves at once.
+//   - Hand-off: a request that would leave alone at once (it cannot share a
+//     run, or by the rule above nothing is likely to join it) and finds
+//     nothing queued and a worker idle goes straight to that worker, batching
+//     on or off; the dispatcher goroutine forms batches only from the queue,
+//     and holds an idle worker only while requests wait. So at concurrency 1
+//     batching costs no extra goroutine wake-up.
 //   - A panic in the run function fails only the requests of that batch.
 package scheduler
 
@@ -303,32 +309,31 @@ func (s *Scheduler) Do(ctx context.Context, payload any) (any, error) {
 		c.deadline = time.Time{}
 	}
 
-	// A request that cannot share a run goes straight to an idle worker
-	// when nothing is queued ahead of it: the dispatcher's hand-off is most
-	// of the cost of a cheap model. Stop waits for such sends (s.direct)
+	// A request that would run alone at once goes straight to an idle
+	// worker when nothing is queued ahead of it, batching on or off: a run
+	// through the dispatcher costs one more goroutine wake-up, a large part
+	// of the cost of a cheap model. (Before issue 32 only an unbatchable
+	// request could, and never with one worker, whose token the idle
+	// dispatcher held; BENCHMARKS.md.) Stop waits for such sends (s.direct)
 	// before it closes the workers' channel.
-	if !c.batchable {
-		s.direct.Add(1)
-	}
+	s.direct.Add(1)
 	s.mu.Lock()
-	direct := !c.batchable && len(s.queue) == 0 && !s.stopping.Load() && s.takeFreeLocked()
+	s.notePeakLocked(c.arrived, float64(inflight))
+	s.cost.noteArrival(c.arrived)
+	direct := len(s.queue) == 0 && !s.stopping.Load() && s.leavesAloneLocked(c) && s.takeFreeLocked()
 	if direct {
 		newRunLocked([]*call{c})
 	} else {
 		c.queued = true
 		s.queue = append(s.queue, c)
 	}
-	s.notePeakLocked(c.arrived, float64(inflight))
-	s.cost.noteArrival(c.arrived)
 	s.mu.Unlock()
 	if direct {
 		s.work <- c.run.batch
 	} else {
 		s.signal()
 	}
-	if !c.batchable {
-		s.direct.Add(-1)
-	}
+	s.direct.Add(-1)
 
 	var err error
 	select {
@@ -407,16 +412,25 @@ func (s *Scheduler) takeFreeLocked() bool {
 // token the dispatcher holds while it forms a batch.
 func (s *Scheduler) othersBusy() int { return s.cfg.Workers - len(s.free) - 1 }
 
+// leavesAloneLocked reports whether c, arriving at an empty queue, would
+// leave at once as a batch of one by formLocked's rule: it cannot share a
+// run, or no run is in progress and no more requests were in flight
+// recently than c alone (so nothing is likely to join it), or the model's
+// cost says waiting does not pay. A token the dispatcher holds counts as a
+// run in progress here, which errs towards the queue.
+func (s *Scheduler) leavesAloneLocked(c *call) bool {
+	if !c.batchable || s.cfg.MaxBatchSize == 1 || s.preferredAtMost(1) == 1 {
+		return true
+	}
+	busy := s.cfg.Workers - len(s.free)
+	return !((busy > 0 || 1 < 0.9*min(s.recentPeakLocked(), float64(s.cfg.MaxBatchSize))) && s.cost.waitPays(1))
+}
+
 // dispatch forms batches and starts runs until Stop.
 func (s *Scheduler) dispatch() {
 	defer close(s.exited)
 	defer close(s.work)
 	for {
-		select {
-		case <-s.free:
-		case <-s.quit:
-			return
-		}
 		batch := s.nextBatch()
 		if batch == nil {
 			return
@@ -434,7 +448,10 @@ func (s *Scheduler) worker() {
 	}
 }
 
-// nextBatch blocks until a batch may leave; nil means the scheduler quit.
+// nextBatch blocks until a batch may leave and returns it with a worker
+// token taken for it; nil means the scheduler quit. The dispatcher holds a
+// token only while requests wait: with an empty queue every idle worker's
+// token stays in s.free, where a lone request can take it directly (Do).
 func (s *Scheduler) nextBatch() []*call {
 	var timer *time.Timer
 	defer func() {
@@ -442,8 +459,29 @@ func (s *Scheduler) nextBatch() []*call {
 			timer.Stop()
 		}
 	}()
+	held := false
 	for {
 		s.mu.Lock()
+		if len(s.queue) > 0 && !held {
+			held = s.takeFreeLocked()
+			if !held {
+				s.mu.Unlock()
+				// Every worker is busy: arrivals change nothing until a run
+				// ends, so they do not wake the dispatcher meanwhile.
+				select {
+				case <-s.free:
+					held = true
+				case <-s.quit:
+					return nil
+				}
+				continue
+			}
+		}
+		if len(s.queue) == 0 && held {
+			// The requests waiting gave up: the worker is idle again.
+			s.free <- struct{}{}
+			held = false
+		}
 		if len(s.queue) > 0 {
 			batch, wait := s.formLocked()
 			if batch != nil {
