@@ -2,28 +2,20 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	_ "net/http/pprof" // served only with --pprof-listen
 	"os"
-	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
 
 	"github.com/eas-server/eas-server/auth"
-	"github.com/eas-server/eas-server/internal/history"
-	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
@@ -128,172 +120,51 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: must be text or json, got %q", format)
 }
 
+// serve runs `eas-server serve`: it builds the server from the flags,
+// serves until a signal, then drains and shuts down. Each step is a
+// function in serve_steps.go; their order is the order of side effects.
 func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
-	log, err := newLogger(f.logLevel, f.logFormat)
+	log, err := setupProcess(f)
 	if err != nil {
 		return err
 	}
-	if err := configureRuntimes(f); err != nil {
-		return err
-	}
-	if os.Getenv("GOGC") == "" && f.gcPercent != 100 {
-		// The request path allocates per request; a higher GC target lets the
-		// collector run less often next to the model's own threads.
-		debug.SetGCPercent(f.gcPercent)
-	}
-	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
-		return fmt.Errorf("--state-dir: %w", err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The eas_ series get a registry of their own: the metrics history
-	// reads it every interval without running the runtime, process and
-	// model cache collectors. /metrics serves both.
-	easReg := prometheus.NewRegistry()
-	mt := metrics.New(easReg)
-	var adminToken string
-	var created bool
-	if !f.noControl {
-		adminToken, created, err = auth.LoadOrCreateAdminToken(f.stateDir)
-		if err != nil {
-			return fmt.Errorf("admin token: %w", err)
-		}
-	}
-	if created {
-		// The one time a secret is printed: on the terminal, never in the log.
-		fmt.Fprintf(stderr, "\nGenerated the control-plane admin token (kept in %s, mode 0600):\n\n    %s\n\nUse it with: export %s=<token>\n\n",
-			filepath.Join(f.stateDir, auth.AdminTokenFile), adminToken, auth.AdminTokenEnv)
-	}
-	fetcher := &storage.Fetcher{CacheDir: filepath.Join(f.stateDir, "cache"), MaxCacheBytes: f.cacheBytes, MaxModelBytes: f.maxModel,
-		IdleTimeout: f.downloadIdle, FetchTimeout: f.downloadTimeout, Logger: log}
-	mgr := service.NewManager(service.Options{StateDir: f.stateDir, Logger: log, Metrics: mt, Fetcher: fetcher, MaxModelBytes: f.maxModel,
-		QueueBroker: f.queueBroker, QueueSyncEachPut: f.queueSync})
-	registerCacheMetrics(reg, fetcher)
-	zones, err := parseZones(f.sigZones)
+	m := newServeMetrics()
+	adminToken, err := loadAdminToken(f, stderr)
 	if err != nil {
 		return err
 	}
-	if f.sigReplay < 0 {
-		return fmt.Errorf("--signature-replay-cache: %d is not a number of signatures >= 0", f.sigReplay)
+	mgr := newManager(f, log, m)
+	sig, err := signatureOptions(f, log)
+	if err != nil {
+		return err
 	}
-	if len(zones) > 0 && f.sigAnyZone {
-		log.Warn("--signature-client-zones has no effect: every zone is accepted unless --signature-any-zone=false")
-	}
-	var accessLog *slog.Logger
-	if f.accessLog {
-		accessLog = log
-	}
-	var hist *history.Sampler
-	if !f.noControl { // its route is on the control plane
-		hist = history.New(history.Options{Gatherer: easReg, Logger: log})
-		hist.Start(context.WithoutCancel(ctx)) // kept through the drain
+	hist := startHistory(ctx, f, m, log)
+	if hist != nil {
 		defer hist.Stop()
 	}
-	srv := server.New(server.Options{
-		Manager: mgr, Logger: log, Metrics: mt, Gatherer: prometheus.Gatherers{reg, easReg}, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
-		Auth:                auth.Options{SignatureWindow: f.sigWindow, ClientZones: zones, OnlyClientZones: !f.sigAnyZone, Replay: auth.NewReplayCache(f.sigReplay)},
-		BodyReadTimeout:     f.bodyReadTimeout,
-		MetricsRequireAdmin: f.metricsAdmin,
-		NoConsole:           !f.console || f.noControl,
-		StrictReadiness:     f.strictReady,
-		AccessLog:           accessLog,
-		History:             hist,
-	})
-	var token string
-	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return fmt.Errorf("--token-file: %s is empty; it must hold the services' token", f.tokenFile)
-		}
+	srv := newServer(f, log, m, mgr, adminToken, sig, hist)
+	token, err := readDeployToken(f.tokenFile)
+	if err != nil {
+		return err
 	}
 	if len(f.deploy) > 0 {
-		srv.SetStarting() // until deployAll has registered (and loaded) them
+		srv.SetStarting() // until deployAtStart has registered (and loaded) them
 	}
-
-	// Restore registers every stored service before the first request; their
-	// models load in the background.
-	restored, problems := mgr.Restore()
-	log.Info("restored services from the state dir", "services", restored, "problems", len(problems))
-
-	ln, err := net.Listen("tcp", f.listen)
+	restore(mgr, log)
+	hs, serveErr, err := listenHTTP(f, srv, log)
 	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+		return err
 	}
-	hs := newHTTPServer(srv.Handler(), f.idleTimeout)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(limitConns(ln, f.maxConns)) }()
-	log.Info("listening", "addr", ln.Addr().String(), "state_dir", f.stateDir)
-	if f.console && !f.noControl {
-		// Where to point a browser, and which token it asks for.
-		log.Info("web console", "url", "http://"+consoleHost(ln.Addr().String())+"/console/",
-			"admin_token", filepath.Join(f.stateDir, auth.AdminTokenFile)+" (or $"+auth.AdminTokenEnv+")")
+	startPprof(f.pprofListen, log)
+	gs, err := listenGRPC(f, srv, log)
+	if err != nil {
+		return err
 	}
-	if f.pprofListen != "" {
-		go func() {
-			// net/http/pprof registers on http.DefaultServeMux, which nothing else uses.
-			log.Info("pprof listening", "addr", f.pprofListen, "err", http.ListenAndServe(f.pprofListen, nil))
-		}()
+	deployAtStart(ctx, f, mgr, srv, token, log)
+	if err := waitForSignal(ctx, serveErr); err != nil {
+		return err
 	}
-	var gs *grpc.Server
-	if f.grpcListen != "" {
-		gln, err := net.Listen("tcp", f.grpcListen)
-		if err != nil {
-			return fmt.Errorf("--grpc-listen: %w", err)
-		}
-		opts := append(grpcLimits(f.idleTimeout, f.grpcMaxStreams), grpc.MaxRecvMsgSize(int(f.maxBody)), grpc.InTapHandle(srv.GRPCTap))
-		gs = grpc.NewServer(opts...)
-		srv.RegisterGRPC(gs)
-		go func() {
-			if err := gs.Serve(limitConns(gln, f.maxConns)); err != nil {
-				log.Error("grpc server stopped", "err", err)
-			}
-		}()
-		log.Info("grpc listening", "addr", gln.Addr().String())
-	}
-
-	deployAll(ctx, mgr, f.deploy, token, log)
-	srv.SetStarted()
-
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	// A second signal now kills the process at once (default behaviour).
-	signalStop(ctx)
-	// Drain in the order a load balancer needs: report not-ready while
-	// still serving (answers carry Connection: close), then stop accepting
-	// and let in-flight and queued work finish.
-	log.Info("draining: reporting not-ready, still serving", "delay", f.delay.String(), "grace", f.grace.String())
-	srv.SetDraining()
-	if f.delay > 0 {
-		select {
-		case <-time.After(f.delay):
-		case err := <-serveErr:
-			return fmt.Errorf("serve: %w", err)
-		}
-	}
-	log.Info("shutting down: refusing new connections, finishing requests", "grace", f.grace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), f.grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("http shutdown", "err", err)
-	}
-	if gs != nil {
-		stopped := make(chan struct{})
-		go func() { gs.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-sctx.Done():
-			gs.Stop()
-		}
-	}
-	mgr.Shutdown(sctx)
-	log.Info("stopped")
-	return nil
+	return drainAndShutdown(ctx, f, log, srv, hs, serveErr, gs, mgr)
 }
 
 // parseZones reads --signature-client-zones: comma-separated UTC offsets
