@@ -30,7 +30,11 @@ func Dir(name string) string {
 // the requirements file as it is in this checkout.
 func Python(t testing.TB, name string) string {
 	t.Helper()
-	req := filepath.Join(repoRoot(t), "scripts", "requirements", name+".txt")
+	root := require.RepoRoot()
+	if root == "" {
+		t.Fatal("pyvenv: the repository's go.mod is not above the test's directory")
+	}
+	req := filepath.Join(root, "scripts", "requirements", name+".txt")
 	b, err := os.ReadFile(req)
 	if err != nil {
 		t.Fatalf("pyvenv: %v", err)
@@ -43,23 +47,4 @@ func Python(t testing.TB, name string) string {
 		require.Missing(t, require.Python, "no up-to-date Python environment %q at %s: run bash scripts/python-venv.sh %s (make test-deps does)", name, dir, name)
 	}
 	return py
-}
-
-// repoRoot is the directory holding go.mod, above the test's package.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("pyvenv: no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }

@@ -10,23 +10,19 @@ import (
 // modulePath is the root module's path, as its go.mod declares it.
 const modulePath = "github.com/eas-server/eas-server"
 
-// ConformanceRoot is the folder of the external conformance corpora
-// (caffe/, lightgbm/, pmml/, tensorflow/): $EAS_CONFORMANCE_DIR when set,
-// else ../shared/conformance beside the repository's root. The root is
+// RepoRoot is the repository's root: the folder of this module's go.mod,
 // found by walking up from the working directory (a test runs in its
-// package's folder) to the go.mod of this module, so the answer is the same
-// from every package, however deep. "" when no root is found.
-func ConformanceRoot() string {
-	if d := os.Getenv("EAS_CONFORMANCE_DIR"); d != "" {
-		return d
-	}
+// package's folder), so the answer is the same from every package, however
+// deep, and from the benchmark modules' nested go.mod files. "" when no
+// root is found.
+func RepoRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""
 	}
 	for {
 		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declares(b, modulePath) {
-			return filepath.Join(dir, "..", "shared", "conformance")
+			return dir
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
@@ -34,6 +30,20 @@ func ConformanceRoot() string {
 		}
 		dir = up
 	}
+}
+
+// ConformanceRoot is the folder of the external conformance corpora
+// (caffe/, lightgbm/, pmml/, tensorflow/): $EAS_CONFORMANCE_DIR when set,
+// else ../shared/conformance beside RepoRoot. "" when no root is found.
+func ConformanceRoot() string {
+	if d := os.Getenv("EAS_CONFORMANCE_DIR"); d != "" {
+		return d
+	}
+	root := RepoRoot()
+	if root == "" {
+		return ""
+	}
+	return filepath.Join(root, "..", "shared", "conformance")
 }
 
 // declares says whether the go.mod text gomod declares module path.
