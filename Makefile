@@ -51,7 +51,7 @@ ALLOC_PKGS  := ./pmml ./internal/decompress ./processors ./processors/pmml ./pro
 
 # The benchmark modules, each with its own go.mod (go ./... at the root
 # does not reach them).
-BENCH_MODULES := trees/bench pmml/bench
+BENCH_MODULES := engines/trees/bench engines/pmml/bench
 
 # Every kind of test dependency is required (internal/require): a missing
 # Kubernetes tool, nats-server, OpenCV, chromium, conformance corpus or

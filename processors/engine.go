@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/internal/scheduler"
 )
 
 // Engine is a processor with its payload types erased, as the scheduler and

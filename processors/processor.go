@@ -29,13 +29,13 @@
 //     request's context (it ends when the client goes away; Warmup's own
 //     ctx when warm-up replays a request), Run the batch's. A processor
 //     uses the ctx it is given and never stores one in a payload.
-//   - Decode validates everything it can: a bad request is a *badinput.Error
+//   - Decode validates everything it can: a bad request is a *BadInput
 //     (HTTP 400) before it queues, so one bad request never fails a batch.
 //     Work done in Decode (parsed rows, inputs in model order) travels in P;
 //     Run does not repeat it.
 //   - Run is safe for concurrent use (several workers may call it) and
 //     returns one R per payload, in order. An error fails the whole batch:
-//     *badinput.Error answers 400, *StatusError its code, anything else 500.
+//     *BadInput answers 400, *StatusError its code, anything else 500.
 //     To fail some payloads and not the others, Run returns a result for
 //     every payload with a PayloadErrors: a payload with an error gets that
 //     error (mapped the same way), the others their results. A failure
@@ -191,7 +191,7 @@ type Processor interface {
 type Typed[P, R any] interface {
 	Processor
 	// Decode turns a request into a payload, under the request's ctx. A
-	// bad body is a *badinput.Error (HTTP 400).
+	// bad body is a *BadInput (HTTP 400).
 	Decode(ctx context.Context, req *Request) (P, error)
 	// Run executes a batch of payloads, one per request, and returns one
 	// result per payload, in order.
@@ -302,7 +302,7 @@ type Tensors[P, R any] interface {
 	// Platform names the runtime for KServe model metadata, e.g. "onnxruntime_onnx".
 	Platform() string
 	// FromTensors makes the payload Run takes from KServe tensors, with
-	// the checks Decode makes (a *badinput.Error for a bad request),
+	// the checks Decode makes (a *BadInput for a bad request),
 	// under the request's ctx.
 	FromTensors(ctx context.Context, tp *TensorPayload) (P, error)
 	// ToTensors turns one payload's result into tensors, under the

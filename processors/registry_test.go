@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
-	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/internal/badinput"
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/tensor"
 )
 

@@ -34,7 +34,7 @@ type RoutedModel interface {
 
 // Admitter is implemented by routed models whose own scheduler can refuse
 // a request before it exists: Admit answers what Do would answer at once
-// (scheduler.ErrRateLimited, scheduler.ErrQueueFull) without admitting
+// (ErrRateLimited, ErrQueueFull) without admitting
 // anything, so the server refuses before it reads and decodes the body.
 type Admitter interface {
 	Admit() error

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/internal/scheduler"
 )
 
 // Schedulers builds the schedulers of a ModelRouter's models (the models of
@@ -18,7 +18,7 @@ type Schedulers interface {
 	// obs receives the model's measurements besides the service's metrics
 	// (Triton's statistics); its fields may be nil. The caller stops the
 	// scheduler when the version unloads.
-	NewScheduler(m ModelSchedule, run scheduler.RunFunc, key scheduler.KeyFunc, obs scheduler.Observer) *scheduler.Scheduler
+	NewScheduler(m ModelSchedule, run RunFunc, key KeyFunc, obs SchedulerObserver) *Scheduler
 }
 
 // ModelSchedule is what a routed model's own configuration (config.pbtxt)
@@ -64,7 +64,7 @@ type ModelSchedule struct {
 //     with the service's max_batch_timeout and preferred_batch_sizes.
 //     Either way a batch holds at most the model's max_batch_size
 //     requests, and at most rpc.max_batch_size when rpc.batching is on.
-func RouteConfig(svc scheduler.Config, m ModelSchedule) scheduler.Config {
+func RouteConfig(svc SchedulerConfig, m ModelSchedule) SchedulerConfig {
 	c := scheduler.Config{
 		Workers:   svc.Workers,
 		QueueSize: svc.QueueSize,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eas-server/eas-server/scheduler"
+	"github.com/eas-server/eas-server/internal/scheduler"
 )
 
 // TestRouteConfig checks the rule that combines a service's metadata.rpc

@@ -5,7 +5,7 @@
 #   a. ours vs OpenCV's DNN module on the same two files, the same number of
 #      threads, batch 1 and 16, for ResNet-50 and BVLC GoogLeNet: ours is
 #      the processor's Run in a Go loop (`eas-server bench --in-process`,
-#      metadata.cpu THREADS), OpenCV is caffe/testdata/opencv_ref.py bench
+#      metadata.cpu THREADS), OpenCV is engines/caffe/testdata/opencv_ref.py bench
 #      (cv2.setNumThreads THREADS); each round measures ours and then OpenCV
 #      back to back, and the median round's ratio is reported (target 1.5x);
 #   b. dynamic batching on vs off through HTTP for one net (HTTP_NET, default
@@ -170,7 +170,7 @@ ours() { # net batch -> records/s
 		$PY -c 'import json,sys; print(json.load(sys.stdin)["rows_per_second"])'
 }
 opencv() { # net batch -> records/s
-	"${srv_pin[@]}" "$PY" caffe/testdata/opencv_ref.py bench "$work/$1/deploy.prototxt" "$work/$1/weights.caffemodel" \
+	"${srv_pin[@]}" "$PY" engines/caffe/testdata/opencv_ref.py bench "$work/$1/deploy.prototxt" "$work/$1/weights.caffemodel" \
 		--input data --shape 3,224,224 --batch "$2" --threads "$THREADS" --seconds "$dur_s" |
 		$PY -c 'import json,sys; print(json.loads(sys.stdin.readline())["records_per_s"])'
 }

@@ -2,7 +2,7 @@
 """bench-trees-xgboost.py times XGBoost's own CPU predictor, in process and
 single-threaded (nthread=1), on the benchmark model that
 `scripts/gen-tree-models.py --bench DIR` writes, at 1 and 1000 records per
-call: the peer row of trees/BENCHMARKS_trees.md.
+call: the peer row of engines/trees/BENCHMARKS_trees.md.
 
     /usr/bin/python3 scripts/bench-trees-xgboost.py DIR
 """

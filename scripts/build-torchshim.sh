@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build-torchshim.sh builds the TorchScript shim that the torchscript
-# package opens with dlopen at run time: torchscript/shim/shim.cc compiled
+# package opens with dlopen at run time: engines/torchscript/shim/shim.cc compiled
 # against Debian's libtorch (libtorch-dev 1.13.1) into
 # third_party/torchshim/libeas_torchshim.so. The server binary itself never
 # links libtorch.
@@ -19,7 +19,7 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-src_dir="$repo_root/torchscript/shim"
+src_dir="$repo_root/engines/torchscript/shim"
 dest_dir="${1:-$repo_root/third_party/torchshim}"
 lib="$dest_dir/libeas_torchshim.so"
 CXX="${CXX:-g++}"

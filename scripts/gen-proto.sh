@@ -4,8 +4,8 @@
 #   wire/tfpb/tf_predict.proto          EAS TensorFlow request/response
 #   wire/torchpb/torch_predict.proto    EAS PyTorch request/response
 #   wire/hiepb/hie_data.proto           EAS ONNX (HIE) DataProto
-#   onnxbuild/onnxpb/onnx.proto         the ONNX subset the translators write
-#   caffe/netpb/caffe.proto             the Caffe network format caffe reads
+#   engines/onnxbuild/onnxpb/onnx.proto         the ONNX subset the translators write
+#   engines/caffe/netpb/caffe.proto             the Caffe network format caffe reads
 #   wire/caffepb/caffe_predict.proto    EAS Caffe request/response
 #   wire/kservegrpc/grpc_service.proto  KServe v2 gRPC (messages and service)
 # A normal build does not need it: the .pb.go files are committed. Run it
@@ -70,8 +70,8 @@ root_protos=(
 	wire/tfpb/tf_predict.proto
 	wire/torchpb/torch_predict.proto
 	wire/hiepb/hie_data.proto
-	onnxbuild/onnxpb/onnx.proto
-	caffe/netpb/caffe.proto
+	engines/onnxbuild/onnxpb/onnx.proto
+	engines/caffe/netpb/caffe.proto
 	wire/caffepb/caffe_predict.proto
 )
 protoc -I . --go_out="$out" --go_opt=paths=source_relative "${root_protos[@]}"
@@ -89,8 +89,8 @@ generated=(
 	wire/tfpb/tf_predict.pb.go
 	wire/torchpb/torch_predict.pb.go
 	wire/hiepb/hie_data.pb.go
-	onnxbuild/onnxpb/onnx.pb.go
-	caffe/netpb/caffe.pb.go
+	engines/onnxbuild/onnxpb/onnx.pb.go
+	engines/caffe/netpb/caffe.pb.go
 	wire/caffepb/caffe_predict.pb.go
 	wire/kservegrpc/grpc_service.pb.go
 	wire/kservegrpc/grpc_service_grpc.pb.go

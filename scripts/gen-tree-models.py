@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gen-tree-models.py trains small XGBoost models on scikit-learn's bundled
 datasets and writes them, with XGBoost's own predictions, under
-trees/testdata/xgboost/.
+engines/trees/testdata/xgboost/.
 
 Every case is saved in the three formats XGBoost writes: JSON (.json),
 UBJSON (.ubj) and the legacy binary format (.bin; not for categorical
@@ -13,7 +13,7 @@ Run with Debian's interpreter (python3-xgboost 1.7.4, python3-sklearn):
     /usr/bin/python3 scripts/gen-tree-models.py [outdir]
 Pass --bench DIR to write only the benchmark model (200 trees of depth 10
 on 32 features), 1000 input rows and XGBoost's predictions for them
-instead (trees/bench reads them; see trees/BENCHMARKS_trees.md).
+instead (engines/trees/bench reads them; see engines/trees/BENCHMARKS_trees.md).
 """
 import json
 import os
@@ -23,7 +23,7 @@ import numpy as np
 import xgboost as xgb
 from sklearn import datasets
 
-OUT = "trees/testdata/xgboost"
+OUT = "engines/trees/testdata/xgboost"
 N_TEST = 24
 
 

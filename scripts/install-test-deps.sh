@@ -3,7 +3,7 @@
 # (scripts/gen-test-models.py) needs: Debian's python3-onnx and numpy, used
 # through /usr/bin/python3 (another python3 on PATH may not see them).
 # scripts/gen-tree-models.py needs python3-xgboost (1.7.4) and python3-sklearn.
-# torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch)
+# engines/torchscript/testdata/gen_models.py needs python3-torch (1.13, pulls libtorch)
 # and python3-torchvision (0.14: ResNet-18, MobileNetV3; pulls python3-pil).
 # The custom processor tests (processors/custom) compile C with gcc and run
 # python processors on python3 with the venv module (python3-venv). The

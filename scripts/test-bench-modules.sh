@@ -2,12 +2,12 @@
 # test-bench-modules.sh runs the correctness tests of the nested benchmark
 # modules, which `go test ./...` at the root does not reach (each has its own
 # go.mod):
-#   trees/bench  TestBenchModelExact: the deep XGBoost model (200 trees of
+#   engines/trees/bench  TestBenchModelExact: the deep XGBoost model (200 trees of
 #                depth 10) predicts bit for bit what XGBoost predicted.
-#   pmml/bench   TestSameAnswers: our PMML evaluator and goscore agree.
+#   engines/pmml/bench   TestSameAnswers: our PMML evaluator and goscore agree.
 # Only the tests run (-run), never the benchmarks.
 #
-# The trees/bench model is not committed (tens of megabytes): it is written
+# The engines/trees/bench model is not committed (tens of megabytes): it is written
 # by scripts/gen-tree-models.py --bench into $TREES_BENCH_DIR (default
 # /tmp/treesbench, where the test looks) unless all its files are there.
 # That needs Debian's python3-xgboost and python3-sklearn
@@ -32,7 +32,7 @@ have_model() {
 }
 if ! have_model; then
 	/usr/bin/python3 -c 'import xgboost, sklearn' 2>/dev/null || bash scripts/install-test-deps.sh
-	echo "test-bench-modules: writing the trees/bench model into $bench_dir"
+	echo "test-bench-modules: writing the engines/trees/bench model into $bench_dir"
 	tmp="$bench_dir.tmp.$$"
 	rm -rf "$tmp"
 	/usr/bin/python3 scripts/gen-tree-models.py --bench "$tmp"
@@ -57,5 +57,5 @@ run() {
 	fi
 	grep -q -- '--- PASS' <<<"$out" || { echo "$out"; die "$mod: no test ran"; }
 }
-run trees/bench '^TestBenchModelExact$'
-run pmml/bench '^TestSameAnswers$'
+run engines/trees/bench '^TestBenchModelExact$'
+run engines/pmml/bench '^TestSameAnswers$'

@@ -10,7 +10,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/humanize"
-	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/internal/storage"
 )
 
 // cacheCmd groups the model cache's verbs: what the server keeps under

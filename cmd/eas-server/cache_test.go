@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/controlapi"
-	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/internal/storage"
 )
 
 // TestCacheLsPruneAndDeleteFreeBytes runs a server whose services load

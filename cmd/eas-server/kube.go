@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/eas-server/eas-server/auth"
 	"github.com/eas-server/eas-server/deploy"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/kube"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"

@@ -15,8 +15,8 @@ import (
 	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/internal/teststack"
-	"github.com/eas-server/eas-server/storage"
 )
 
 // throttledModel serves one file slowly, with an ETag and ranges; the first

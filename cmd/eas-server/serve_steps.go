@@ -23,12 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/metrics"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
-	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/internal/storage"
 )
 
 // setupProcess builds the one logger and readies the process before

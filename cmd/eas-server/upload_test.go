@@ -12,7 +12,7 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/internal/storage"
 )
 
 func TestUploadVerb(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/servicejson"
-	"github.com/eas-server/eas-server/storage"
 )
 
 // ServiceObject is a service as the control plane shows it.

@@ -8,9 +8,9 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/scheduler"
 )
 
 // Of maps err to a status code: a processor's *StatusError its code, a bad

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/servicejson"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

@@ -77,7 +77,7 @@ func TestDeclares(t *testing.T) {
 	}{
 		{"module github.com/eas-server/eas-server\n\ngo 1.26.0\n", true},
 		{"// comment\nmodule  github.com/eas-server/eas-server \n", true},
-		{"module github.com/eas-server/eas-server/trees/bench\n", false},
+		{"module github.com/eas-server/eas-server/engines/trees/bench\n", false},
 		{"go 1.26.0\n", false},
 	} {
 		if got := declares([]byte(c.gomod), modulePath); got != c.want {

@@ -110,7 +110,7 @@ func TestRateLimitRefusesBeforeDecode(t *testing.T) {
 
 	// The tensor doors: a request whose tensors would fail to decode (an
 	// unknown input, 400) answers 429, so they were not decoded.
-	model, err := filepath.Abs("../../trees/testdata/xgboost/binary.json")
+	model, err := filepath.Abs("../../engines/trees/testdata/xgboost/binary.json")
 	if err != nil {
 		t.Fatal(err)
 	}

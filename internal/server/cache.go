@@ -7,7 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/eas-server/eas-server/internal/controlapi"
-	"github.com/eas-server/eas-server/storage"
+	"github.com/eas-server/eas-server/internal/storage"
 )
 
 // cacheRoutes adds the model cache's admin routes (docs/protocol.md "Model

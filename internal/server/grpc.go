@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/kservegrpc"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/server"
 )
 

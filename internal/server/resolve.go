@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/wire/kserve"

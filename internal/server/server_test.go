@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"

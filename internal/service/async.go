@@ -16,10 +16,10 @@ import (
 
 	"github.com/eas-server/eas-server/internal/httpstatus"
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/queue/jetstream"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

@@ -20,11 +20,11 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/eas-server/eas-server/auth"
+	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
-	"github.com/eas-server/eas-server/storage"
 )
 
 // Status is the state of a service.

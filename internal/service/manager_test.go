@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/echo"
 	_ "github.com/eas-server/eas-server/processors/pmml"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/internal/syncbuf"
-	"github.com/eas-server/eas-server/storage"
 )
 
 // gauge reads one series of reg; -1 when it does not exist.

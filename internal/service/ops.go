@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/servicejson"
-	"github.com/eas-server/eas-server/storage"
 )
 
 // The control-plane operations. Each takes the service's operation lock

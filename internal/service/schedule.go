@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

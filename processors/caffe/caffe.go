@@ -24,8 +24,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/eas-server/eas-server/badinput"
-	"github.com/eas-server/eas-server/caffe"
+	"github.com/eas-server/eas-server/engines/caffe"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/humanize"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"

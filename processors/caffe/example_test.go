@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/caffe/caffetest"
+	"github.com/eas-server/eas-server/engines/caffe/caffetest"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/caffepb"

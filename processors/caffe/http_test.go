@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/caffe/caffetest"
+	"github.com/eas-server/eas-server/engines/caffe/caffetest"
 	"github.com/eas-server/eas-server/internal/teststack"
 	_ "github.com/eas-server/eas-server/processors/caffe"
 	"github.com/eas-server/eas-server/tensor"

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/caffe/caffetest"
-	"github.com/eas-server/eas-server/caffe/netpb"
+	"github.com/eas-server/eas-server/engines/caffe/caffetest"
+	"github.com/eas-server/eas-server/engines/caffe/netpb"
 	"github.com/eas-server/eas-server/tensor"
 )
 

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/torchscript"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // Tolerances against PyTorch's probabilities: a PNG reaches the model as the

@@ -26,8 +26,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eas-server/eas-server/engines/torchscript"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // Code is the EAS processor code.

@@ -9,7 +9,7 @@ import (
 	"image/png"
 	"strings"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 )
 
 // decodeBase64 accepts what Python's base64.b64decode and browsers send:

@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/torchscript"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // forwards counts the forward calls of every classifier in the process,

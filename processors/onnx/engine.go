@@ -8,9 +8,9 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/torchscript"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // engine runs a loaded model once: inputs arranged in the model's input

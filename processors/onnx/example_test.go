@@ -117,7 +117,7 @@ func exampleRef(t *testing.T, path string) tsExampleRef {
 func TestTorchScriptExampleReproduces(t *testing.T) {
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "expected.json")
-	out, err := exec.Command("/usr/bin/python3", "../../torchscript/testdata/gen_models.py", "--examples", dir, ref).CombinedOutput()
+	out, err := exec.Command("/usr/bin/python3", "../../engines/torchscript/testdata/gen_models.py", "--examples", dir, ref).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gen_models.py --examples: %v\n%s\n(it needs Debian's python3-torch: run scripts/install-test-deps.sh)", err, out)
 	}

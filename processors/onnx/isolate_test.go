@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
-	"github.com/eas-server/eas-server/onnxbuild"
-	"github.com/eas-server/eas-server/onnxbuild/onnxpb"
+	"github.com/eas-server/eas-server/engines/onnxbuild"
+	"github.com/eas-server/eas-server/engines/onnxbuild/onnxpb"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )

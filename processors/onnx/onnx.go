@@ -46,10 +46,10 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
+	"github.com/eas-server/eas-server/engines/torchscript"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/sniff"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // protocol is the /api/predict wire format a code speaks.

@@ -11,7 +11,7 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/torchpb"

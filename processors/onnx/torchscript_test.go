@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/torchscript"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/torchscript"
 	"github.com/eas-server/eas-server/wire/torchpb"
 )
 
@@ -35,9 +35,9 @@ func tsModels(t testing.TB) string {
 		if tsErr != nil {
 			return
 		}
-		out, err := exec.Command("/usr/bin/python3", "../../torchscript/testdata/gen_models.py", tsDir).CombinedOutput()
+		out, err := exec.Command("/usr/bin/python3", "../../engines/torchscript/testdata/gen_models.py", tsDir).CombinedOutput()
 		if err != nil {
-			tsErr = fmt.Errorf("torchscript/testdata/gen_models.py: %v\n%s\n(it needs Debian's python3-torch: run scripts/install-test-deps.sh)", err, out)
+			tsErr = fmt.Errorf("engines/torchscript/testdata/gen_models.py: %v\n%s\n(it needs Debian's python3-torch: run scripts/install-test-deps.sh)", err, out)
 		}
 	})
 	if tsErr != nil {

@@ -84,7 +84,7 @@ func TestLoadCancelledMidRead(t *testing.T) {
 
 // TestLoadSymlinkToFile: a symlink to a regular file is a model file.
 func TestLoadSymlinkToFile(t *testing.T) {
-	abs, err := filepath.Abs("../../pmml/testdata/lr.pmml")
+	abs, err := filepath.Abs("../../engines/pmml/testdata/lr.pmml")
 	if err != nil {
 		t.Fatal(err)
 	}

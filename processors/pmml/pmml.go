@@ -28,9 +28,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/pmml"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/jsonenc"
-	"github.com/eas-server/eas-server/pmml"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/sniff"
 	"github.com/eas-server/eas-server/processors/unknownfields"

@@ -30,12 +30,12 @@ func post(t *testing.T, url, body string) (int, string) {
 	return code, string(b)
 }
 
-const lrService = `{"name":"lr","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}}`
+const lrService = `{"name":"lr","processor":"pmml","model_path":"../../engines/pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}}`
 
 // lrCases reads the hand-computed expectations of the logistic regression.
 func lrCases(t *testing.T) (records []map[string]any, p1 []float64) {
 	t.Helper()
-	f, err := os.Open("../../pmml/testdata/lr_expected.csv")
+	f, err := os.Open("../../engines/pmml/testdata/lr_expected.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestLogisticRegressionThroughHTTP(t *testing.T) {
 
 func TestBadRecords(t *testing.T) {
 	base := serve(t, lrService,
-		`{"name":"lr_entries","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T",
+		`{"name":"lr_entries","processor":"pmml","model_path":"../../engines/pmml/testdata/lr.pmml","token":"T",
 		  "model_config":{"on_bad_record":"error_entry"},"metadata":{"instance":1}}`)
 	for _, body := range []string{``, `nonsense`, `[1,2]`, `[{"age":"old"}]`, `{"age":[1]}`, `[{"age":1}`} {
 		code, out := post(t, base+"/api/predict/lr", body)
@@ -149,7 +149,7 @@ func TestMetadata(t *testing.T) {
 // service and checks each answer equals the one-at-a-time answer.
 func TestBatchedEqualsUnbatched(t *testing.T) {
 	base := serve(t, lrService,
-		`{"name":"lr_b","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T",
+		`{"name":"lr_b","processor":"pmml","model_path":"../../engines/pmml/testdata/lr.pmml","token":"T",
 		  "metadata":{"instance":1,"rpc":{"batching":true,"worker_threads":1,"max_batch_size":32,"max_queue_size":10000}}}`)
 	records, _ := lrCases(t)
 	single := make([]string, len(records))
@@ -199,7 +199,7 @@ func TestConfigure(t *testing.T) {
 // copy) and checks the PMML file in it is found.
 func TestLoadFindsTheModelFile(t *testing.T) {
 	dir := t.TempDir()
-	b, err := os.ReadFile("../../pmml/testdata/lr.pmml")
+	b, err := os.ReadFile("../../engines/pmml/testdata/lr.pmml")
 	if err != nil {
 		t.Fatal(err)
 	}

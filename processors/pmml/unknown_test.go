@@ -18,7 +18,7 @@ func postHeader(t *testing.T, url, body string) (int, string, string) {
 }
 
 func lrWith(name, config string) string {
-	return `{"name":"` + name + `","processor":"pmml","model_path":"../../pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}` + config + `}`
+	return `{"name":"` + name + `","processor":"pmml","model_path":"../../engines/pmml/testdata/lr.pmml","token":"T","metadata":{"instance":1}` + config + `}`
 }
 
 // TestUnknownFields: misspelled record keys are flagged (warn, the

@@ -20,8 +20,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/eas-server/eas-server/engines/torchscript"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/torchscript"
 )
 
 // Format is a model file format recognised by its content, so that a

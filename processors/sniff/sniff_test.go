@@ -75,11 +75,11 @@ func TestFile(t *testing.T) {
 		{"../onnx/testdata/strings.onnx", "onnx", "ONNX"},
 		{"../../examples/models/torchscript_mlp.pt", "torchscript", "TorchScript"},
 		{"../../examples/models/rf.pmml", "pmml", "PMML"},
-		{"../../trees/testdata/xgboost/binary.json", "trees", "XGBoost JSON"},
-		{"../../trees/testdata/xgboost/binary.ubj", "trees", "XGBoost UBJSON"},
-		{"../../trees/testdata/xgboost/binary.bin", "trees", "XGBoost binary"},
-		{"../../trees/testdata/lightgbm/handmade_v4.txt", "trees", "LightGBM text"},
-		{"../../trees/testdata/lightgbm/handmade_v4.json", "trees", "LightGBM JSON"},
+		{"../../engines/trees/testdata/xgboost/binary.json", "trees", "XGBoost JSON"},
+		{"../../engines/trees/testdata/xgboost/binary.ubj", "trees", "XGBoost UBJSON"},
+		{"../../engines/trees/testdata/xgboost/binary.bin", "trees", "XGBoost binary"},
+		{"../../engines/trees/testdata/lightgbm/handmade_v4.txt", "trees", "LightGBM text"},
+		{"../../engines/trees/testdata/lightgbm/handmade_v4.json", "trees", "LightGBM JSON"},
 		{saved, "tensorflow", "SavedModel"},
 		{filepath.Join(saved, "saved_model.pb"), "tensorflow", "SavedModel"},
 		{ckpt, "pytorch-checkpoint", "torch.save"},
@@ -126,7 +126,7 @@ func TestWrongFormat(t *testing.T) {
 	}
 	// xgboost is not registered in this test binary: no code is offered
 	// that this build cannot serve.
-	err = WrongFormat("../../trees/testdata/xgboost/binary.json", "pmml", "PMML")
+	err = WrongFormat("../../engines/trees/testdata/xgboost/binary.json", "pmml", "PMML")
 	if err == nil || strings.Contains(err.Error(), "deploy it with") || !strings.Contains(err.Error(), "XGBoost JSON model, not PMML") {
 		t.Errorf("xgboost given to pmml: %v", err)
 	}

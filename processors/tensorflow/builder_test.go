@@ -16,7 +16,7 @@ import (
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
-	"github.com/eas-server/eas-server/savedmodel"
+	"github.com/eas-server/eas-server/engines/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
 )
 

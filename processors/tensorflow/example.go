@@ -8,9 +8,9 @@ import (
 
 	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/tf2onnx"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/tf2onnx"
 )
 
 // parseExamples parses a vector of serialized tf.Example protos (the input

@@ -3,8 +3,8 @@ package tensorflow
 import (
 	"testing"
 
-	"github.com/eas-server/eas-server/savedmodel"
-	"github.com/eas-server/eas-server/tf2onnx"
+	"github.com/eas-server/eas-server/engines/savedmodel"
+	"github.com/eas-server/eas-server/engines/tf2onnx"
 )
 
 // exportOf translates the serving_default signature of the SavedModel at dir.

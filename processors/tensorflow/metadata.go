@@ -3,8 +3,8 @@ package tensorflow
 import (
 	"slices"
 
+	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/tf2onnx"
 )
 
 // SignatureJSON is the body EAS answers GET /api/predict/<name> with for a

@@ -20,12 +20,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/savedmodel"
+	"github.com/eas-server/eas-server/engines/tf2onnx"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
-	"github.com/eas-server/eas-server/savedmodel"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/tf2onnx"
 	"github.com/eas-server/eas-server/wire/tfpb"
 )
 

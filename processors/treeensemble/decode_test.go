@@ -196,7 +196,7 @@ func TestConfigure(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
-	dir := "../../trees/testdata/xgboost"
+	dir := "../../engines/trees/testdata/xgboost"
 	for _, c := range []struct{ path, entry, config, err string }{
 		{dir, "", "", "model files in"},
 		{dir, "nope.json", "", `model_entry: "nope.json" not found`},

@@ -83,7 +83,7 @@ func TestLoadCancelledMidRead(t *testing.T) {
 
 // TestLoadSymlinkToFile: a symlink to a regular file is a model file.
 func TestLoadSymlinkToFile(t *testing.T) {
-	abs, err := filepath.Abs("../../trees/testdata/xgboost/binary.json")
+	abs, err := filepath.Abs("../../engines/trees/testdata/xgboost/binary.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// load configures and loads a model of ../../trees/testdata/xgboost.
+// load configures and loads a model of ../../engines/trees/testdata/xgboost.
 func load(t *testing.T, name, config string) *Processor {
 	t.Helper()
 	p := &Processor{}
 	if err := p.Configure(processors.Spec{Code: "xgboost", ModelSource: name, ModelConfig: []byte(config)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Load(t.Context(), processors.Files{ModelPath: "../../trees/testdata/xgboost/" + name}); err != nil {
+	if err := p.Load(t.Context(), processors.Files{ModelPath: "../../engines/trees/testdata/xgboost/" + name}); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -31,13 +31,13 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/engines/trees"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/jsonenc"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/sniff"
 	"github.com/eas-server/eas-server/processors/unknownfields"
 	"github.com/eas-server/eas-server/tensor"
-	"github.com/eas-server/eas-server/trees"
 )
 
 func init() {

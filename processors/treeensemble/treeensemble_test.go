@@ -14,7 +14,7 @@ import (
 	_ "github.com/eas-server/eas-server/processors/treeensemble"
 )
 
-const xgbDir = "../../trees/testdata/xgboost"
+const xgbDir = "../../engines/trees/testdata/xgboost"
 
 // serve runs the real router over a real manager with the services.
 func serve(t *testing.T, services ...string) string {

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
+	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/onnx"
-	"github.com/eas-server/eas-server/scheduler"
 	"github.com/eas-server/eas-server/tensor"
 )
 

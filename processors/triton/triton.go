@@ -36,7 +36,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/wire/kserve"
 )

@@ -16,7 +16,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/servicejson"
 )
 

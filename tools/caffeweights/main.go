@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/eas-server/eas-server/caffe/caffetest"
+	"github.com/eas-server/eas-server/engines/caffe/caffetest"
 )
 
 func main() {

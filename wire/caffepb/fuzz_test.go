@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
 )
 

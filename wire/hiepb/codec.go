@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
 )
 

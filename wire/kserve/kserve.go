@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eas-server/eas-server/badinput"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
 )
 

@@ -1,0 +1,169 @@
+package tf2onnx
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/eas-server/eas-server/engines/onnxbuild/onnxpb"
+)
+
+// checkModel parses b as an ONNX ModelProto and checks the structure ONNX
+// Runtime relies on: a graph importing the default opset, nodes in
+// topological order (every input is a graph input, an initializer or the
+// output of an earlier node), each value produced once, and every graph
+// output produced.
+func checkModel(b []byte) (*onnxpb.ModelProto, error) {
+	mp := &onnxpb.ModelProto{}
+	if err := proto.Unmarshal(b, mp); err != nil {
+		return nil, fmt.Errorf("not an ONNX model: %w", err)
+	}
+	return mp, checkGraph(mp)
+}
+
+func checkGraph(mp *onnxpb.ModelProto) error {
+	g := mp.GetGraph()
+	if g == nil {
+		return errors.New("model has no graph")
+	}
+	opset := false
+	for _, o := range mp.GetOpsetImport() {
+		if o.GetDomain() == "" && o.GetVersion() == Opset {
+			opset = true
+		}
+	}
+	if !opset {
+		return fmt.Errorf("model does not import the default opset %d", Opset)
+	}
+	defined := map[string]string{} // value -> what defines it
+	define := func(name, by string) error {
+		if name == "" {
+			return fmt.Errorf("%s defines an unnamed value", by)
+		}
+		if prev, ok := defined[name]; ok {
+			return fmt.Errorf("value %q is defined by %s and again by %s", name, prev, by)
+		}
+		defined[name] = by
+		return nil
+	}
+	for _, in := range g.GetInput() {
+		if err := define(in.GetName(), "graph input"); err != nil {
+			return err
+		}
+	}
+	for _, t := range g.GetInitializer() {
+		if err := define(t.GetName(), "an initializer"); err != nil {
+			return err
+		}
+	}
+	for i, n := range g.GetNode() {
+		if n.GetOpType() == "" {
+			return fmt.Errorf("node %d (%q) has no op type", i, n.GetName())
+		}
+		for _, in := range n.GetInput() {
+			if in == "" {
+				continue // an omitted optional input
+			}
+			if _, ok := defined[in]; !ok {
+				return fmt.Errorf("node %d (%s %q) reads %q, which no graph input, initializer or earlier node defines", i, n.GetOpType(), n.GetName(), in)
+			}
+		}
+		for _, out := range n.GetOutput() {
+			if err := define(out, fmt.Sprintf("node %d (%s %q)", i, n.GetOpType(), n.GetName())); err != nil {
+				return err
+			}
+		}
+	}
+	if len(g.GetOutput()) == 0 {
+		return errors.New("graph has no outputs")
+	}
+	for _, out := range g.GetOutput() {
+		if _, ok := defined[out.GetName()]; !ok {
+			return fmt.Errorf("graph output %q is not produced", out.GetName())
+		}
+	}
+	return nil
+}
+
+// checkSignature checks ts.Model and that its ports are the model's inputs
+// and outputs.
+func checkSignature(ts *Signature) error {
+	mp, err := checkModel(ts.Model)
+	if err != nil {
+		return err
+	}
+	ins := map[string]bool{}
+	for _, in := range mp.Graph.Input {
+		ins[in.GetName()] = true
+	}
+	for _, p := range ts.Inputs {
+		names := []string{p.Key}
+		switch p.Kind {
+		case AnyRank:
+			names = append(names, p.Key+ShapeSuffix)
+		case Examples:
+			names = names[:0]
+			for _, f := range p.Features {
+				names = append(names, f.Input)
+			}
+		}
+		for _, name := range names {
+			if !ins[name] {
+				return fmt.Errorf("input port %q: the model has no input %q", p.Key, name)
+			}
+		}
+	}
+	outs := map[string]bool{}
+	for _, out := range mp.Graph.Output {
+		outs[out.GetName()] = true
+	}
+	for _, p := range ts.Outputs {
+		if !outs[p.Value] {
+			return fmt.Errorf("output port %q: the model has no output %q", p.Key, p.Value)
+		}
+		if p.Kind == AnyRank && !outs[p.Value+ShapeSuffix] {
+			return fmt.Errorf("output port %q: the model has no output %q", p.Key, p.Value+ShapeSuffix)
+		}
+	}
+	return nil
+}
+
+// TestCheckModelCatches: the checker the fuzzer relies on rejects what it
+// should.
+func TestCheckModelCatches(t *testing.T) {
+	opset := []*onnxpb.OperatorSetIdProto{{Version: Opset}}
+	in := []*onnxpb.ValueInfoProto{{Name: "x"}}
+	out := []*onnxpb.ValueInfoProto{{Name: "y"}}
+	node := func(op string, ins []string, outs ...string) *onnxpb.NodeProto {
+		return &onnxpb.NodeProto{OpType: op, Input: ins, Output: outs}
+	}
+	for name, mp := range map[string]*onnxpb.ModelProto{
+		"no graph":      {OpsetImport: opset},
+		"no opset":      {Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "y")}}},
+		"undefined":     {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Add", []string{"x", "z"}, "y")}}},
+		"out of order":  {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"t"}, "y"), node("Relu", []string{"x"}, "t")}}},
+		"defined twice": {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "y"), node("Neg", []string{"x"}, "y")}}},
+		"no producer":   {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "t")}}},
+		"no op type":    {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("", []string{"x"}, "y")}}},
+	} {
+		b, err := proto.Marshal(mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := checkModel(b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	good := &onnxpb.ModelProto{OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out,
+		Initializer: []*onnxpb.TensorProto{{Name: "w"}},
+		Node:        []*onnxpb.NodeProto{node("Relu", []string{"x"}, "t"), node("Add", []string{"t", "w"}, "y")}}}
+	b, _ := proto.Marshal(good)
+	if _, err := checkModel(b); err != nil {
+		t.Errorf("good model: %v", err)
+	}
+	if _, err := checkModel([]byte{0xff}); err == nil {
+		t.Error("garbage accepted")
+	}
+}

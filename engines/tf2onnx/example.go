@@ -1,0 +1,113 @@
+package tf2onnx
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/eas-server/eas-server/engines/savedmodel"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// parseExample turns the dense outputs of ParseExample / ParseExampleV2 into
+// ONNX inputs: the serving process parses the serialized tf.Example protos
+// in Go (classify and regress signatures send them) and feeds each dense
+// feature. Sparse and ragged features are refused.
+func (c *converter) parseExample(n *node) {
+	if len(n.inputs) == 0 {
+		c.unsupported(n, "no serialized input")
+		return
+	}
+	rr, err := c.g.resolve(n.inputs[0])
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	src := c.vals[rr]
+	if src == nil || src.port == nil || src.port.p.DType != tensor.String {
+		c.unsupported(n, "tf.Example parsing is translated only when the serialized protos are a signature input")
+		return
+	}
+	var nsparse int64
+	var keys []string
+	var defaults []int // input index of each dense default
+	if n.op == "ParseExample" {
+		nsparse = n.i("Nsparse", 0)
+		ndense := n.i("Ndense", 0)
+		if ndense < 0 || nsparse < 0 || int(2+nsparse+2*ndense) > len(n.inputs) {
+			c.unsupported(n, "inputs do not match Nsparse and Ndense")
+			return
+		}
+		for j := range int(ndense) {
+			k := c.in(n, 2+int(nsparse)+j).konst
+			if k == nil || k.DType != tensor.String || len(k.Strings) != 1 {
+				c.unsupported(n, "dense keys must be constant strings")
+				return
+			}
+			keys = append(keys, string(k.Strings[0]))
+			defaults = append(defaults, 2+int(nsparse)+int(ndense)+j)
+		}
+	} else {
+		nsparse = n.i("num_sparse", 0)
+		if len(n.inputs) < 5 {
+			c.unsupported(n, "expected serialized, names, sparse, dense and ragged keys")
+			return
+		}
+		dk, rk := c.in(n, 3).konst, c.in(n, 4).konst
+		if dk == nil || dk.DType != tensor.String || rk == nil || len(rk.Strings) > 0 {
+			c.unsupported(n, "dense keys must be constant strings and ragged features are not supported")
+			return
+		}
+		for j, k := range dk.Strings {
+			keys = append(keys, string(k))
+			defaults = append(defaults, 5+j)
+		}
+	}
+	if nsparse != 0 {
+		c.unsupported(n, "sparse features (tf.io.VarLenFeature) are not supported; use FixedLenFeature")
+		return
+	}
+	types := n.attr["Tdense"].GetList().GetType()
+	shapes := n.attr["dense_shapes"].GetList().GetShape()
+	if len(types) != len(keys) || len(shapes) != len(keys) {
+		c.unsupported(n, "Tdense and dense_shapes do not match the dense keys")
+		return
+	}
+	p := src.port.p
+	for j, key := range keys {
+		dt, ok := savedmodel.DTypeOf(types[j])
+		if !ok || (dt != tensor.Float32 && dt != tensor.Int64 && dt != tensor.String) {
+			c.unsupported(n, fmt.Sprintf("feature %q has dtype %s; tf.Example holds float, int64 and bytes", key, types[j]))
+			return
+		}
+		shape, err := savedmodel.ShapeOf(shapes[j])
+		if err != nil || shape == nil || slices.Contains(shape, -1) {
+			c.unsupported(n, fmt.Sprintf("feature %q needs a fully known shape", key))
+			return
+		}
+		if defaults[j] >= len(n.inputs) {
+			c.unsupported(n, "missing dense default")
+			return
+		}
+		var def *tensor.Tensor
+		if d := c.in(n, defaults[j]).konst; d != nil && d.NumElements() > 0 {
+			if d.DType != dt {
+				c.unsupported(n, fmt.Sprintf("feature %q: default of dtype %s for a %s feature", key, d.DType, dt))
+				return
+			}
+			def = d
+		} else if d == nil {
+			c.unsupported(n, fmt.Sprintf("feature %q: the default value must be a constant", key))
+			return
+		}
+		i := slices.IndexFunc(p.Features, func(f Feature) bool { return f.Key == key })
+		if i < 0 {
+			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Shape: shape, Default: def})
+			i = len(p.Features) - 1
+		} else if f := p.Features[i]; f.DType != dt || !slices.Equal(f.Shape, shape) {
+			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or shapes", key))
+			return
+		}
+		f := p.Features[i]
+		c.set(n, 3*int(nsparse)+j, &value{name: f.Input, dtype: dt, rank: 1 + len(shape)})
+	}
+}
