@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 	"github.com/eas-server/eas-server/queue"
 )
@@ -20,7 +21,7 @@ import (
 // redelivered, its answer tagged with the delivery count).
 func TestAsyncKillRestartLosesNothing(t *testing.T) {
 	stateDir := t.TempDir()
-	spec := writeFile(t, t.TempDir(), "async.json", `{"name": "work", "processor": "echo", "token": "tok",
+	spec := teststack.WriteFile(t, t.TempDir(), "async.json", `{"name": "work", "processor": "echo", "token": "tok",
 		"model_config": {"sleep_ms": 100},
 		"metadata": {"instance": 2, "type": "Async", "rpc": {"worker_threads": 25, "keepalive": 60000}},
 		"queue": {"source": {"max_length": 5000}, "sink": {"max_length": 5000}}}`)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/storage"
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // TestCacheLsPruneAndDeleteFreeBytes runs a server whose services load
@@ -54,7 +55,7 @@ func TestCacheLsPruneAndDeleteFreeBytes(t *testing.T) {
 		return out
 	}
 	svc := func(name, model string) string {
-		return writeFile(t, dir, name+".json", fmt.Sprintf(`{"name":%q,"processor":"pmml","model_path":%q,"metadata":{"instance":1}}`, name, files.URL+"/"+model))
+		return teststack.WriteFile(t, dir, name+".json", fmt.Sprintf(`{"name":%q,"processor":"pmml","model_path":%q,"metadata":{"instance":1}}`, name, files.URL+"/"+model))
 	}
 	for name, model := range map[string]string{"a": "lr.pmml", "a2": "lr.pmml", "b": "rf.pmml"} {
 		cli("create", svc(name, model), "--poll", "10ms")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/internal/cli"
 	"github.com/eas-server/eas-server/processors"
 )
 
@@ -19,9 +20,9 @@ func rootCmd() *cobra.Command {
 		Version:       buildVersion(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd(), cacheCmd())
+	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd())
 	root.AddCommand(controllerCmd(), gatewayCmd(), k8sCmd())
-	root.AddCommand(clientCmds()...)
+	root.AddCommand(cli.Commands()...)
 	return root
 }
 

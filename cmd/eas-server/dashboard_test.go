@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 )
 
@@ -128,16 +129,16 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	good := writeFile(t, dir, "good.json", `{"name":"good","processor":"echo","token":"T","metadata":{"instance":1}}`)
-	bad := writeFile(t, dir, "bad.json", `{"name":"bad","processor":"echo","token":"T","model_config":{"sleep_ms":-5},"metadata":{"instance":1}}`)
+	good := teststack.WriteFile(t, dir, "good.json", `{"name":"good","processor":"echo","token":"T","metadata":{"instance":1}}`)
+	bad := teststack.WriteFile(t, dir, "bad.json", `{"name":"bad","processor":"echo","token":"T","model_config":{"sleep_ms":-5},"metadata":{"instance":1}}`)
 	c := startChild(t, []string{"EAS_ADMIN_TOKEN=admin"}, "--state-dir", t.TempDir(), "--deploy", good, "--deploy", bad)
 	waitReady(t, c.url)
 	var body string
 	// The failed load of "bad" is counted once its deploy has run.
 	const failedLoad = `eas_model_load_failures_total{reason="config",service="bad"} 1`
 	wait.Until(t, 20*time.Second, func() error {
-		predict(t, c.url, "good", "T", "x")
-		predict(t, c.url, "good", "wrong", "x")
+		teststack.Do(t, "POST", c.url+"/api/predict/good", "T", []byte("x"))
+		teststack.Do(t, "POST", c.url+"/api/predict/good", "wrong", []byte("x"))
 		resp, err := http.Get(c.url + "/metrics")
 		if err != nil {
 			t.Fatal(err)

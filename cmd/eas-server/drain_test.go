@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 )
 
@@ -24,7 +25,7 @@ import (
 // in flight finish; no accepted request fails.
 func TestDrainSequenceUnderLoad(t *testing.T) {
 	dir := t.TempDir()
-	svc := writeFile(t, dir, "slow.json", `{"name":"slow","processor":"echo","token":"T","model_config":{"sleep_ms":150},"metadata":{"instance":2}}`)
+	svc := teststack.WriteFile(t, dir, "slow.json", `{"name":"slow","processor":"echo","token":"T","model_config":{"sleep_ms":150},"metadata":{"instance":2}}`)
 	const delay = 1500 * time.Millisecond
 	c := startChild(t, []string{"EAS_ADMIN_TOKEN=admin"}, "--state-dir", t.TempDir(), "--deploy", svc,
 		"--shutdown-delay", delay.String(), "--shutdown-grace", "10s")

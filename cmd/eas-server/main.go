@@ -4,20 +4,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"github.com/eas-server/eas-server/processors/custom/cworker"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/eas-server/eas-server/internal/cli"
 	_ "github.com/eas-server/eas-server/processors/all" // register every processor
+	"github.com/eas-server/eas-server/processors/custom/cworker"
 )
-
-// exitError carries a process exit code through cobra.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
 	if os.Getenv(cworker.EnvMode) == "cpp" { // a cpp custom processor's worker process
@@ -25,13 +19,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := rootCmd().ExecuteContext(ctx)
-	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "eas-server:", err)
-		os.Exit(1)
-	}
+	code := cli.Run(ctx, rootCmd(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

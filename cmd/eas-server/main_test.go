@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eas-server/eas-server/internal/controlapi"
+	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 )
 
@@ -100,10 +101,10 @@ func (c *child) kill(t *testing.T) {
 func TestKillAndRestartKeepsEveryService(t *testing.T) {
 	stateDir := t.TempDir()
 	dir := t.TempDir()
-	gen := writeFile(t, dir, "gen.json", `{"name":"gen","processor":"echo","metadata":{"instance":1}}`)
-	gen2 := writeFile(t, dir, "gen2.json", `{"name":"gen","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`)
-	fixed := writeFile(t, dir, "fixed.json", `{"name":"fixed","processor":"echo","token":"fixed-token","metadata":{"instance":2}}`)
-	off := writeFile(t, dir, "off.json", `{"name":"off","processor":"echo","metadata":{"instance":1}}`)
+	gen := teststack.WriteFile(t, dir, "gen.json", `{"name":"gen","processor":"echo","metadata":{"instance":1}}`)
+	gen2 := teststack.WriteFile(t, dir, "gen2.json", `{"name":"gen","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`)
+	fixed := teststack.WriteFile(t, dir, "fixed.json", `{"name":"fixed","processor":"echo","token":"fixed-token","metadata":{"instance":2}}`)
+	off := teststack.WriteFile(t, dir, "off.json", `{"name":"off","processor":"echo","metadata":{"instance":1}}`)
 
 	// First start: no EAS_ADMIN_TOKEN, so a token is generated, kept and
 	// printed once.
@@ -180,11 +181,11 @@ func TestKillAndRestartKeepsEveryService(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"gen", "fixed"} {
-		if code, body := predict(t, bsrv.url, name, before[name].AccessToken, "after restart"); code != 200 || body != "after restart" {
+		if code, body, _ := teststack.Do(t, "POST", bsrv.url+"/api/predict/"+name, before[name].AccessToken, []byte("after restart")); code != 200 || string(body) != "after restart" {
 			t.Errorf("predict %s after restart: %d %q", name, code, body)
 		}
 	}
-	if code, _ := predict(t, bsrv.url, "off", before["off"].AccessToken, "x"); code != 503 {
+	if code, _, _ := teststack.Do(t, "POST", bsrv.url+"/api/predict/off", before["off"].AccessToken, []byte("x")); code != 503 {
 		t.Errorf("the stopped service answered %d after restart, want 503", code)
 	}
 	if strings.Contains(bsrv.stderr(), before["gen"].AccessToken) || strings.Contains(bsrv.stderr(), "fixed-token") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/internal/cli"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
@@ -39,7 +40,7 @@ func validateCmd() *cobra.Command {
 			}
 			if bad > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d files invalid\n", bad, len(args))
-				return exitError{1}
+				return cli.ExitError{Code: 1}
 			}
 			return nil
 		},

@@ -1,15 +1,31 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/cli"
+	"github.com/eas-server/eas-server/internal/server"
 )
 
+// runCLI runs the binary's root command with args, in this process.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	return runCLIStdin(t, "", args...)
+	var out, errb bytes.Buffer
+	code = cli.Run(t.Context(), rootCmd(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestVersionFlag: --version says the build.
+func TestVersionFlag(t *testing.T) {
+	out, _, code := runCLI(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "eas-server "+server.Version+" (") || !strings.Contains(out, runtime.Version()) {
+		t.Fatalf("--version: exit %d %q", code, out)
+	}
 }
 
 func TestValidate(t *testing.T) {

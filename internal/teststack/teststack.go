@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -193,4 +195,14 @@ func Metric(t testing.TB, baseURL, series string) float64 {
 		t.Fatalf("/metrics: %s: %v", series, err)
 	}
 	return v
+}
+
+// WriteFile writes body to dir/name and returns the file's path.
+func WriteFile(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

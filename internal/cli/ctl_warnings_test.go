@@ -1,8 +1,10 @@
-package main
+package cli
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // TestCLICreatePrintsWarnings: create prints the server's warnings about
@@ -11,7 +13,7 @@ func TestCLICreatePrintsWarnings(t *testing.T) {
 	t.Setenv("EAS_ADMIN_TOKEN", "")
 	t.Setenv("EAS_ENDPOINT", "")
 	url := startServer(t)
-	f := writeFile(t, t.TempDir(), "w.json", `{"name":"w","processor":"echo","autoscaler":{"min":1,"max":2},"metadata":{"instance":1}}`)
+	f := teststack.WriteFile(t, t.TempDir(), "w.json", `{"name":"w","processor":"echo","autoscaler":{"min":1,"max":2},"metadata":{"instance":1}}`)
 	out, errOut, code := ctl(t, url, "create", f)
 	if code != 0 || !strings.Contains(out, "[OK] Service w is running") ||
 		!strings.Contains(errOut, "[WARNING] autoscaler: accepted for EAS compatibility; this server does not autoscale") {

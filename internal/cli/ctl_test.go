@@ -1,12 +1,10 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
+
+	_ "github.com/eas-server/eas-server/processors/all" // the servers the verbs drive serve every code
 )
 
 const testAdmin = "test-admin-token"
@@ -26,6 +28,21 @@ const testAdmin = "test-admin-token"
 func startServer(t *testing.T) string {
 	t.Helper()
 	return teststack.New(t, teststack.Options{Server: server.Options{AdminToken: testAdmin}}).URL
+}
+
+// runCLI runs the client verbs with args, as the binary would.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	return runCLIStdin(t, "", args...)
+}
+
+// runCLIStdin is runCLI with stdin.
+func runCLIStdin(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	root := &cobra.Command{Use: "eas-server", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(Commands()...)
+	var out, errb bytes.Buffer
+	code = Run(t.Context(), root, args, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
 }
 
 // ctl runs a client verb against url with the admin token.
@@ -37,15 +54,6 @@ func ctl(t *testing.T, url string, args ...string) (stdout, stderr string, code 
 		args = append(args, "--poll", "10ms", "--timeout", "20s")
 	}
 	return runCLI(t, args...)
-}
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func predict(t *testing.T, url, name, token, body string) (int, string) {
@@ -69,9 +77,9 @@ func TestCLILifecycle(t *testing.T) {
 	t.Setenv("EAS_ENDPOINT", "")
 	url := startServer(t)
 	dir := t.TempDir()
-	v1 := writeFile(t, dir, "v1.json", `{"name":"svc","processor":"echo","metadata":{"instance":1}}`)
-	v2 := writeFile(t, dir, "v2.json", `{"name":"svc","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`)
-	bad := writeFile(t, dir, "bad.json", `{"name":"broken","processor":"echo","warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}}`)
+	v1 := teststack.WriteFile(t, dir, "v1.json", `{"name":"svc","processor":"echo","metadata":{"instance":1}}`)
+	v2 := teststack.WriteFile(t, dir, "v2.json", `{"name":"svc","processor":"echo","model_config":{"sleep_ms":1},"metadata":{"instance":1}}`)
+	bad := teststack.WriteFile(t, dir, "bad.json", `{"name":"broken","processor":"echo","warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}}`)
 
 	out, errOut, code := ctl(t, url, "create", v1)
 	m := tokenRow.FindStringSubmatch(out)
@@ -240,10 +248,10 @@ func TestCLIModifyUnderLoadDropsNothing(t *testing.T) {
 	conf := func(extra string) string {
 		return `{"name":"live","processor":"echo","token":"T",` + extra + `}`
 	}
-	v1 := writeFile(t, dir, "v1.json", conf(`"model_config":{"sleep_ms":2},"metadata":{"instance":1}`))
-	v2 := writeFile(t, dir, "v2.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":1}`))
-	scaled := writeFile(t, dir, "v3.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":2}`))
-	bad := writeFile(t, dir, "bad.json", conf(`"warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}`))
+	v1 := teststack.WriteFile(t, dir, "v1.json", conf(`"model_config":{"sleep_ms":2},"metadata":{"instance":1}`))
+	v2 := teststack.WriteFile(t, dir, "v2.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":1}`))
+	scaled := teststack.WriteFile(t, dir, "v3.json", conf(`"model_config":{"sleep_ms":3},"metadata":{"instance":2}`))
+	bad := teststack.WriteFile(t, dir, "bad.json", conf(`"warm_up_data_path":"/nonexistent/warmup.bin","metadata":{"instance":1}`))
 	if _, errOut, code := ctl(t, url, "create", v1); code != 0 {
 		t.Fatalf("create: %s", errOut)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -13,19 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/eas-server/eas-server/internal/controlapi"
 	"github.com/spf13/cobra"
-)
 
-// clientCmds are the eascmd-style verbs that drive a server's control
-// plane.
-func clientCmds() []*cobra.Command {
-	return []*cobra.Command{
-		createCmd(), modifyCmd(), descCmd(), lsCmd(), deleteCmd(),
-		stopCmd(), startCmd(), eventsCmd(), versionsCmd(), versionCmd(),
-		instancesCmd(), predictCmd(),
-	}
-}
+	"github.com/eas-server/eas-server/internal/controlapi"
+)
 
 func createCmd() *cobra.Command {
 	var f clientFlags
@@ -414,7 +405,7 @@ func waitAndReport(cmd *cobra.Command, c *apiClient, f *clientFlags, obj control
 			reason = "status " + obj.Status
 		}
 		fmt.Fprintf(progress, "[FAILED] Service %s: %s\n", name, oneLine(reason))
-		return exitError{1}
+		return ExitError{1}
 	}
 	if f.output == "json" {
 		return nil

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -87,7 +87,7 @@ func TestCLICreateShowsDownloadProgress(t *testing.T) {
 	fetcher := &storage.Fetcher{CacheDir: filepath.Join(dir, "cache"), ProgressInterval: 50 * time.Millisecond, RetryBackoff: 50 * time.Millisecond}
 	ts := teststack.New(t, teststack.Options{Service: service.Options{StateDir: dir, Fetcher: fetcher}, Server: server.Options{AdminToken: testAdmin}})
 
-	f := writeFile(t, t.TempDir(), "s.json", `{"name":"slow","processor":"echo","model_path":"`+model.URL+`/m.bin","metadata":{"instance":1}}`)
+	f := teststack.WriteFile(t, t.TempDir(), "s.json", `{"name":"slow","processor":"echo","model_path":"`+model.URL+`/m.bin","metadata":{"instance":1}}`)
 	out, errOut, code := ctl(t, ts.URL, "create", f)
 	if code != 0 || !strings.Contains(out, "[OK] Service slow is running at version 1") {
 		t.Fatalf("create: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
