@@ -356,13 +356,13 @@ func TestIsTorchScript(t *testing.T) {
 	}
 	f.Close()
 	for path, want := range map[string]bool{
-		filepath.Join(dir, "mlp.pt"):           true,
-		filepath.Join(dir, "control.pt"):       true,
-		filepath.Join(dir, "state_dict.pt"):    false, // torch.save, not TorchScript
+		filepath.Join(dir, "mlp.pt"):              true,
+		filepath.Join(dir, "control.pt"):          true,
+		filepath.Join(dir, "state_dict.pt"):       false, // torch.save, not TorchScript
 		"../../processors/onnx/testdata/mlp.onnx": false,
-		randomZip:                              false,
-		"testdata/gen_models.py":               false,
-		t.TempDir():                            false, // a directory
+		randomZip:                false,
+		"testdata/gen_models.py": false,
+		t.TempDir():              false, // a directory
 	} {
 		got, err := IsTorchScript(path)
 		if err != nil || got != want {

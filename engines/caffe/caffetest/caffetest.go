@@ -37,7 +37,9 @@ func ConformanceDir(t testing.TB) string {
 }
 
 // NetsDir is the folder of the project's own small test networks.
-func NetsDir() string { return filepath.Join(require.RepoRoot(), "engines", "caffe", "testdata", "nets") }
+func NetsDir() string {
+	return filepath.Join(require.RepoRoot(), "engines", "caffe", "testdata", "nets")
+}
 
 // Weights writes a .caffemodel for definition with random blobs of the
 // shapes its layers need. Values are scaled by fan-in so activations stay
