@@ -22,7 +22,7 @@ import (
 // a few times at once (the service batches) and compares each answer with
 // PyTorch's output for that request, examples/requests/
 // torchscript_mlp_expected.json, written with the example by
-// torchscript/testdata/gen_models.py --examples.
+// engines/torchscript/testdata/gen_models.py --examples.
 func TestTorchScriptExample(t *testing.T) {
 	const root = "../.."
 	raw, err := os.ReadFile(filepath.Join(root, "examples/service-json/torchscript_mlp.json"))
@@ -131,7 +131,7 @@ func TestTorchScriptExampleReproduces(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("examples/%s differs from what the generator writes; regenerate with /usr/bin/python3 torchscript/testdata/gen_models.py --examples examples examples/requests/torchscript_mlp_expected.json", f)
+			t.Errorf("examples/%s differs from what the generator writes; regenerate with /usr/bin/python3 engines/torchscript/testdata/gen_models.py --examples examples examples/requests/torchscript_mlp_expected.json", f)
 		}
 	}
 	got, want := exampleRef(t, ref), exampleRef(t, "../../examples/requests/torchscript_mlp_expected.json")

@@ -21,7 +21,7 @@ import (
 	"github.com/eas-server/eas-server/wire/torchpb"
 )
 
-// The real architectures of torchscript/testdata/gen_models.py, served as
+// The real architectures of engines/torchscript/testdata/gen_models.py, served as
 // pytorch_cpu_1.10 through the real service stack: torchvision's ResNet-18
 // and MobileNetV3-Small (traced) and a 2-layer transformer encoder
 // (scripted) whose int64 mask input marks real tokens 1 and padding 0, so

@@ -1,7 +1,7 @@
 // Command caffeweights writes random trained weights (.caffemodel) for a
 // Caffe network definition, with the blob shapes its layers need, so a
 // published deploy.prototxt can be served and benchmarked without its real
-// weights (package caffe/caffetest, Weights):
+// weights (package engines/caffe/caffetest, Weights):
 //
 //	go run ./tools/caffeweights -o out.caffemodel [-seed N] [-legacy] deploy.prototxt
 //
