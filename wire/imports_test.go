@@ -15,7 +15,7 @@ import (
 // scheduler or the server that sit above them.
 func TestWireImportsOnlyLeaves(t *testing.T) {
 	const module = "github.com/eas-server/eas-server/"
-	allowed := []string{module + "wire", module + "tensor", module + "badinput"}
+	allowed := []string{module + "wire", module + "tensor", module + "internal/badinput"}
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
