@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +195,72 @@ func TestKillAndRestartKeepsEveryService(t *testing.T) {
 	if strings.Contains(bsrv.stderr(), before["gen"].AccessToken) || strings.Contains(bsrv.stderr(), "fixed-token") {
 		t.Errorf("a service token reached the log:\n%s", bsrv.stderr())
 	}
+}
+
+// TestSecondServerOnOneStateDirRefuses: a second serve on a state dir in
+// use exits non-zero naming the first's pid, changes no file under the
+// directory, and leaves the first's services (an async one's queue file
+// included) serving.
+func TestSecondServerOnOneStateDirRefuses(t *testing.T) {
+	stateDir := t.TempDir()
+	dir := t.TempDir()
+	svc := teststack.WriteFile(t, dir, "a.json", `{"name":"a","processor":"echo","token":"T","metadata":{"instance":1,"type":"Async"}}`)
+	first := startChild(t, []string{"EAS_ADMIN_TOKEN=admin"}, "--state-dir", stateDir, "--deploy", svc)
+	wait.Until(t, 20*time.Second, func() error {
+		if code, body, _ := teststack.Do(t, "GET", first.url+"/readyz", "", nil); code != 200 {
+			return fmt.Errorf("/readyz %d: %s", code, body)
+		}
+		return nil
+	})
+	before := snapshotDir(t, stateDir)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a second server that serves instead of refusing
+	defer cancel()
+	second := exec.CommandContext(ctx, os.Args[0], "serve", "--listen", "127.0.0.1:0", "--state-dir", stateDir, "--deploy", svc)
+	second.Env = append(os.Environ(), runAsMainEnv+"=1", "EAS_ADMIN_TOKEN=admin")
+	out, err := second.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("the second server on one state dir: %v, want a non-zero exit; output:\n%s", err, out)
+	}
+	want := fmt.Sprintf("is in use by another eas-server (pid %d)", first.cmd.Process.Pid)
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("the second server's refusal does not say %q:\n%s", want, out)
+	}
+	if after := snapshotDir(t, stateDir); !maps.Equal(before, after) {
+		t.Fatalf("the refused server changed the state dir:\nbefore %v\nafter  %v", before, after)
+	}
+	code, body, _ := teststack.Do(t, "POST", first.url+"/api/predict/a", "T", []byte("still here"))
+	if code != 200 {
+		t.Fatalf("the first server's async service after the refusal: %d %s\n%s", code, body, first.stderr())
+	}
+	if strings.Contains(first.stderr(), "Failed") || strings.Contains(first.stderr(), "timeout") {
+		t.Fatalf("the first server logged a failure:\n%s", first.stderr())
+	}
+
+	// Its lock goes with it: once the first is killed, a server starts there.
+	first.kill(t)
+	startChild(t, []string{"EAS_ADMIN_TOKEN=admin"}, "--state-dir", stateDir)
+}
+
+// snapshotDir maps every file under dir to its size, mode and
+// modification time.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out[p] = fmt.Sprintf("%d %v %d", info.Size(), info.Mode(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

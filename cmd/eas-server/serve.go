@@ -128,6 +128,11 @@ func serve(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lock, err := service.LockStateDir(f.stateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release() //nolint:errcheck // the kernel releases it at exit anyway
 	m := newServeMetrics()
 	adminToken, err := loadAdminToken(f, stderr)
 	if err != nil {
