@@ -100,7 +100,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&f.sigZones, "signature-client-zones", "", "with --signature-any-zone=false, the UTC offsets of the clients' zones besides UTC and the server's, e.g. +08:00,-05:00")
 	fl.IntVar(&f.sigReplay, "signature-replay-cache", auth.DefaultReplayEntries, "most EAS signatures remembered for the replay check (about 52 bytes each; a day of signed requests needs 86400 x their rate per second); past it the oldest are forgotten early")
 	fl.BoolVar(&f.accessLog, "access-log", false, "log one line per data-plane request (method, path, service, version, status, latency, request id, remote address, body bytes; never tokens or bodies)")
-	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics only with the admin token (its labels name every service)")
+	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics, and /readyz's per-service messages, only with the admin token (they name every service and say why each failed)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	return cmd
 }

@@ -54,16 +54,23 @@ func (s *Server) adminAuth(c *gin.Context) {
 		controlFail(c, http.StatusUnauthorized, "Unauthorized", "the control plane is disabled: the server has no admin token; start it with a --state-dir or set EAS_ADMIN_TOKEN")
 		return
 	}
-	got := strings.TrimSpace(c.GetHeader("Authorization"))
-	if scheme, rest, ok := strings.Cut(got, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		got = strings.TrimSpace(rest)
-	}
-	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+	if !s.isAdmin(c) {
 		s.log.Warn("control plane request refused: missing or wrong admin token", "method", c.Request.Method, "path", c.Request.URL.Path, "remote", c.ClientIP())
 		controlFail(c, http.StatusUnauthorized, "Unauthorized", `missing or wrong admin token; send "Authorization: <admin token>" (EAS_ADMIN_TOKEN, or the admin_token file in the server's state dir)`)
 		return
 	}
 	c.Next()
+}
+
+// isAdmin reports whether the request carries the admin token (raw or
+// Bearer), compared in constant time; never true without one.
+func (s *Server) isAdmin(c *gin.Context) bool {
+	want := s.opt.AdminToken
+	got := strings.TrimSpace(c.GetHeader("Authorization"))
+	if scheme, rest, ok := strings.Cut(got, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		got = strings.TrimSpace(rest)
+	}
+	return want != "" && got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // control is the controlapi.ControlPlane the API drives: Options.Control, else the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // rawRequest writes head (a request without its body) on a new connection
@@ -156,6 +158,37 @@ func TestErrorBodiesCapped(t *testing.T) {
 		}
 		if len(r.body) > 4200 || !strings.Contains(r.body, "...") {
 			t.Errorf("%s...: error body of %d bytes, want at most about 4 KiB ending in ...", path[:20], len(r.body))
+		}
+	}
+}
+
+// Issue 33: /readyz gave anyone every service's failure message (and so
+// tracebacks and worker output) even with --metrics-require-admin.
+func TestReadyzDetailsRequireAdmin(t *testing.T) {
+	broken := `{"name":"broken","processor":"xgboost","model_path":"/nonexistent/secret-path/m.json","token":"B","metadata":{"instance":1}}`
+	for _, c := range []struct {
+		requireAdmin bool
+		hdr          map[string]string
+		detail       bool
+	}{
+		{true, nil, false},
+		{true, map[string]string{"Authorization": "wrong"}, false},
+		{true, adminHdr(admin), true},
+		{false, nil, true},
+	} {
+		s := newStack(t, server.Options{AdminToken: admin, MetricsRequireAdmin: c.requireAdmin}, echoT, broken)
+		var r reply
+		wait.Until(t, 10*time.Second, func() error {
+			if r = do(t, "GET", s.URL+"/readyz", nil, c.hdr); !strings.Contains(r.body, "broken: Failed") {
+				return fmt.Errorf("/readyz does not list the failed service yet: %q", r.body)
+			}
+			return nil
+		})
+		if !strings.Contains(r.body, "echo: Running") {
+			t.Errorf("require admin %v, %v: names and states must stay: %q", c.requireAdmin, c.hdr, r.body)
+		}
+		if got := strings.Contains(r.body, "secret-path"); got != c.detail {
+			t.Errorf("require admin %v, %v: the failure message shown %v, want %v:\n%s", c.requireAdmin, c.hdr, got, c.detail, r.body)
 		}
 	}
 }

@@ -297,8 +297,12 @@ func (s *Server) recoverer() gin.HandlerFunc {
 
 // readyz answers 200 "ready" or 503 "not ready", then one line per
 // service: name, state, whether it serves, and why it holds readiness back.
+// Under MetricsRequireAdmin a caller without the admin token gets names and
+// states only: the reasons may hold failure messages, tracebacks and worker
+// output, which are the operator's.
 func (s *Server) readyz(c *gin.Context) {
 	ok, svcs := s.ready()
+	detail := !s.opt.MetricsRequireAdmin || s.isAdmin(c)
 	var b strings.Builder
 	code := http.StatusOK
 	switch {
@@ -324,7 +328,7 @@ func (s *Server) readyz(c *gin.Context) {
 		if r.Blocks {
 			b.WriteString(", holds readiness")
 		}
-		if r.Message != "" {
+		if r.Message != "" && detail {
 			fmt.Fprintf(&b, ": %s", r.Message)
 		}
 		b.WriteByte('\n')
