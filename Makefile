@@ -47,7 +47,7 @@ test-deps: deps
 # drop items), so TestZeroAllocations skips under -race and the allocation
 # bounds are checked once more without it.
 ALLOC_TESTS := ^(TestZeroAllocations|TestRequestIDAllocations|TestLZ4HandBuiltBlock|TestDeclaredLengthNotAllocated|TestDeclaredLengthMemoryReturns|TestLoadRefuses.*|TestLoadCancelledMidRead|TestReadModelRefusesStreams|TestOpenModelCancelled)$$
-ALLOC_PKGS  := ./pmml ./internal/decompress ./processors ./processors/pmml ./processors/treeensemble ./internal/server
+ALLOC_PKGS  := ./engines/pmml ./internal/decompress ./processors ./processors/pmml ./processors/treeensemble ./internal/server
 
 # The benchmark modules, each with its own go.mod (go ./... at the root
 # does not reach them).

@@ -11,7 +11,7 @@ import (
 
 // The supported-ops section of processors/tensorflow/README.md is written
 // from opTable; TestOpsDoc fails when it is out of date.
-//go:generate go run ./internal/opsdoc -readme ../processors/tensorflow/README.md
+//go:generate go run ./internal/opsdoc -readme ../../processors/tensorflow/README.md
 
 // translator emits the ONNX nodes for one TensorFlow node and records its
 // outputs with c.set. A node it cannot translate (an attribute or a

@@ -48,7 +48,7 @@ func TestOpsDoc(t *testing.T) {
 		}
 	}
 	if want := OpsMarkdown(); section != want {
-		t.Errorf("the ops section of %s is out of date; run go generate ./tf2onnx\n--- README\n%s--- generated\n%s", readmePath, section, want)
+		t.Errorf("the ops section of %s is out of date; run go generate ./engines/tf2onnx\n--- README\n%s--- generated\n%s", readmePath, section, want)
 	}
 }
 

@@ -3,8 +3,8 @@
 // README, between the markers of package readme. The rest of the file is
 // kept as it is.
 //
-//	go generate ./tf2onnx
-//	go run ./tf2onnx/internal/opsdoc -readme processors/tensorflow/README.md [-check]
+//	go generate ./engines/tf2onnx
+//	go run ./engines/tf2onnx/internal/opsdoc -readme processors/tensorflow/README.md [-check]
 //
 // With -check nothing is written; the exit status is 1 when the section is
 // out of date.
@@ -42,7 +42,7 @@ func main() {
 		return
 	}
 	if *check {
-		fmt.Fprintf(os.Stderr, "opsdoc: the ops section of %s is out of date; run go generate ./tf2onnx\n", *path)
+		fmt.Fprintf(os.Stderr, "opsdoc: the ops section of %s is out of date; run go generate ./engines/tf2onnx\n", *path)
 		os.Exit(1)
 	}
 	fi, err := os.Stat(*path)
