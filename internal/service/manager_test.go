@@ -600,6 +600,15 @@ func TestFailedLoadIsNotRetriedAtStart(t *testing.T) {
 	if in.Status != Failed || in.Reason != "LoadFailed" || !strings.Contains(in.Message, "not loaded at start") {
 		t.Fatalf("restored %s %s %q, want Failed, not loaded", in.Status, in.Reason, in.Message)
 	}
+	// Issue 34: the message wrapped itself again at every restart.
+	for range 3 {
+		m2.Shutdown(context.Background())
+		m2 = newManager(t, dir)
+		m2.Restore()
+		if again := settle(t, m2, "p"); again.Message != in.Message || again.Status != Failed {
+			t.Fatalf("after another restart: %s %q, want the same message as after the first:\n%q", again.Status, again.Message, in.Message)
+		}
+	}
 	for _, e := range m2.mustGet(t, "p").Events() {
 		if e.Reason == "Loading" || e.Reason == "Running" {
 			t.Fatalf("a failed load was retried at start: %+v", e)

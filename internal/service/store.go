@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eas-server/eas-server/servicejson"
@@ -230,6 +231,11 @@ func (m *Manager) Restore() (restored int, problems []error) {
 	return restored, problems
 }
 
+// notLoadedAtStart begins the message of a service restored Failed. A
+// message that begins so is kept as it is at the next restore, so it does
+// not wrap itself again at every restart.
+const notLoadedAtStart = "not loaded at start: "
+
 // restoreOne reads one service directory. It returns nil, nil for a
 // directory without state.json (a token kept for a service deployed before
 // this layout, or a create cut short by a crash): such a directory is no
@@ -308,10 +314,14 @@ func (m *Manager) restoreOne(name string) (*Service, error) {
 	case rec.Status == Failed && !rec.Retryable:
 		// Loading it again would fail again, or worse (a model that
 		// exhausted memory): it waits for start or modify.
-		svc.setStatusLocked(Failed, fmt.Sprintf("not loaded at start: the last load of version %d failed: %s; fix it with modify, or start it to try again", rec.CurrentVersion, rec.Message), "LoadFailed")
+		msg := rec.Message
+		if !strings.HasPrefix(msg, notLoadedAtStart) { // restored Failed before: the message says so already
+			msg = fmt.Sprintf(notLoadedAtStart+"the last load of version %d failed: %s; fix it with modify, or start it to try again", rec.CurrentVersion, msg)
+		}
+		svc.setStatusLocked(Failed, msg, "LoadFailed")
 		svc.eventLocked(EventWarning, "Restored", svc.rec.Message)
 	case rec.LoadAttempts >= maxLoadAttempts:
-		svc.setStatusLocked(Failed, fmt.Sprintf("not loaded at start: the server stopped %d times while loading version %d (a model that exhausts memory or hangs?); fix it with modify, or start it to try again", rec.LoadAttempts, rec.CurrentVersion), "LoadInterrupted")
+		svc.setStatusLocked(Failed, fmt.Sprintf(notLoadedAtStart+"the server stopped %d times while loading version %d (a model that exhausts memory or hangs?); fix it with modify, or start it to try again", rec.LoadAttempts, rec.CurrentVersion), "LoadInterrupted")
 		svc.eventLocked(EventWarning, "Restored", svc.rec.Message)
 	default:
 		svc.rec.LoadAttempts++ // counted on disk before the load starts
