@@ -171,6 +171,13 @@ func (s *Server) resolveModel(name, version string, ar auth.Request) (target, er
 		live.Release()
 		return nil, knownService(refuse(http.StatusBadRequest, "model \""+name+"\" is served by processor "+live.Spec.ProcessorName()+", which is not a tensor model; call POST /api/predict/"+name+" instead"))
 	}
+	// A service serves one version at a time: a path naming another one
+	// (an older version, one that never existed, not a number) is not
+	// answered by the serving one.
+	if version != "" && version != strconv.Itoa(live.Version) {
+		live.Release()
+		return nil, knownService(refuse(http.StatusNotFound, "request for unknown model: '"+name+"' version "+version+" is not found; version "+strconv.Itoa(live.Version)+" serves (call /v2/models/"+name+"/infer, or name version "+strconv.Itoa(live.Version)+")"))
+	}
 	return &serviceTarget{held{live, check}}, nil
 }
 
