@@ -36,6 +36,9 @@ type Queue interface {
 	// Get reads up to length frames from index from (0: the head) whose
 	// tags match filter, waiting up to timeout for one.
 	Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error)
+	// Read is Get handing each frame to w as it is read, within
+	// o.MaxBytes: the queue API's get, which never holds its answer whole.
+	Read(ctx context.Context, o ReadOptions, w FrameWriter) (int, error)
 	// Watch adds a consumer; it does not wait.
 	Watch(o WatchOptions) Watcher
 	// Commit acknowledges delivered entries (they are done and removed).

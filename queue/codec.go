@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,15 @@ const (
 
 // AppendFrame appends f as a DataFrameProto.
 func AppendFrame(b []byte, f Frame) []byte {
+	b = appendFrameHead(b, f)
+	b = append(b, f.Data...)
+	return appendFrameTail(b, f)
+}
+
+// appendFrameHead appends a DataFrameProto up to its data's bytes (the
+// index, the tags, the data's tag and length), appendFrameTail what
+// follows them: a frame is written around its data without copying it.
+func appendFrameHead(b []byte, f Frame) []byte {
 	if f.Index != 0 {
 		b = protowire.AppendTag(b, 1, protowire.VarintType)
 		b = protowire.AppendVarint(b, f.Index)
@@ -33,8 +43,12 @@ func AppendFrame(b []byte, f Frame) []byte {
 	b = appendMap(b, 2, f.Tags)
 	if len(f.Data) > 0 {
 		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendBytes(b, f.Data)
+		b = protowire.AppendVarint(b, uint64(len(f.Data)))
 	}
+	return b
+}
+
+func appendFrameTail(b []byte, f Frame) []byte {
 	if f.Message != "" {
 		b = protowire.AppendTag(b, 4, protowire.BytesType)
 		b = protowire.AppendString(b, f.Message)
@@ -193,6 +207,40 @@ func EncodeFrame(media string, f Frame) []byte {
 		return b
 	}
 	return AppendFrame(nil, f)
+}
+
+// writeListFrame writes f as one element of a DataFrameListProto: the
+// same bytes as AppendFrameList, the data written, not copied.
+func writeListFrame(w io.Writer, f Frame) error {
+	head := appendFrameHead(nil, f)
+	tail := appendFrameTail(nil, f)
+	pre := protowire.AppendTag(nil, 1, protowire.BytesType)
+	pre = protowire.AppendVarint(pre, uint64(len(head)+len(f.Data)+len(tail)))
+	for _, b := range [][]byte{pre, head, f.Data, tail} {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFrameJSON writes f as EncodeFrame's JSON, the data base64-encoded
+// on its way out rather than built whole.
+func writeFrameJSON(w io.Writer, f Frame) error {
+	b, _ := json.Marshal(frameJSON{Index: f.Index, Message: f.Message, Tags: f.Tags})
+	b = bytes.TrimSuffix(b, []byte(`"}`)) // data is the last field: "data":""}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, w)
+	if _, err := enc.Write(f.Data); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, `"}`)
+	return err
 }
 
 func writeJSON(w io.Writer, v any) int {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -22,6 +23,9 @@ const (
 	HeaderGroup     = "X-Eas-Queueservice-Group"
 	HeaderPriority  = "X-Eas-Queueservice-Priority"
 	HeaderRequestID = "X-Eas-Queueservice-Request-Id"
+	// HeaderNextIndex answers a get that its byte cap (API.MaxReadBytes)
+	// cut short: the _index_ to read on from.
+	HeaderNextIndex = "X-Eas-Queueservice-Next-Index"
 )
 
 // The identity headers the EAS Python and Java SDKs send whatever the
@@ -224,6 +228,9 @@ type API struct {
 	Queue   Queue
 	Name    string // the queue's name in the attributes: <service> or <service>/sink
 	MaxBody int64  // the largest body a put reads
+	// MaxReadBytes caps a get's answer (the entries' bytes as stored); 0:
+	// DefaultMaxReadBytes. A get answers at least one entry.
+	MaxReadBytes int64
 }
 
 // StatusOf maps a queue error to an HTTP status.
@@ -320,22 +327,7 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		w.Write(AppendAttributes(nil, attrs)) //nolint:errcheck
 		return http.StatusOK
 	case OpGet:
-		frames, err := q.Get(r.Context(), c.Index, c.Length, c.Timeout, c.AutoDelete, c.Tags)
-		if err != nil {
-			return fail(w, StatusOf(err), err.Error())
-		}
-		if c.Raw {
-			if len(frames) == 0 {
-				return fail(w, http.StatusNotFound, "no entry matches")
-			}
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Write(frames[0].Data) //nolint:errcheck
-			return http.StatusOK
-		}
-		media := mediaOf(r, MediaProtobuf)
-		w.Header().Set("Content-Type", media)
-		w.Write(EncodeFrames(media, frames)) //nolint:errcheck
-		return http.StatusOK
+		return a.get(w, r, c)
 	case OpSearch:
 		pos, err := q.Search(r.Context(), c.Index)
 		if err != nil {
@@ -372,6 +364,97 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusOK
 	}
 	return fail(w, http.StatusBadRequest, "unknown queue operation")
+}
+
+// get answers a get: the frames are encoded onto the connection as the
+// store hands them over, within MaxReadBytes; HeaderNextIndex says where
+// to read on when the cap cut the answer short.
+func (a *API) get(w http.ResponseWriter, r *http.Request, c Call) int {
+	media := mediaOf(r, MediaProtobuf)
+	o := ReadOptions{From: c.Index, Length: c.Length, Timeout: c.Timeout, AutoDelete: c.AutoDelete, Filter: c.Tags, MaxBytes: a.MaxReadBytes}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxReadBytes
+	}
+	if c.Raw {
+		o.Length = 1
+	}
+	fw := &httpFrames{w: w, media: media, raw: c.Raw}
+	n, err := a.Queue.Read(r.Context(), o, fw)
+	if err == nil && fw.begun {
+		err = fw.end()
+	}
+	switch {
+	case err != nil && !fw.begun:
+		return fail(w, StatusOf(err), err.Error())
+	case err != nil:
+		// The status is sent: cut the connection, so that the client sees
+		// a broken answer rather than a short list.
+		if conn, _, herr := http.NewResponseController(w).Hijack(); herr == nil {
+			conn.Close()
+		}
+		return http.StatusOK
+	case n == 0 && c.Raw:
+		return fail(w, http.StatusNotFound, "no entry matches")
+	case n == 0:
+		w.Header().Set("Content-Type", media)
+		w.Write(EncodeFrames(media, nil)) //nolint:errcheck
+	}
+	return http.StatusOK
+}
+
+// httpFrames encodes a read's frames onto an answer, one at a time.
+type httpFrames struct {
+	w     http.ResponseWriter
+	bw    *bufio.Writer
+	media string
+	raw   bool // the first frame's data alone
+	begun bool
+	n     int
+}
+
+func (h *httpFrames) Begin(next uint64) error {
+	h.begun = true
+	h.bw = bufio.NewWriterSize(h.w, 64<<10)
+	if next > 0 {
+		h.w.Header().Set(HeaderNextIndex, strconv.FormatUint(next, 10))
+	}
+	switch {
+	case h.raw:
+		h.w.Header().Set("Content-Type", "application/octet-stream")
+	case h.media == MediaJSON:
+		h.w.Header().Set("Content-Type", h.media)
+		return h.bw.WriteByte('[')
+	default:
+		h.w.Header().Set("Content-Type", h.media)
+	}
+	return nil
+}
+
+func (h *httpFrames) Frame(f Frame) error {
+	defer func() { h.n++ }()
+	switch {
+	case h.raw:
+		_, err := h.bw.Write(f.Data)
+		return err
+	case h.media == MediaJSON:
+		if h.n > 0 {
+			if err := h.bw.WriteByte(','); err != nil {
+				return err
+			}
+		}
+		return writeFrameJSON(h.bw, f)
+	}
+	return writeListFrame(h.bw, f)
+}
+
+// end closes the JSON array and flushes.
+func (h *httpFrames) end() error {
+	if h.media == MediaJSON && !h.raw {
+		if err := h.bw.WriteByte(']'); err != nil {
+			return err
+		}
+	}
+	return h.bw.Flush()
 }
 
 // Attributes are what GET ?_attrs_=true answers: the keys the SDKs need.

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"sync"
@@ -113,7 +114,8 @@ func (s *Store) Queue(ctx context.Context, name string, cfg Config) (Queue, erro
 		return q, nil
 	}
 	q := &boltQueue{s: s, name: name, cfg: cfg, data: []byte(name + "/data"), meta: []byte(name + "/meta"),
-		entries: map[uint64]*entry{}, owner: map[uint64]*boltWatcher{}, watchers: map[*boltWatcher]bool{}, changed: make(chan struct{})}
+		entries: map[uint64]*entry{}, byTag: map[uint64]map[uint64]*entry{}, seed: maphash.MakeSeed(),
+		owner: map[uint64]*boltWatcher{}, watchers: map[*boltWatcher]bool{}, changed: make(chan struct{})}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		d, err := tx.CreateBucketIfNotExists(q.data)
 		if err != nil {
@@ -129,13 +131,12 @@ func (s *Store) Queue(ctx context.Context, name string, cfg Config) (Queue, erro
 		q.ended = m.Get(keyEnded) != nil
 		return d.ForEach(func(k, v []byte) error {
 			var r record
-			if err := r.unmarshal(v); err != nil {
+			if err := r.view(v); err != nil {
 				return fmt.Errorf("%s entry %d: %w", name, binary.BigEndian.Uint64(k), err)
 			}
 			idx := binary.BigEndian.Uint64(k)
-			e := &entry{index: idx, priority: r.Priority, deliveries: r.Deliveries, enqueued: r.Enqueued}
-			q.entries[idx] = e
-			heap.Push(&q.ready, e)
+			q.addLocked(&entry{index: idx, priority: r.Priority, deliveries: r.Deliveries, enqueued: r.Enqueued,
+				size: int64(len(v)), tags: q.tagHashes(r.Tags)})
 			q.last = max(q.last, idx)
 			return nil
 		})
@@ -158,7 +159,9 @@ type entry struct {
 	priority   int64
 	deliveries int64
 	enqueued   int64
-	heapIdx    int // position in the ready heap; -1 when not ready
+	heapIdx    int      // position in the ready heap; -1 when not ready
+	size       int64    // bytes stored, what a read's byte cap counts
+	tags       []uint64 // hashes of its tags (index.go), sorted
 }
 
 // readyHeap orders ready entries: higher priority first, then lower index.
@@ -198,6 +201,8 @@ type boltQueue struct {
 	cfg          Config
 	last         uint64
 	entries      map[uint64]*entry
+	byTag        map[uint64]map[uint64]*entry // tag hash -> entries (index.go)
+	seed         maphash.Seed
 	ready        readyHeap
 	owner        map[uint64]*boltWatcher // delivered and not committed
 	watchers     map[*boltWatcher]bool
@@ -208,6 +213,9 @@ type boltQueue struct {
 	consumers    int // watchers made, for their default ids
 	deadLetter   DeadLetterFunc
 	ackErrors    atomic.Int64 // background writes of deliveries that failed
+	// examined counts entries looked at to find a watcher's next entry
+	// or plan a read: what the tag index keeps to the matching ones.
+	examined atomic.Int64
 }
 
 // countAckError counts a failed background write of a delivery (its
@@ -313,9 +321,7 @@ func (q *boltQueue) Put(ctx context.Context, data []byte, tags map[string]string
 	for _, e := range evict {
 		q.dropLocked(e)
 	}
-	e := &entry{index: idx, priority: priority, enqueued: r.Enqueued}
-	q.entries[idx] = e
-	heap.Push(&q.ready, e)
+	q.addLocked(&entry{index: idx, priority: priority, enqueued: r.Enqueued, size: int64(len(val)), tags: q.tagHashes(t)})
 	q.signalLocked()
 	q.mu.Unlock()
 	return idx, id, nil
@@ -332,16 +338,22 @@ func (q *boltQueue) oldestReadyLocked() uint64 {
 	return oldest
 }
 
+// isReadyLocked reports whether e waits in the ready heap.
+func (q *boltQueue) isReadyLocked(e *entry) bool {
+	return e.heapIdx >= 0 && e.heapIdx < len(q.ready) && q.ready[e.heapIdx] == e
+}
+
 // dropLocked forgets an entry (already deleted on disk).
 func (q *boltQueue) dropLocked(idx uint64) {
 	e, ok := q.entries[idx]
 	if !ok {
 		return
 	}
-	if e.heapIdx >= 0 && e.heapIdx < len(q.ready) && q.ready[e.heapIdx] == e {
+	if q.isReadyLocked(e) {
 		heap.Remove(&q.ready, e.heapIdx)
 	}
 	delete(q.entries, idx)
+	q.unindexLocked(e)
 	if w := q.owner[idx]; w != nil {
 		delete(w.inflight, idx)
 		delete(q.owner, idx)
@@ -370,68 +382,6 @@ func Matches(tags, filter map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// Get returns up to length frames from index from (0: the head) on whose
-// tags match filter, waiting up to timeout for one when there is none;
-// autoDelete deletes what it returns.
-func (q *boltQueue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]Frame, error) {
-	if length <= 0 {
-		length = 1
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		q.mu.Lock()
-		wait := q.changed
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, ErrClosed
-		}
-		var out []Frame
-		err := q.s.db.View(func(tx *bolt.Tx) error {
-			c := tx.Bucket(q.data).Cursor()
-			for k, v := c.Seek(idxKey(from)); k != nil && len(out) < length; k, v = c.Next() {
-				var r record
-				if err := r.unmarshal(v); err != nil {
-					return err
-				}
-				if Matches(r.Tags, filter) {
-					r.Index = binary.BigEndian.Uint64(k)
-					out = append(out, r.Frame)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(out) > 0 {
-			if autoDelete {
-				idx := make([]uint64, len(out))
-				for i, f := range out {
-					idx[i] = f.Index
-				}
-				if err := q.Delete(ctx, idx...); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, nil
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-wait:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
-		t.Stop()
-	}
 }
 
 // Delete removes entries whatever their state; missing ones are skipped.
@@ -567,7 +517,7 @@ func (q *boltQueue) Search(_ context.Context, index uint64) (Position, error) {
 	if w := q.owner[index]; w != nil {
 		return Position{InFlight: true, Consumer: w.id}, nil
 	}
-	if e.heapIdx < 0 || e.heapIdx >= len(q.ready) || q.ready[e.heapIdx] != e {
+	if !q.isReadyLocked(e) {
 		return Position{InFlight: true}, nil // being handed out this instant
 	}
 	ahead := 0
@@ -649,15 +599,17 @@ func (q *boltQueue) close() {
 // boltWatcher is one consumer of a boltQueue: it receives ready entries, at most Window of
 // them uncommitted at once.
 type boltWatcher struct {
-	q          *boltQueue
-	id         string
-	window     int
-	from       uint64
-	filter     map[string]string
-	autoCommit bool
-	indexOnly  bool
-	inflight   map[uint64]bool
-	done       bool
+	q      *boltQueue
+	id     string
+	window int
+	from   uint64
+	filter map[string]string
+	// filterHashes are filter's tag hashes (index.go).
+	filterHashes []uint64
+	autoCommit   bool
+	indexOnly    bool
+	inflight     map[uint64]bool
+	done         bool
 }
 
 // WatchOptions say what a watcher receives.
@@ -674,7 +626,8 @@ type WatchOptions struct {
 
 // Watch adds a consumer.
 func (q *boltQueue) Watch(o WatchOptions) Watcher {
-	w := &boltWatcher{q: q, id: o.Consumer, window: max(o.Window, 1), from: o.From, filter: o.Filter, autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
+	w := &boltWatcher{q: q, id: o.Consumer, window: max(o.Window, 1), from: o.From, filter: o.Filter, filterHashes: q.filterHashes(o.Filter),
+		autoCommit: o.AutoCommit, indexOnly: o.IndexOnly, inflight: map[uint64]bool{}}
 	q.mu.Lock()
 	q.consumers++
 	if w.id == "" {
@@ -740,33 +693,38 @@ func (w *boltWatcher) takeLocked() *entry {
 		}
 		return heap.Pop(&q.ready).(*entry)
 	}
-	var best *entry
-	for _, e := range q.ready {
-		if e.index < w.from {
-			continue
+	// With a filter only the entries of its rarest tag are looked at;
+	// with _index_ alone, every ready one.
+	var look func(func(*entry))
+	if cands, ok := q.candidatesLocked(w.filterHashes); ok {
+		look = func(f func(*entry)) {
+			for _, e := range cands {
+				f(e)
+			}
 		}
-		if len(w.filter) > 0 && !w.matchesLocked(e) {
-			continue
+	} else {
+		look = func(f func(*entry)) {
+			for _, e := range q.ready {
+				f(e)
+			}
+		}
+	}
+	var best *entry
+	n := int64(0)
+	look(func(e *entry) {
+		n++
+		if e.index < w.from || !q.isReadyLocked(e) || !e.hasTags(w.filterHashes) {
+			return
 		}
 		if best == nil || readyHeap([]*entry{e, best}).Less(0, 1) {
 			best = e
 		}
-	}
+	})
+	q.examined.Add(n)
 	if best != nil {
 		heap.Remove(&q.ready, best.heapIdx)
 	}
 	return best
-}
-
-// matchesLocked reads an entry's tags to match the filter.
-func (w *boltWatcher) matchesLocked(e *entry) bool {
-	ok := false
-	w.q.s.db.View(func(tx *bolt.Tx) error { //nolint:errcheck // a failed read matches nothing
-		r, found, err := w.q.read(tx, e.index)
-		ok = err == nil && found && Matches(r.Tags, w.filter)
-		return nil
-	})
-	return ok
 }
 
 // deliver reads the entry and returns its frame (nil when it is gone).
@@ -907,9 +865,7 @@ func (s *Store) Transfer(ctx context.Context, in Queue, index uint64, out Queue,
 	for _, x := range evict {
 		sink.dropLocked(x)
 	}
-	e := &entry{index: idx, enqueued: r.Enqueued}
-	sink.entries[idx] = e
-	heap.Push(&sink.ready, e)
+	sink.addLocked(&entry{index: idx, enqueued: r.Enqueued, size: int64(len(val)), tags: sink.tagHashes(answer.Tags)})
 	sink.signalLocked()
 	sink.mu.Unlock()
 	return idx, nil

@@ -61,11 +61,19 @@ func (r *record) marshal() []byte {
 var errCorrupt = errors.New("queue: corrupt record")
 
 func (r *record) unmarshal(b []byte) error {
+	err := r.view(b)
+	r.Data = append([]byte(nil), r.Data...)
+	return err
+}
+
+// view is unmarshal with Data aliasing b: inside a bbolt transaction it
+// reads an entry's tags without copying its data.
+func (r *record) view(b []byte) error {
 	*r = record{}
 	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
 		switch {
 		case typ == protowire.BytesType && num == fData:
-			r.Data = append([]byte(nil), v...)
+			r.Data = v
 		case typ == protowire.BytesType && num == fMessage:
 			r.Message = string(v)
 		case typ == protowire.BytesType && num == fTag:

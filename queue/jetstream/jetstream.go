@@ -333,69 +333,101 @@ func frameOf(seq uint64, data []byte, h nats.Header) queue.Frame {
 
 // Get reads frames by index (or by request id), waiting up to timeout.
 func (q *Queue) Get(ctx context.Context, from uint64, length int, timeout time.Duration, autoDelete bool, filter map[string]string) ([]queue.Frame, error) {
-	if length <= 0 {
-		length = 1
+	out, _, err := q.read(ctx, queue.ReadOptions{From: from, Length: length, Timeout: timeout, AutoDelete: autoDelete, Filter: filter})
+	return out, err
+}
+
+// Read is Get within o.MaxBytes: the messages are fetched one at a time
+// and held up to the cap, then handed to w.
+func (q *Queue) Read(ctx context.Context, o queue.ReadOptions, w queue.FrameWriter) (int, error) {
+	out, next, err := q.read(ctx, o)
+	if err != nil || len(out) == 0 {
+		return 0, err
 	}
-	deadline := time.Now().Add(timeout)
+	if err := w.Begin(next); err != nil {
+		return 0, err
+	}
+	for i, f := range out {
+		if err := w.Frame(f); err != nil {
+			return i, err
+		}
+	}
+	return len(out), nil
+}
+
+func (q *Queue) read(ctx context.Context, o queue.ReadOptions) ([]queue.Frame, uint64, error) {
+	length := max(o.Length, 1)
+	deadline := time.Now().Add(o.Timeout)
 	for {
-		out, err := q.scan(ctx, from, length, filter)
+		out, next, err := q.scan(ctx, o.From, length, o.Filter, o.MaxBytes)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(out) > 0 {
-			if autoDelete {
+			if o.AutoDelete {
 				for _, f := range out {
 					if err := q.Delete(ctx, f.Index); err != nil {
-						return nil, err
+						return nil, 0, err
 					}
 				}
 			}
-			return out, nil
+			return out, next, nil
 		}
 		if time.Until(deadline) <= 0 {
-			return nil, nil
+			return nil, 0, nil
 		}
 		select {
 		case <-time.After(min(50*time.Millisecond, time.Until(deadline))):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }
 
-func (q *Queue) scan(ctx context.Context, from uint64, length int, filter map[string]string) ([]queue.Frame, error) {
+// scan reads up to length matching frames from index from on, stopping
+// before the one that would pass maxBytes (queue.SizeOf; at least one):
+// next is that one's index.
+func (q *Queue) scan(ctx context.Context, from uint64, length int, filter map[string]string, maxBytes int64) ([]queue.Frame, uint64, error) {
 	if id := filter[queue.RequestIDTag]; id != "" {
 		m, err := q.stream.GetLastMsgForSubject(ctx, q.subject+"."+subjectToken(id))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil, nil
+			return nil, 0, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		f := frameOf(m.Sequence, m.Data, m.Header)
 		if m.Sequence < from || !queue.Matches(f.Tags, filter) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return []queue.Frame{f}, nil
+		return []queue.Frame{f}, 0, nil
 	}
 	info, err := q.stream.Info(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []queue.Frame
+	var total int64
 	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq && len(out) < length && info.State.Msgs > 0; seq++ {
 		m, err := q.stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		if f := frameOf(m.Sequence, m.Data, m.Header); queue.Matches(f.Tags, filter) {
-			out = append(out, f)
+		f := frameOf(m.Sequence, m.Data, m.Header)
+		if !queue.Matches(f.Tags, filter) {
+			continue
 		}
+		n := queue.SizeOf(f)
+		if maxBytes > 0 && len(out) > 0 && total+n > maxBytes {
+			return out, f.Index, nil
+		}
+		total += n
+		out = append(out, f)
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 // Watch adds a consumer: a watcher fetching from the shared durable

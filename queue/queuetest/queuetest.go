@@ -25,6 +25,82 @@ func Run(t *testing.T, open func(t *testing.T) queue.Backend, caps Caps) {
 	t.Run("TransferDeleteTruncateEnd", func(t *testing.T) { transferDeleteTruncateEnd(t, open(t)) })
 	t.Run("Search", func(t *testing.T) { search(t, open(t), caps) })
 	t.Run("FullAndContext", func(t *testing.T) { fullAndContext(t, open(t)) })
+	t.Run("ReadWithinBytes", func(t *testing.T) { readWithinBytes(t, open(t)) })
+}
+
+// pages is a queue.FrameWriter that keeps what a read hands it.
+type pages struct {
+	begun  int
+	next   uint64
+	frames []queue.Frame
+}
+
+func (p *pages) Begin(next uint64) error {
+	p.begun++
+	p.next = next
+	return nil
+}
+
+func (p *pages) Frame(f queue.Frame) error {
+	if p.begun != 1 {
+		return fmt.Errorf("frame %d before Begin", f.Index)
+	}
+	f.Data = append([]byte(nil), f.Data...) // valid only during the call
+	p.frames = append(p.frames, f)
+	return nil
+}
+
+// readWithinBytes: a read stops before the entry that would pass MaxBytes,
+// says which one that is, answers one entry however large, and reads by
+// tag and request id as Get does.
+func readWithinBytes(t *testing.T, b queue.Backend) {
+	ctx := t.Context()
+	_, sink := queues(t, b)
+	var idx []uint64
+	var ids []string
+	for i := range 6 {
+		data := make([]byte, 1000)
+		for j := range data {
+			data[j] = byte('a' + i)
+		}
+		n, id, err := sink.Put(ctx, data, map[string]string{"odd": fmt.Sprint(i%2 == 1)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, ids = append(idx, n), append(ids, id)
+	}
+	read := func(o queue.ReadOptions) *pages {
+		t.Helper()
+		var p pages
+		n, err := sink.Read(ctx, o, &p)
+		if err != nil || n != len(p.frames) {
+			t.Fatalf("read %+v: %d frames, %v; the writer took %d", o, n, err, len(p.frames))
+		}
+		return &p
+	}
+	p := read(queue.ReadOptions{Length: 10, MaxBytes: 2500})
+	if len(p.frames) != 2 || p.frames[0].Index != idx[0] || p.frames[1].Data[0] != 'b' || p.next != idx[2] {
+		t.Errorf("a read of entries of 1000 bytes under a cap of 2500: %d frames, next %d; want 2, next %d", len(p.frames), p.next, idx[2])
+	}
+	p = read(queue.ReadOptions{From: idx[2], Length: 10, MaxBytes: 2500, Filter: map[string]string{"odd": "true"}})
+	if len(p.frames) != 2 || p.frames[0].Index != idx[3] || p.frames[1].Index != idx[5] || p.next != 0 {
+		t.Errorf("odd entries from %d: %+v, next %d; want %d and %d, no next", idx[2], p.frames, p.next, idx[3], idx[5])
+	}
+	p = read(queue.ReadOptions{Length: 10, MaxBytes: 1})
+	if len(p.frames) != 1 || p.next != idx[1] {
+		t.Errorf("under a cap smaller than one entry: %d frames, next %d; want one, next %d", len(p.frames), p.next, idx[1])
+	}
+	p = read(queue.ReadOptions{Length: 10, MaxBytes: 1, Filter: map[string]string{queue.RequestIDTag: ids[4]}, AutoDelete: true})
+	if len(p.frames) != 1 || p.frames[0].Index != idx[4] || p.next != 0 {
+		t.Errorf("by request id: %+v, next %d", p.frames, p.next)
+	}
+	p = read(queue.ReadOptions{Length: 10, Filter: map[string]string{"odd": "maybe"}})
+	if p.begun != 0 || len(p.frames) != 0 {
+		t.Errorf("a read matching nothing began %d times, took %d frames", p.begun, len(p.frames))
+	}
+	if fs, _ := sink.Get(ctx, 0, 10, 0, false, map[string]string{queue.RequestIDTag: ids[4]}); len(fs) != 0 {
+		t.Errorf("auto-deleted, still there: %+v", fs)
+	}
 }
 
 func queues(t *testing.T, b queue.Backend) (queue.Queue, queue.Queue) {
