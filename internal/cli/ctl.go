@@ -59,23 +59,39 @@ func modifyCmd() *cobra.Command {
 	var file string
 	var defines []string
 	cmd := &cobra.Command{
-		Use:   "modify NAME -s FILE",
+		Use:   "modify NAME (-s FILE | -D KEY=VALUE ...)",
 		Short: "Update a service to a new version without dropping requests",
-		Long: "Store FILE as the service's next version and switch to it: the new version\n" +
-			"loads beside the serving one and takes traffic once ready. A version that fails\n" +
-			"to load leaves the old one serving; the command then exits 1 with the reason.",
-		Args: cobra.ExactArgs(1),
+		Long: "Store FILE (with -D's keys set in it), or the current service.json with -D's keys\n" +
+			"changed (as eascmd's in-place modify), as the service's next version and switch\n" +
+			"to it: the new version loads beside the serving one and takes traffic once ready.\n" +
+			"A version that fails to load leaves the old one serving; the command then exits 1\n" +
+			"with the reason.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				return fmt.Errorf("modify takes the service.json with -s: eas-server modify %s -s %s", args[0], args[1])
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
-			if file == "" {
-				return fmt.Errorf("modify: give the new service.json with -s FILE")
-			}
-			body, err := os.ReadFile(file)
-			if err != nil {
-				return fmt.Errorf("read service.json: %w", err)
+			var body []byte
+			switch {
+			case file != "":
+				if body, err = os.ReadFile(file); err != nil {
+					return fmt.Errorf("read service.json: %w", err)
+				}
+			case len(defines) > 0:
+				// In place: the serving version's service.json as given.
+				var obj controlapi.ServiceObject
+				if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(args[0], ""), nil, &obj); err != nil {
+					return err
+				}
+				body = []byte(obj.ServiceConfig)
+			default:
+				return fmt.Errorf("modify: give the new service.json with -s FILE, or the keys to change with -D KEY=VALUE")
 			}
 			if body, err = applyDefines(body, defines); err != nil {
 				return err
@@ -100,7 +116,12 @@ func versionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version NAME N",
 		Short: "Switch a service to a stored version (roll back or forward)",
-		Args:  cobra.ExactArgs(2),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("version switches a service's version: eas-server version NAME N (see 'versions NAME'); this binary's own version is 'eas-server --version'")
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {

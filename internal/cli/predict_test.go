@@ -157,4 +157,26 @@ func TestCLIDefinesInstancesVersion(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &il) != nil || il.TotalCount != 3 || il.Instances[0].Version != 2 {
 		t.Fatalf("instances -o json: exit %d\n%s", code, out)
 	}
+	// Issue 34: eascmd's in-place modify: -D alone changes those keys of
+	// the serving service.json.
+	if _, errOut, code := ctl(t, url, "modify", "d", "-D", "model_config.sleep_ms=3"); code != 0 {
+		t.Fatalf("modify -D in place: %s", errOut)
+	}
+	out, _, _ = ctl(t, url, "desc", "d", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj.TotalInstance != 3 || !strings.Contains(obj.ServiceConfig, `"model_config":"{\"sleep_ms\":3}"`) || !strings.Contains(obj.ServiceConfig, `"rpc":{"keepalive":5000}`) ||
+		obj.AccessToken != "tok" {
+		t.Fatalf("after modify -D in place: %v %+v", err, obj)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"modify", "d", f}, "modify takes the service.json with -s: eas-server modify d -s " + f},
+		{[]string{"modify", "d"}, "give the new service.json with -s FILE, or the keys to change with -D KEY=VALUE"},
+		{[]string{"version"}, "this binary's own version is 'eas-server --version'"},
+	} {
+		if _, errOut, code := ctl(t, url, c.args...); code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, want an error saying %q:\n%s", c.args, code, c.want, errOut)
+		}
+	}
 }
