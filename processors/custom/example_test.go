@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -137,8 +138,15 @@ func TestMLPHooksExample(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// The pre hook's own refusal is the answer.
+	// The pre hook's own refusal is the answer, for a short row and for a
+	// body that is not JSON or is nested too deep to parse.
 	if code, got := post(t, st, "pytorch_mlp_json", `{"inputs": [[1, 2]]}`); code != 400 || got != "pre_process: each row of inputs must hold 16 numbers\n" {
 		t.Errorf("a short row: %d %q", code, got)
+	}
+	deep := `{"inputs": ` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "}"
+	for _, body := range []string{"not json", `{"inputs": [[1, 2]`, deep} {
+		if code, got := post(t, st, "pytorch_mlp_json", body); code != 400 || !strings.HasPrefix(got, `pre_process: want {"inputs": [[16 numbers], ...]}: `) {
+			t.Errorf("%.40q: %d %q, want 400 from the hook", body, code, got)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package custom
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,14 +17,16 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/processors/custom/frame"
 )
 
 // pool runs a custom processor's worker processes: it starts them, hands
-// each request to one with a free thread, and restarts a process that dies,
-// failing only the requests that process held.
+// each request to one with a free thread, and restarts a process that dies
+// or hangs, failing only the requests that process held.
 type pool struct {
 	name     string
 	log      *slog.Logger
@@ -33,6 +36,10 @@ type pool struct {
 	// helloTimeout bounds how long a new process may take to say hello
 	// (to reach allspark's run(), or the C worker's start).
 	helloTimeout time.Duration
+	// hangGrace is the watchdog's rule (see worker.hung): a process is
+	// killed as hung once it holds a request per thread more than
+	// hangGrace past its deadline and has answered nothing for hangGrace.
+	hangGrace time.Duration
 
 	nextID atomic.Uint64
 
@@ -59,11 +66,22 @@ type worker struct {
 	threads int
 	log     *tailLog
 
-	mu       sync.Mutex
-	calls    map[uint64]chan frame.Frame
-	inflight int
-	dead     chan struct{} // closed when the connection ends
-	deathErr error         // set before dead closes
+	mu         sync.Mutex
+	calls      map[uint64]*pending // sent, not answered yet (whether or not the caller still waits)
+	lastAnswer time.Time           // when it said ready, then answered last
+	hungWhy    string              // set when the watchdog kills it
+	inflight   int                 // under the pool's mu
+	dead       chan struct{}       // closed when the connection ends
+	deathErr   error               // set before dead closes
+
+	exited  chan struct{} // closed once the process is reaped and its group killed
+	waitErr error         // cmd.Wait's, set before exited closes
+}
+
+// pending is a request sent to a worker.
+type pending struct {
+	answer   chan frame.Frame // buffered: the reader never blocks on it
+	deadline time.Time        // the caller's; zero when it had none
 }
 
 func newPool(name string, log *slog.Logger, init frame.InitInfo, command func(int) *exec.Cmd, maxFrame int) *pool {
@@ -71,6 +89,7 @@ func newPool(name string, log *slog.Logger, init frame.InitInfo, command func(in
 	return &pool{
 		name: name, log: log, init: init, command: command, maxFrame: maxFrame,
 		helloTimeout: 2 * time.Minute,
+		hangGrace:    defaultHangGrace,
 		changed:      make(chan struct{}),
 		ctx:          ctx,
 		quit:         cancel,
@@ -112,6 +131,12 @@ func (p *pool) start(ctx context.Context) (err error) {
 	}
 	return nil
 }
+
+// defaultHangGrace is how far past their deadlines a process's requests
+// may run, with no answer from it for as long, before the watchdog kills
+// it: long enough that a slow answer is not taken for a hang, short enough
+// that a stuck process does not hold the service for minutes.
+const defaultHangGrace = 30 * time.Second
 
 // maxProcesses bounds worker_processes: each process holds its own copy of
 // the model.
@@ -181,6 +206,9 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	cmd := p.command(index)
 	tail := newTailLog(p.log.With("worker", index))
 	cmd.Stdout, cmd.Stderr = tail, tail
+	// A child that left the process group (setsid) may keep the output
+	// pipes open: Wait gives up on them this long after the process ended.
+	cmd.WaitDelay = time.Second
 	cmd.ExtraFiles = []*os.File{child}                                                // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // the server gone, its workers go too
 	err = cmd.Start()
@@ -194,10 +222,14 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	parent.Close()
 	if err != nil {
 		killGroup(cmd)
+		cmd.Wait() //nolint:errcheck // killed
 		return nil, hello, err
 	}
 	w := &worker{pid: cmd.Process.Pid, cmd: cmd, conn: conn, w: frame.NewWriter(conn), log: tail,
-		calls: map[uint64]chan frame.Frame{}, dead: make(chan struct{})}
+		calls: map[uint64]*pending{}, dead: make(chan struct{}), exited: make(chan struct{})}
+	// The process's end, not the socket's, is what counts: a child it
+	// forked holds the socket open after it died.
+	go w.waitExit()
 	r := bufio.NewReaderSize(conn, 64<<10)
 	fail := func(stage string, err error) (*worker, frame.HelloInfo, error) {
 		conn.Close()
@@ -240,6 +272,7 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	case f.Kind != frame.Ready:
 		return fail("initialize", fmt.Errorf("expected ready, got frame %q", f.Kind))
 	}
+	w.lastAnswer = time.Now()
 	go w.read(p, r)
 	return w, hello, nil
 }
@@ -259,11 +292,12 @@ func (w *worker) read(p *pool, r *bufio.Reader) {
 			break
 		}
 		w.mu.Lock()
-		ch := w.calls[f.ID]
+		c := w.calls[f.ID]
 		delete(w.calls, f.ID)
+		w.lastAnswer = time.Now()
 		w.mu.Unlock()
-		if ch != nil {
-			ch <- f // buffered: never blocks, even for a caller gone
+		if c != nil {
+			c.answer <- f // buffered: never blocks, even for a caller gone
 			p.release(w)
 		}
 	}
@@ -274,34 +308,140 @@ func (w *worker) read(p *pool, r *bufio.Reader) {
 	close(w.dead)
 }
 
-// serve waits until the worker's connection ends, then makes sure its
-// process is gone and returns why it ended.
+// serve waits until the worker's connection ends (the process ended, broke
+// the protocol, or the pool closed), watching meanwhile for a hang; then it
+// makes sure the process is gone and returns why it ended.
 func (w *worker) serve(p *pool) error {
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		w.watch(p, stop)
+	}()
 	select {
 	case <-w.dead:
 	case <-p.ctx.Done():
 		w.conn.Close()
 		<-w.dead
 	}
+	close(stop)
+	<-watched
 	w.mu.Lock()
-	err := w.deathErr
+	err, hung := w.deathErr, w.hungWhy
 	w.mu.Unlock()
-	return fmt.Errorf("worker process %d: %w%s", w.pid, w.exit(err), w.log.suffix())
+	err = w.exit(err)
+	w.log.reportDropped(time.Now(), true)
+	if hung != "" {
+		return fmt.Errorf("worker process %d: killed as hung (%s): %w%s", w.pid, hung, err, w.log.suffix())
+	}
+	return fmt.Errorf("worker process %d: %w%s", w.pid, err, w.log.suffix())
 }
 
-// exit ends the process (its group: whatever it forked goes too) and says
-// how it ended; cause is the connection's error.
+// watch is the watchdog of one live worker: every tick it kills the
+// process (its group) if it is hung, and reports the output it dropped.
+// The kill ends the connection as a crash does.
+func (w *worker) watch(p *pool, stop <-chan struct{}) {
+	every := min(max(p.hangGrace/4, 10*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			w.log.reportDropped(now, false)
+			why := w.hung(now, p.hangGrace)
+			if why == "" {
+				continue
+			}
+			w.mu.Lock()
+			w.hungWhy = why
+			w.mu.Unlock()
+			p.log.Error("custom processor worker hung; killing it", "pid", w.pid, "why", why)
+			killGroup(w.cmd)
+			return
+		}
+	}
+}
+
+// hung is the watchdog's rule: a process is hung when at least as many of
+// the requests it holds as it has threads are more than grace past their
+// deadlines (so each of its threads is taken by a request nobody waits for
+// any more), and it has answered nothing for grace. It then says why.
+// Requests without a deadline never count.
+func (w *worker) hung(now time.Time, grace time.Duration) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	quiet := now.Sub(w.lastAnswer)
+	if quiet <= grace {
+		return ""
+	}
+	overdue := 0
+	for _, c := range w.calls {
+		if !c.deadline.IsZero() && now.Sub(c.deadline) > grace {
+			overdue++
+		}
+	}
+	if overdue < w.threads {
+		return ""
+	}
+	return fmt.Sprintf("%d requests for its %d threads more than %s past their deadlines, no answer for %s",
+		overdue, w.threads, grace, quiet.Round(time.Millisecond))
+}
+
+// waitExit waits for the process to end, then kills its process group
+// (whatever it forked goes too) and ends the connection: its requests fail
+// at once, even while a child it forked holds its end of the socket open.
+// Answers it sent before it ended are still read.
+func (w *worker) waitExit() {
+	// Waiting without reaping leaves the process a zombie, so its pid,
+	// the group's id, cannot be reused while the group is killed.
+	zombie := waitNoReap(w.pid) == nil
+	if zombie {
+		killGroup(w.cmd)
+	}
+	if c, ok := w.conn.(interface{ CloseRead() error }); ok {
+		c.CloseRead() //nolint:errcheck // the reader reads what is buffered, then EOF
+	} else {
+		w.conn.Close()
+	}
+	err := w.cmd.Wait()
+	if !zombie {
+		killGroup(w.cmd)
+	}
+	w.waitErr = err
+	close(w.exited)
+}
+
+// waitNoReap waits for process pid to end without reaping it
+// (waitid(P_PID, pid, WEXITED|WNOWAIT)).
+func waitNoReap(pid int) error {
+	const pPID, wNOWAIT = 1, 0x01000000
+	var info [128]byte // siginfo_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
+			syscall.WEXITED|wNOWAIT, 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+// exit makes sure the process has ended (it is killed with its group if it
+// has not 2 s after its socket closed) and says how it ended; cause is the
+// connection's error.
 func (w *worker) exit(cause error) error {
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
-	var err error
 	select {
-	case err = <-done: // it ended by itself, or on the closed socket
+	case <-w.exited: // it ended by itself, or on the closed socket
 	case <-time.After(2 * time.Second):
 		killGroup(w.cmd)
-		err = <-done
+		<-w.exited
 	}
-	killGroup(w.cmd) // children it left behind
+	err := w.waitErr
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -409,8 +549,9 @@ func (p *pool) call(ctx context.Context, body []byte) Result {
 	}
 	id := p.nextID.Add(1)
 	ch := make(chan frame.Frame, 1)
+	deadline, _ := ctx.Deadline()
 	w.mu.Lock()
-	w.calls[id] = ch
+	w.calls[id] = &pending{answer: ch, deadline: deadline}
 	w.mu.Unlock()
 	if err := w.w.Send(frame.Request, id, body); err != nil {
 		return Result{Err: p.crashed(w)}
@@ -436,7 +577,9 @@ func (p *pool) crashed(w *worker) error {
 		Err: fmt.Errorf("the custom processor's worker process %d ended while running this request; it is being restarted", w.pid)}
 }
 
-// healthy reports an error while no worker process is serving.
+// healthy reports an error while no worker process is serving: between a
+// process's end (crash, exit, hang) and its restart, and while restarts
+// fail.
 func (p *pool) healthy() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -444,6 +587,14 @@ func (p *pool) healthy() error {
 		return fmt.Errorf("%w (the last one ended: %s)", errNoWorker, p.lastErr)
 	}
 	return nil
+}
+
+// lastError is why the latest process ended or failed to start; "" when
+// none has.
+func (p *pool) lastError() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }
 
 // close stops every worker process and waits for the supervisors.
@@ -460,58 +611,134 @@ func (p *pool) close() {
 	p.wg.Wait()
 }
 
-// tailLog passes a worker's output to the server's log a line at a time
-// and keeps its last lines for error messages.
+// tailLog passes a worker's output to the server's log a line at a time,
+// within bounds (a worker writing without end must not fill the server's
+// disk), and keeps its last lines for error messages:
+//   - a line is logged up to maxLogLine bytes; the rest of it is cut and
+//     its size logged with it (cut_bytes);
+//   - at most logRate lines a second are logged per worker process, in
+//     bursts of up to logBurst; the lines over it are dropped, and counted;
+//   - the count is logged at most every dropReportEvery (a warning with
+//     dropped_lines, dropped_bytes and dropped_total), and when the process
+//     ends.
+//
+// The last lines kept for error messages are taken before the rate limit:
+// a crash after a flood still tells its last words.
 type tailLog struct {
 	log *slog.Logger
 
 	mu   sync.Mutex
-	part []byte
+	part []byte // the line being written, up to maxLogLine bytes
+	cut  int    // the bytes of that line past maxLogLine, discarded
 	tail []string
+
+	tokens       float64   // lines that may be logged now
+	refilled     time.Time // when tokens was last topped up
+	dropped      int64     // lines dropped since the last report
+	droppedBytes int64
+	droppedTotal int64
+	reported     time.Time // the last report of dropped lines
 }
 
-const tailLines = 12
+const (
+	tailLines       = 12
+	maxLogLine      = 2 << 10 // bytes of one line logged
+	logRate         = 50      // lines a second logged per worker process
+	logBurst        = 200     // lines logged at once before the rate applies
+	dropReportEvery = 10 * time.Second
+)
 
-func newTailLog(log *slog.Logger) *tailLog { return &tailLog{log: log} }
+func newTailLog(log *slog.Logger) *tailLog {
+	now := time.Now()
+	return &tailLog{log: log, tokens: logBurst, refilled: now, reported: now}
+}
 
 func (t *tailLog) Write(b []byte) (int, error) {
+	n := len(b)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.part = append(t.part, b...)
-	for {
-		i := strings.IndexByte(string(t.part), '\n')
-		if i < 0 {
+	for len(b) > 0 {
+		end := bytes.IndexByte(b, '\n')
+		chunk := b
+		if end >= 0 {
+			chunk = b[:end]
+		}
+		room := maxLogLine - len(t.part)
+		if len(chunk) > room {
+			t.part = append(t.part, chunk[:room]...)
+			t.cut += len(chunk) - room
+		} else {
+			t.part = append(t.part, chunk...)
+		}
+		if end < 0 {
 			break
 		}
-		t.line(string(t.part[:i]))
-		t.part = t.part[i+1:]
+		t.line(time.Now())
+		b = b[end+1:]
 	}
-	if len(t.part) > 16<<10 { // a very long line: log it in pieces
-		t.line(string(t.part))
-		t.part = t.part[:0]
-	}
-	return len(b), nil
+	return n, nil
 }
 
-func (t *tailLog) line(s string) {
-	s = strings.TrimRight(s, "\r")
-	t.log.Info("worker: " + s)
-	if len(s) > 400 {
-		s = s[:400] + "..."
+// line ends the line being written: it keeps it for the tail and logs it
+// when the rate allows.
+func (t *tailLog) line(now time.Time) {
+	s := string(bytes.TrimRight(t.part, "\r"))
+	cut := t.cut
+	t.part, t.cut = t.part[:0], 0
+	for i := 0; cut > 0 && i < utf8.UTFMax-1 && len(s) > 0; i++ { // do not end on half a character
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
 	}
-	t.tail = append(t.tail, s)
+	short := s
+	if len(short) > 400 {
+		short = short[:400] + "..."
+	}
+	t.tail = append(t.tail, short)
 	if len(t.tail) > tailLines {
 		t.tail = t.tail[1:]
 	}
+	t.tokens = min(logBurst, t.tokens+now.Sub(t.refilled).Seconds()*logRate)
+	t.refilled = now
+	if t.tokens < 1 {
+		t.dropped++
+		t.droppedBytes += int64(len(s) + cut)
+		t.droppedTotal++
+		t.reportDroppedLocked(now, false)
+		return
+	}
+	t.tokens--
+	if cut > 0 {
+		t.log.Info("worker: "+s, "cut_bytes", cut)
+	} else {
+		t.log.Info("worker: " + s)
+	}
+}
+
+// reportDropped logs how many lines were dropped since the last report, if
+// any were and dropReportEvery has passed since (or at once when final).
+func (t *tailLog) reportDropped(now time.Time, final bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reportDroppedLocked(now, final)
+}
+
+func (t *tailLog) reportDroppedLocked(now time.Time, final bool) {
+	if t.dropped == 0 || (!final && now.Sub(t.reported) < dropReportEvery) {
+		return
+	}
+	t.log.Warn(fmt.Sprintf("worker output dropped: over %d lines a second", logRate),
+		"dropped_lines", t.dropped, "dropped_bytes", t.droppedBytes, "dropped_total", t.droppedTotal)
+	t.dropped, t.droppedBytes, t.reported = 0, 0, now
 }
 
 // suffix is "; its last output: ..." for an error message, or "".
 func (t *tailLog) suffix() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.part) > 0 {
-		t.line(string(t.part))
-		t.part = t.part[:0]
+	if len(t.part) > 0 || t.cut > 0 {
+		t.line(time.Now())
 	}
 	if len(t.tail) == 0 {
 		return ""

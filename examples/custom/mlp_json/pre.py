@@ -11,9 +11,14 @@ class JSONToTensor(allspark.BaseProcessor):
         self.width = json.loads(self.get_model_config() or "{}").get("width", 16)
 
     def process(self, data):
+        # A body that is not JSON, JSON of another shape, or JSON nested
+        # too deep for the parser (RecursionError) is the client's mistake:
+        # 400 with the reason, not a 500.
         try:
             rows = json.loads(data)["inputs"]
             flat = [float(x) for row in rows for x in row]
+        except RecursionError:
+            return 'want {"inputs": [[%d numbers], ...]}: the JSON is nested too deep' % self.width, 400
         except (ValueError, KeyError, TypeError) as e:
             return 'want {"inputs": [[%d numbers], ...]}: %s' % (self.width, e), 400
         if not rows or any(len(row) != self.width for row in rows):

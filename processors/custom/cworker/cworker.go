@@ -23,6 +23,7 @@ package cworker
 /*
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <malloc.h>
 #include <stdlib.h>
 
 typedef void *(*eas_initialize_fn)(const char *, const char *, int *);
@@ -35,6 +36,8 @@ static void *eas_call_initialize(void *fn, const char *entry, const char *config
 static int eas_call_process(void *fn, void *model, const void *in, int in_size, void **out, int *out_size) {
 	return ((eas_process_fn)fn)(model, in, in_size, out, out_size);
 }
+
+static size_t eas_usable_size(void *p) { return malloc_usable_size(p); }
 
 static void *eas_dlopen(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 static const char *eas_dlerror(void) { return dlerror(); }
@@ -182,12 +185,16 @@ func (l *library) call(in []byte) (int, []byte) {
 		inPtr = unsafe.Pointer(&in[0])
 	}
 	status := int(C.eas_call_process(l.process, l.model, inPtr, C.int(len(in)), &out, &outSize))
+	bad := badOutput(out, int(outSize))
 	var body []byte
+	if bad == "" && outSize > 0 {
+		body = C.GoBytes(out, outSize)
+	}
 	if out != nil {
-		if outSize > 0 {
-			body = C.GoBytes(out, outSize)
-		}
 		C.free(out)
+	}
+	if bad != "" {
+		return 500, []byte(bad)
 	}
 	switch {
 	case status == 0:
@@ -197,4 +204,22 @@ func (l *library) call(in []byte) (int, []byte) {
 		status = 500
 	}
 	return status, body
+}
+
+// badOutput says what is wrong with the output process() returned, or "":
+// a size below 0, or past the buffer (a NULL one, or one shorter than the
+// size, as malloc_usable_size tells: the ABI has process allocate it with
+// malloc).
+func badOutput(out unsafe.Pointer, size int) string {
+	switch {
+	case size < 0:
+		return fmt.Sprintf("process() set *output_size to %d, which is not a length; set it to the number of bytes written at *output (0 for an empty answer)", size)
+	case size > 0 && out == nil:
+		return fmt.Sprintf("process() set *output_size to %d but left *output NULL; point *output at a buffer allocated with malloc, or set *output_size to 0", size)
+	case size > 0:
+		if n := int(C.eas_usable_size(out)); size > n {
+			return fmt.Sprintf("process() set *output_size to %d, past the end of the %d-byte buffer *output points to; set it to the number of bytes written there (the buffer must come from malloc)", size, n)
+		}
+	}
+	return ""
 }

@@ -1,7 +1,10 @@
 """A python custom processor for the tests: state from initialize (a
 counter and model_config's prefix), and requests that raise, exit, sleep past
-the deadline, answer a status of their own or the process id."""
+the deadline, answer a status of their own or the process id. "fork" starts a
+multiprocessing helper (forked: it keeps the worker's socket) that sleeps, and
+answers its pid; "die" ends the process at once (os._exit)."""
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -25,6 +28,12 @@ class Stateful(allspark.BaseProcessor):
             time.sleep(2)
         if data == b"exit":
             sys.exit(3)
+        if data == b"fork":
+            helper = multiprocessing.get_context("fork").Process(target=time.sleep, args=(3600,))
+            helper.start()
+            return str(helper.pid), 200
+        if data == b"die":
+            os._exit(1)
         if data == b"pid":
             return str(os.getpid()), 200
         if data == b"count":

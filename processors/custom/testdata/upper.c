@@ -1,7 +1,12 @@
 /* A cpp custom processor for the tests: upper-cases the body after a
  * prefix read from model_config; "entry" answers model_entry, "pid" the
  * process id, "crash" dies with SIGSEGV, "" is a 400, "zero" returns 0
- * (success) with an empty output. */
+ * (success) with an empty output. "fork" forks a child that keeps the
+ * worker's socket and output and sleeps, and answers its pid; "hang" never
+ * returns; "flood" writes a 20 MB line and 20,000 short ones to stdout;
+ * "negative" and "oversize" set *output_size below 0 and past the buffer.
+ * initialize fails (state 4) while the file model_config's "fail_if" names
+ * exists. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +28,21 @@ void *initialize(const char *model_entry, const char *model_config, int *state) 
 		memcpy(m->prefix, p, n);
 	}
 	snprintf(m->entry, sizeof m->entry, "%s", model_entry);
+	const char *f = strstr(model_config, "\"fail_if\":\"");
+	if (f) {
+		char path[512];
+		f += strlen("\"fail_if\":\"");
+		size_t n = strcspn(f, "\"");
+		if (n >= sizeof path) n = sizeof path - 1;
+		memcpy(path, f, n);
+		path[n] = 0;
+		if (access(path, F_OK) == 0) {
+			fprintf(stderr, "upper: %s exists: failing initialize\n", path);
+			free(m);
+			*state = 4;
+			return NULL;
+		}
+	}
 	fprintf(stderr, "upper: initialized with prefix %s\n", m->prefix);
 	*state = 0;
 	return m;
@@ -49,6 +69,37 @@ int process(void *model, const void *in, int in_size, void **out, int *out_size)
 		return answer(buf, out, out_size, 200);
 	}
 	if (in_size == 5 && memcmp(in, "sleep", 5) == 0) usleep(300 * 1000);
+	if (in_size == 4 && memcmp(in, "fork", 4) == 0) {
+		pid_t c = fork();
+		if (c == 0)
+			for (;;) pause();
+		char buf[32];
+		snprintf(buf, sizeof buf, "%d", (int)c);
+		return answer(buf, out, out_size, 200);
+	}
+	if (in_size == 4 && memcmp(in, "hang", 4) == 0)
+		for (;;) sleep(3600);
+	if (in_size == 5 && memcmp(in, "flood", 5) == 0) {
+		size_t n = 1 << 20;
+		char *big = malloc(n);
+		memset(big, 'x', n);
+		for (int i = 0; i < 20; i++) fwrite(big, 1, n, stdout);
+		free(big);
+		fputc('\n', stdout);
+		for (int i = 0; i < 20000; i++) printf("flood line %d\n", i);
+		fflush(stdout);
+		return answer("flooded", out, out_size, 200);
+	}
+	if (in_size == 8 && memcmp(in, "negative", 8) == 0) {
+		answer("lost", out, out_size, 200);
+		*out_size = -5;
+		return 200;
+	}
+	if (in_size == 8 && memcmp(in, "oversize", 8) == 0) {
+		answer("tiny", out, out_size, 200);
+		*out_size = 1 << 20;
+		return 200;
+	}
 	size_t pl = strlen(m->prefix);
 	char *o = malloc(pl + in_size);
 	memcpy(o, m->prefix, pl);

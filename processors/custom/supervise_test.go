@@ -1,0 +1,82 @@
+package custom_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/internal/wait"
+)
+
+// processGone says whether process pid has ended: no such process, or a
+// zombie (an orphan whose reaper has not reaped it yet).
+func processGone(pid int) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	// The state follows the command's closing parenthesis.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+		return nil
+	}
+	return fmt.Errorf("process %d still runs", pid)
+}
+
+// forkThenCrash checks a worker that forked a child (which keeps the
+// worker's socket and output) and then died: the request that killed it
+// gets 500 at once, not its keepalive's 408; the child goes with it; the
+// next worker answers.
+func forkThenCrash(t *testing.T, st *teststack.Stack, name, die string) {
+	t.Helper()
+	first := workerPID(t, st, name)
+	code, body := post(t, st, name, "fork")
+	child, err := strconv.Atoi(body)
+	if code != 200 || err != nil {
+		t.Fatalf("fork: %d %q", code, body)
+	}
+	if err := processGone(child); err == nil {
+		t.Fatalf("the forked child %d is not running", child)
+	}
+	// keepalive is 10 s: a 408 means the death went unseen.
+	if code, body := post(t, st, name, die); code != 500 || !strings.Contains(body, "ended while running this request") {
+		t.Errorf("%s after a fork: %d %q, want 500 at once", die, code, body)
+	}
+	waitNewPID(t, func() int { return workerPID(t, st, name) }, first)
+	if code, body := post(t, st, name, "abc"); code != 200 || body != "ABC" {
+		t.Errorf("after the restart: %d %q", code, body)
+	}
+	wait.Until(t, 20*time.Second, func() error { return processGone(child) })
+}
+
+// TestCppForkedChildThenCrash: a forked child holding the socket does not
+// hide its parent's crash (the server waits on the process, not only on the
+// socket), and is killed with it.
+func TestCppForkedChildThenCrash(t *testing.T) {
+	st := teststack.Start(t, spec("upper", "cpp", buildLib(t, "upper"), ""))
+	forkThenCrash(t, st, "upper", "crash")
+}
+
+// TestPythonForkedHelperThenExit: the same with a multiprocessing helper and
+// os._exit.
+func TestPythonForkedHelperThenExit(t *testing.T) {
+	st := teststack.Start(t, spec("py", "python", filepath.Join(testdataDir(t), "state.py"), ""))
+	forkThenCrash(t, st, "py", "die")
+}
+
+// TestCppBadOutputSize: an *output_size below 0 or past the buffer process
+// allocated answers 500 saying so, and the worker goes on.
+func TestCppBadOutputSize(t *testing.T) {
+	st := teststack.Start(t, spec("upper", "cpp", buildLib(t, "upper"), ""))
+	for _, body := range []string{"negative", "oversize"} {
+		if code, got := post(t, st, "upper", body); code != 500 || !strings.Contains(got, "*output_size") {
+			t.Errorf("%s: %d %q, want 500 naming *output_size", body, code, got)
+		}
+	}
+	checkAnswers(t, st, "upper", []answerCase{{"abc", 200, "ABC"}})
+}
