@@ -50,6 +50,16 @@ func FuzzFrames(f *testing.F) {
 				t.Fatalf("frame round trip: %+v -> %+v, %v", fr, again, err)
 			}
 		}
+		if fr, err := ParseFrame(b); err == nil {
+			// The streamed encoders write what the whole-answer ones build.
+			var list, js bytes.Buffer
+			if writeListFrame(&list, fr) != nil || !bytes.Equal(list.Bytes(), AppendFrameList(nil, []Frame{fr})) {
+				t.Fatalf("streamed protobuf %x, want %x", list.Bytes(), AppendFrameList(nil, []Frame{fr}))
+			}
+			if writeFrameJSON(&js, fr) != nil || !bytes.Equal(js.Bytes(), EncodeFrame(MediaJSON, fr)) {
+				t.Fatalf("streamed JSON %s, want %s", js.Bytes(), EncodeFrame(MediaJSON, fr))
+			}
+		}
 		ParseFrameList(b)  //nolint:errcheck // must not panic
 		ParseAttributes(b) //nolint:errcheck // must not panic
 		var r record
