@@ -3,16 +3,19 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/eas-server/eas-server/internal/controlapi"
+	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/caffepb"
 	"github.com/eas-server/eas-server/wire/hiepb"
@@ -34,6 +37,7 @@ func predictCmd() *cobra.Command {
 	var f clientFlags
 	var serviceToken, format string
 	var tensors bool
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "predict NAME FILE",
 		Short: "Send a request to a service and print the answer",
@@ -46,7 +50,9 @@ func predictCmd() *cobra.Command {
 			"otherwise), printing the answer's\n" +
 			"tensors as JSON the same way.\n\n" +
 			"The token is --service-token, else the service's AccessToken fetched with the admin\n" +
-			"token, which also tells the processor when --format is not given.",
+			"token, which also tells the processor when --format is not given.\n\n" +
+			"An asynchronous service queues the request: predict prints its index and request id,\n" +
+			"and with --wait reads its answer from the sink and prints that.",
 		Example: "  eas-server predict echo_svc request.bin\n" +
 			"  eas-server predict pytorch_mlp --tensors input.json\n" +
 			`  echo '[{"name":"input","shape":[1,16],"datatype":"FP32","data":[...]}]' | eas-server predict onnx_mlp --tensors -`,
@@ -68,8 +74,11 @@ func predictCmd() *cobra.Command {
 			}
 			token := serviceToken
 			if token == "" || (tensors && format == "") {
-				if c.token == "" {
+				switch {
+				case c.token == "" && token == "":
 					return fmt.Errorf("no token for service %s: give --service-token, or an admin token (--token or $EAS_ADMIN_TOKEN) to fetch it", name)
+				case c.token == "":
+					return fmt.Errorf("--tensors needs service %s's wire format: give --format (torch, tf, hie, caffe or kserve), or an admin token (--token or $EAS_ADMIN_TOKEN) to look up its processor", name)
 				}
 				var obj controlapi.ServiceObject
 				if err := c.call(cmd.Context(), http.MethodGet, c.servicePath(name, ""), nil, &obj); err != nil {
@@ -100,6 +109,16 @@ func predictCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if id := hdr.Get(requestIDHeader); id != "" { // an asynchronous service queued it
+				fmt.Fprintf(cmd.ErrOrStderr(), "queued: index %s, request id %s\n", strings.TrimSpace(string(answer)), id)
+				if wait <= 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "its answer: eas-server predict %s %s --wait 30s, or GET /api/predict/%s/sink?requestId=%s\n", name, file, name, id)
+					return nil
+				}
+				if answer, err = c.readAnswer(cmd, name, token, id, wait); err != nil {
+					return err
+				}
+			}
 			if !tensors {
 				_, err := cmd.OutOrStdout().Write(answer)
 				return err
@@ -115,6 +134,7 @@ func predictCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&serviceToken, "service-token", "", "the service's token (default: its AccessToken, fetched with the admin token)")
 	fl.BoolVar(&tensors, "tensors", false, "FILE is a JSON list of tensors to encode in the service's wire format; print the answer's tensors as JSON")
+	fl.DurationVar(&wait, "wait", 0, "for an asynchronous service: wait this long for the answer in its sink and print it (default: print the queued request's index and id)")
 	fl.StringVar(&format, "format", "", "with --tensors: torch, tf, hie, caffe or kserve (default: from the service's processor, fetched with the admin token)")
 	return cmd
 }
@@ -163,8 +183,8 @@ func parseTensors(body []byte) ([]tensor.Tensor, error) {
 		trimmed = append(append([]byte(`{"inputs":`), trimmed...), '}')
 	}
 	req, err := kserve.DecodeRequest(trimmed, "")
-	if err != nil {
-		return nil, err
+	if err != nil { // the user wrote a tensor list, not a KServe request
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "kserve request: "))
 	}
 	if len(req.Inputs) == 0 {
 		return nil, fmt.Errorf("no tensors: want a JSON list like [{\"name\": \"input\", \"shape\": [1, 16], \"datatype\": \"FP32\", \"data\": [...]}]")
@@ -264,4 +284,45 @@ func (c *apiClient) predict(cmd *cobra.Command, path, token, contentType string,
 		return nil, nil, fmt.Errorf("POST %s: server answered %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return b, resp.Header, nil
+}
+
+// requestIDHeader is on the answer to a put into an asynchronous service's
+// queue, and names the request whose answer the sink will hold.
+const requestIDHeader = "X-Eas-Queueservice-Request-Id"
+
+// readAnswer reads request id's answer from service name's sink, waiting
+// up to wait for it, and returns its data; an answer whose status tag is
+// not 200 is an error carrying its message.
+func (c *apiClient) readAnswer(cmd *cobra.Command, name, token, id string, wait time.Duration) ([]byte, error) {
+	q := url.Values{"requestId": {id}, "_timeout_": {wait.String()}, "_length_": {"1"}}
+	path := "/api/predict/" + url.PathEscape(name) + "/sink?" + q.Encode()
+	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", token)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading the answer: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("GET %s: server answered %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	frames, err := queue.ParseFrameList(b)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if len(frames) == 0 {
+		return nil, fmt.Errorf("no answer to request %s within %s; read it later with GET /api/predict/%s/sink?requestId=%s", id, wait, name, id)
+	}
+	f := frames[0]
+	if st := f.Tags["status"]; st != "" && st != "200" {
+		return nil, fmt.Errorf("request %s was answered %s: %s", id, st, f.Tags["message"])
+	}
+	return f.Data, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -178,5 +179,38 @@ func TestCLIDefinesInstancesVersion(t *testing.T) {
 		if _, errOut, code := ctl(t, url, c.args...); code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, want an error saying %q:\n%s", c.args, code, c.want, errOut)
 		}
+	}
+}
+
+// Issue 34: predict on an asynchronous service said it failed (it parsed
+// the queue's index as the answer); --tensors without --format blamed the
+// token; --tensors errors spoke of a "kserve request".
+func TestCLIPredictAsyncAndItsErrors(t *testing.T) {
+	t.Setenv("EAS_ADMIN_TOKEN", "")
+	t.Setenv("EAS_ENDPOINT", "")
+	url := startServer(t)
+	dir := t.TempDir()
+	async := teststack.WriteFile(t, dir, "a.json", `{"name":"a","processor":"echo","token":"AT","metadata":{"instance":1,"type":"Async"}}`)
+	if _, errOut, code := ctl(t, url, "create", async); code != 0 {
+		t.Fatalf("create async: %s", errOut)
+	}
+	out, errOut, code := runCLIStdin(t, "queued body", "predict", "a", "-", "--endpoint", url, "--service-token", "AT")
+	if code != 0 || out != "" || !regexp.MustCompile(`queued: index \d+, request id [0-9a-f]{32}`).MatchString(errOut) {
+		t.Fatalf("predict on an async service: exit %d %q\n%s", code, out, errOut)
+	}
+	out, errOut, code = runCLIStdin(t, "waited body", "predict", "a", "-", "--endpoint", url, "--service-token", "AT", "--wait", "20s")
+	if code != 0 || out != "waited body" {
+		t.Fatalf("predict --wait on an async service: exit %d %q\n%s", code, out, errOut)
+	}
+
+	tensors := teststack.WriteFile(t, dir, "t.json", `[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}]`)
+	if _, errOut, code := runCLI(t, "predict", "a", tensors, "--tensors", "--endpoint", url, "--service-token", "AT"); code == 0 ||
+		!strings.Contains(errOut, "give --format") || strings.Contains(errOut, "give --service-token") {
+		t.Errorf("--tensors with a token and no format: exit %d\n%s", code, errOut)
+	}
+	bad := teststack.WriteFile(t, dir, "bad.json", `[{"name":"input","shape":[2],"datatype":"FP32","data":[1]}]`)
+	if _, errOut, code := runCLI(t, "predict", "a", bad, "--tensors", "--format", "kserve", "--endpoint", url, "--service-token", "AT"); code == 0 ||
+		strings.Contains(errOut, "kserve request") {
+		t.Errorf("a bad tensor list: exit %d\n%s", code, errOut)
 	}
 }
