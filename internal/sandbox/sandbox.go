@@ -82,37 +82,49 @@ type launch struct {
 	DropCaps bool
 }
 
-// Wrap makes cmd start under p: cmd's program, arguments and environment
-// are kept, but the process is this executable in launcher mode, which
-// applies p and then execve's them. cmd.Dir, ExtraFiles and SysProcAttr
-// are the caller's as before (the directory is entered with the server's
-// rights, before the uid changes). self says that cmd runs this executable
-// itself (a cpp worker).
-func Wrap(cmd *exec.Cmd, p Policy, self bool) error {
+// Launcher starts commands under one policy.
+type Launcher struct {
+	exe string // this program
+	p   Policy
+}
+
+// NewLauncher prepares to start workers under p.
+func NewLauncher(p Policy) (*Launcher, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("sandbox: finding this program to launch the worker: %w", err)
+		return nil, fmt.Errorf("sandbox: finding this program to launch the worker: %w", err)
 	}
-	l := launch{Path: cmd.Path, Args: cmd.Args, ReadOnly: p.ReadOnly, ReadWrite: p.ReadWrite,
-		UID: p.UID, GID: p.GID, Self: self, DropCaps: os.Geteuid() == 0 && (p.UID < 0 || p.UID == 0)}
-	if l.UID < 0 {
-		l.GID = -1
+	return &Launcher{exe: exe, p: p}, nil
+}
+
+// Policy is the policy l applies.
+func (l *Launcher) Policy() Policy { return l.p }
+
+// Wrap makes cmd start under the policy: cmd's program, arguments and
+// environment are kept, but the process is this executable in launcher
+// mode, which applies the policy and then execve's them. cmd.Dir,
+// ExtraFiles and SysProcAttr stay the caller's (the directory is entered
+// with the server's rights, before the uid changes). self says that cmd
+// runs this executable itself (a cpp worker): it is then executed through a
+// descriptor opened before the uid changes.
+func (l *Launcher) Wrap(cmd *exec.Cmd, self bool) {
+	p := l.p
+	x := launch{Path: cmd.Path, Args: cmd.Args, ReadOnly: p.ReadOnly, ReadWrite: p.ReadWrite,
+		UID: p.UID, GID: p.GID, Self: self, DropCaps: os.Geteuid() == 0 && p.UID <= 0}
+	if x.UID < 0 {
+		x.GID = -1
 	}
 	if self { // execveat needs Landlock's execute right on the file
-		l.ReadOnly = append(l.ReadOnly[:len(l.ReadOnly):len(l.ReadOnly)], exe)
+		x.ReadOnly = append(x.ReadOnly[:len(x.ReadOnly):len(x.ReadOnly)], l.exe)
 	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
+	b, _ := json.Marshal(x) // strings and ints only
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Path = exe
-	cmd.Args = []string{exe}
+	cmd.Path = l.exe
+	cmd.Args = []string{l.exe}
 	cmd.Env = append(withoutLaunch(env), envLaunch+"="+string(b))
-	return nil
 }
 
 func withoutLaunch(env []string) []string {

@@ -38,9 +38,11 @@ func run(t *testing.T, p *sandbox.Policy, self bool, name string, args ...string
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	if p != nil {
-		if err := sandbox.Wrap(cmd, *p, self); err != nil {
+		l, err := sandbox.NewLauncher(*p)
+		if err != nil {
 			t.Fatal(err)
 		}
+		l.Wrap(cmd, self)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

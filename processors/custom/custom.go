@@ -58,9 +58,10 @@ type Processor struct {
 	kind string // cpp or python
 	spec processors.Spec
 
-	mu   sync.Mutex
-	pool *pool
-	desc string // the entry as the user named it, for Metadata
+	mu      sync.Mutex
+	pool    *pool
+	desc    string         // the entry as the user named it, for Metadata
+	sandbox *workerSandbox // the workers' trust boundary
 }
 
 // Configure checks processor_entry without any I/O.
@@ -104,30 +105,48 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		Threads:     max(p.spec.WorkerThreads, 1),
 	}
 	log := p.spec.Logger.With("processor_type", p.kind)
+	// Every worker starts inside the trust boundary (sandbox.go): it may
+	// read the package, the model and its runtime, not the server's state.
 	var command func(int) *exec.Cmd
+	var sb *workerSandbox
 	switch p.kind {
 	case "cpp":
 		exe, err := workerExecutable()
 		if err != nil {
 			return err
 		}
+		if sb, err = newWorkerSandbox(p.spec.Service, log, pkgDir, entry, files.ModelPath); err != nil {
+			return err
+		}
 		command = func(int) *exec.Cmd {
 			cmd := exec.Command(exe)
 			cmd.Dir = pkgDir
-			cmd.Env = append(childEnv(), cworker.EnvMode+"=cpp")
+			cmd.Env = append(append(childEnv(), sb.env()...), cworker.EnvMode+"=cpp")
+			sb.launcher.Wrap(cmd, true)
 			return cmd
 		}
 	case "python":
-		if command, err = pythonCommand(ctx, entry, pkgDir, log); err != nil {
+		py, err := pythonCommand(ctx, entry, pkgDir, log)
+		if err != nil {
 			return err
+		}
+		if sb, err = newWorkerSandbox(p.spec.Service, log, append(py.needs, pkgDir, entry, files.ModelPath)...); err != nil {
+			return err
+		}
+		command = func(i int) *exec.Cmd {
+			cmd := py.command(i)
+			cmd.Env = append(cmd.Env, sb.env()...)
+			sb.launcher.Wrap(cmd, false)
+			return cmd
 		}
 	}
 	pl := newPool(p.spec.Service, log, init, command, maxFrame(p.spec))
 	if err := pl.start(ctx); err != nil {
+		sb.close()
 		return err
 	}
 	p.mu.Lock()
-	p.pool, p.desc = pl, filepath.Base(entry)
+	p.pool, p.desc, p.sandbox = pl, filepath.Base(entry), sb
 	p.mu.Unlock()
 	return nil
 }
@@ -308,12 +327,13 @@ func (p *Processor) Healthy(context.Context) error {
 // Close stops the worker processes.
 func (p *Processor) Close() error {
 	p.mu.Lock()
-	pl := p.pool
-	p.pool = nil
+	pl, sb := p.pool, p.sandbox
+	p.pool, p.sandbox = nil, nil
 	p.mu.Unlock()
 	if pl != nil {
 		pl.close()
 	}
+	sb.close()
 	return nil
 }
 

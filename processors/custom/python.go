@@ -32,27 +32,36 @@ const EnvPython = "EAS_PYTHON"
 // (the user cache directory's eas-server/venvs when unset).
 const EnvVenvDir = "EAS_VENV_DIR"
 
+// pythonWorker is how to start a python processor's worker processes.
+type pythonWorker struct {
+	command func(index int) *exec.Cmd
+	needs   []string // what the workers read besides the package: allspark, the interpreter's prefix, the virtualenv
+}
+
 // pythonCommand prepares what a python processor needs (the allspark
 // package on disk; a virtualenv when the package has requirements.txt) and
 // returns how to start worker process i.
-func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) (func(int) *exec.Cmd, error) {
+func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) (*pythonWorker, error) {
 	python := os.Getenv(EnvPython)
 	if python == "" {
 		python = "python3"
 	}
-	if _, err := exec.LookPath(python); err != nil {
+	abs, err := exec.LookPath(python)
+	if err != nil {
 		return nil, fmt.Errorf("python processor: no Python interpreter %q: %v; install python3 or set %s", python, err, EnvPython)
 	}
 	lib, err := writeAllspark()
 	if err != nil {
 		return nil, fmt.Errorf("python processor: writing the allspark package: %w", err)
 	}
+	needs := []string{lib, pythonPrefix(abs)}
 	if req := filepath.Join(pkgDir, "requirements.txt"); fileExists(req) {
 		if python, err = virtualenv(ctx, python, req, log); err != nil {
 			return nil, err
 		}
+		needs = append(needs, filepath.Dir(filepath.Dir(python)))
 	}
-	return func(i int) *exec.Cmd {
+	return &pythonWorker{needs: needs, command: func(i int) *exec.Cmd {
 		cmd := exec.Command(python, "-u", entry)
 		cmd.Dir = pkgDir
 		pythonPath := lib + string(os.PathListSeparator) + pkgDir
@@ -62,7 +71,18 @@ func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) 
 			"EAS_WORKER_FD=3",
 			"EAS_WORKER_INDEX="+strconv.Itoa(i))
 		return cmd
-	}, nil
+	}}, nil
+}
+
+// pythonPrefix is the installation an interpreter belongs to (/usr for
+// /usr/bin/python3, /opt/python3.12 for /opt/python3.12/bin/python3): its
+// standard library and site-packages are below it.
+func pythonPrefix(interpreter string) string {
+	real, err := filepath.EvalSymlinks(interpreter)
+	if err != nil {
+		real = interpreter
+	}
+	return filepath.Dir(filepath.Dir(real))
 }
 
 // writeAllspark writes the embedded allspark package to a directory named
