@@ -15,8 +15,11 @@
 // at once (up to metadata.rpc.worker_threads), as EAS does, so it must be
 // thread-safe.
 //
+// An *output_size below 0 or past the end of the buffer (as
+// malloc_usable_size tells) answers 500 saying so.
+//
 // The worker is a separate process so that a crash in user code costs only
-// the requests in flight: the server sees the socket close, fails those
+// the requests in flight: the server sees the process end, fails those
 // requests and starts a new worker.
 package cworker
 
