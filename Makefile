@@ -64,7 +64,7 @@ TEST_REQUIRE := EAS_REQUIRE_K8S=1 EAS_REQUIRE_NATS=1 EAS_REQUIRE_OPENCV=1 EAS_RE
 ## every skipped test with its message, "N passed, N failed, N skipped",
 ## and a failure for any skip tools/testsummary/expected-skips.txt does
 ## not list (pipefail keeps go test's own exit status).
-test: test-deps build lint
+test: test-deps build examples lint
 	$(GO) build -o bin/testsummary ./tools/testsummary
 	bash -o pipefail -c '$(TEST_REQUIRE) $(GO) test -json -race -count=1 -timeout 20m ./... 2>&1 | bin/testsummary -expected tools/testsummary/expected-skips.txt'
 	$(GO) test -count=1 -run '$(ALLOC_TESTS)' $(ALLOC_PKGS)

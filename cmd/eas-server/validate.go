@@ -12,6 +12,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/cli"
 	"github.com/eas-server/eas-server/internal/service"
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
 )
@@ -77,7 +78,30 @@ func checkService(svc *servicejson.Service, target string) error {
 		return err
 	}
 	if target == "local" {
+		if err := checkLocalFiles(svc); err != nil {
+			return err
+		}
 		return checkDevice(svc, detectGPUs())
+	}
+	return nil
+}
+
+// checkLocalFiles checks that the local files svc names exist on this
+// machine, as a server started here would resolve them (relative to its
+// working directory).
+func checkLocalFiles(svc *servicejson.Service) error {
+	for _, f := range []struct{ key, loc string }{
+		{"model_path", svc.ModelPath}, {"processor_path", svc.ProcessorPath}, {"warm_up_data_path", svc.WarmUpDataPath},
+	} {
+		path, local := storage.LocalPath(f.loc)
+		if f.loc == "" || !local {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			abs, _ := filepath.Abs(path)
+			wd, _ := os.Getwd()
+			return fmt.Errorf("%s: no file or directory at %s (a relative path is resolved against the server's working directory, here %s); give an absolute path, or --target any to check the file only", f.key, abs, wd)
+		}
 	}
 	return nil
 }

@@ -52,8 +52,19 @@ func TestValidate(t *testing.T) {
 	if len(examples) == 0 {
 		t.Fatal("no examples found")
 	}
-	if _, stderr, code := runCLI(t, append([]string{"validate"}, examples...)...); code != 0 {
+	if _, stderr, code := runCLI(t, append([]string{"validate", "--target", "any"}, examples...)...); code != 0 {
 		t.Fatalf("examples: exit %d, stderr %q", code, stderr)
+	}
+	// Issue 34: a local model file that does not exist was "ok". With
+	// --target local it is checked where a server started here would look.
+	missing := write("missing.json", `{"name":"m","processor":"pmml","model_path":"no/such/model.pmml","metadata":{"instance":1}}`)
+	wd, _ := os.Getwd()
+	if _, stderr, code := runCLI(t, "validate", missing); code == 0 ||
+		!strings.Contains(stderr, "model_path: no file or directory at "+filepath.Join(wd, "no/such/model.pmml")) || !strings.Contains(stderr, "here "+wd) {
+		t.Errorf("a missing local model: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "validate", "--target", "any", missing); code != 0 {
+		t.Errorf("a missing local model with --target any: exit %d, stderr %q", code, stderr)
 	}
 	tests := []struct {
 		file string

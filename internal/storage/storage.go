@@ -279,13 +279,11 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, opts FetchOptions) (
 		}
 		opts.SHA256 = strings.ToLower(opts.SHA256)
 	}
-	scheme, _, hasScheme := strings.Cut(rawURL, "://")
-	if !hasScheme {
-		return f.fetchLocal(ctx, rawURL, rawURL, opts)
+	if path, ok := LocalPath(rawURL); ok {
+		return f.fetchLocal(ctx, rawURL, path, opts)
 	}
+	scheme, _, _ := strings.Cut(rawURL, "://")
 	switch strings.ToLower(scheme) {
-	case "file":
-		return f.fetchLocal(ctx, rawURL, strings.TrimPrefix(rawURL[len(scheme):], "://"), opts)
 	case "http", "https":
 		return f.remote(ctx, rawURL, opts, f.fetchHTTP)
 	case "oss":
@@ -356,9 +354,25 @@ func (f *Fetcher) fetchLocal(ctx context.Context, rawURL, path string, opts Fetc
 
 func baseDirName(dir string) string {
 	if dir == "" {
-		return "the working directory"
+		if wd, err := os.Getwd(); err == nil {
+			return "the server's working directory, " + wd + "; give an absolute path"
+		}
+		return "the server's working directory; give an absolute path"
 	}
 	return dir
+}
+
+// LocalPath reports whether a model_path-style location names a file on
+// this machine (a path, or a file:// URL) and returns that path.
+func LocalPath(rawURL string) (string, bool) {
+	scheme, _, hasScheme := strings.Cut(rawURL, "://")
+	switch {
+	case !hasScheme:
+		return rawURL, true
+	case strings.EqualFold(scheme, "file"):
+		return rawURL[len(scheme)+len("://"):], true
+	}
+	return "", false
 }
 
 // remote runs one download of rawURL through the cache and the flight
