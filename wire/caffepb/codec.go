@@ -18,6 +18,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/internal/notproto"
 )
 
 // MaxAxes is Caffe's kMaxBlobAxes: a blob has at most this many dims. It also
@@ -39,7 +40,7 @@ type Request struct {
 func DecodeRequest(body []byte, inputNames []string) (*Request, error) {
 	var pr PredictRequest
 	if err := proto.Unmarshal(body, &pr); err != nil {
-		return nil, badinput.Errorf("body is not a caffe.eas.PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
+		return nil, notproto.Error(body, "caffe.eas.PredictRequest", err)
 	}
 	if len(pr.InputData) == 0 {
 		return nil, badinput.Errorf("caffe request has no inputs; add one ArrayProto per input blob to PredictRequest.input_data (names in input_name, or leave input_name empty to go by position)")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/internal/notproto"
 )
 
 // The ONNX TensorProto.DataType numbers this format uses.
@@ -68,7 +69,7 @@ func DataType(d tensor.DType) (int32, bool) {
 func DecodeDataProto(body []byte) ([]tensor.Tensor, error) {
 	var dp DataProto
 	if err := proto.Unmarshal(body, &dp); err != nil {
-		return nil, badinput.Errorf("body is not a hie.processor.DataProto protobuf (%v); send the serialized DataProto message", err)
+		return nil, notproto.Error(body, "hie.processor.DataProto", err)
 	}
 	if len(dp.Tensors) == 0 {
 		return nil, badinput.Errorf("onnx request has no tensors; add one TensorProto per model input to DataProto.tensors")

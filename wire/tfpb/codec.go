@@ -18,6 +18,7 @@ import (
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/internal/arrayproto"
+	"github.com/eas-server/eas-server/wire/internal/notproto"
 )
 
 var opts = arrayproto.Options{}
@@ -40,7 +41,7 @@ type Request struct {
 func DecodeRequest(body []byte) (*Request, error) {
 	var pr PredictRequest
 	if err := proto.Unmarshal(body, &pr); err != nil {
-		return nil, badinput.Errorf("body is not a tensorflow PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
+		return nil, notproto.Error(body, "tensorflow PredictRequest", err)
 	}
 	if len(pr.Inputs) == 0 {
 		return nil, badinput.Errorf("tensorflow request has no inputs; set PredictRequest.inputs (input name -> ArrayProto)")

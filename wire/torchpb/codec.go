@@ -17,6 +17,7 @@ import (
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/internal/arrayproto"
+	"github.com/eas-server/eas-server/wire/internal/notproto"
 )
 
 var opts = arrayproto.Options{BoolInInt: true}
@@ -38,7 +39,7 @@ type Request struct {
 func DecodeRequest(body []byte, inputNames []string) (*Request, error) {
 	var pr PredictRequest
 	if err := proto.Unmarshal(body, &pr); err != nil {
-		return nil, badinput.Errorf("body is not a pytorch.eas.PredictRequest protobuf (%v); send the serialized PredictRequest message", err)
+		return nil, notproto.Error(body, "pytorch.eas.PredictRequest", err)
 	}
 	if len(pr.Inputs) == 0 && len(pr.MapInputs) == 0 {
 		return nil, badinput.Errorf("pytorch request has no inputs; set PredictRequest.inputs (by position) or map_inputs (by name)")
