@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,40 @@ func TestForkedChildCrashDegradesHealth(t *testing.T) {
 			return err
 		}
 		return p.healthy()
+	})
+}
+
+// TestCrashSeenPastAnEscapedChild: a child that left the worker's process
+// group (setsid) is not killed with it, but still holds the worker's end
+// of the socket and its output; the crash is seen at once all the same,
+// and the next process serves.
+func TestCrashSeenPastAnEscapedChild(t *testing.T) {
+	p := cppPool(t, testLib(t, "upper"), "", 2, slog.New(slog.DiscardHandler))
+	startPool(t, p)
+	first, err := pidOf(t, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := callFor(p, 5*time.Second, "setsid")
+	child, err := strconv.Atoi(string(r.Body))
+	if r.Err != nil || err != nil {
+		t.Fatalf("setsid: %+v", r)
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) }) //nolint:errcheck // out of the group: ours to end
+	r = callFor(p, 10*time.Second, "crash")
+	var se *processors.StatusError
+	if !errors.As(r.Err, &se) || se.Code != http.StatusInternalServerError {
+		t.Fatalf("crash beside an escaped child: %+v, want a 500 at once (not the deadline)", r)
+	}
+	wait.Until(t, 20*time.Second, func() error {
+		pid, err := pidOf(t, p)
+		switch {
+		case err != nil:
+			return err
+		case pid == first:
+			return fmt.Errorf("still process %d", first)
+		}
+		return nil
 	})
 }
 

@@ -2,7 +2,8 @@
  * prefix read from model_config; "entry" answers model_entry, "pid" the
  * process id, "crash" dies with SIGSEGV, "" is a 400, "zero" returns 0
  * (success) with an empty output. "fork" forks a child that keeps the
- * worker's socket and output and sleeps, and answers its pid; "hang" never
+ * worker's socket and output and sleeps, and answers its pid ("setsid": the
+ * same in a session of its own, out of the worker's group); "hang" never
  * returns; "flood" writes a 20 MB line and 20,000 short ones to stdout;
  * "negative" and "oversize" set *output_size below 0 and past the buffer.
  * initialize fails (state 4) while the file model_config's "fail_if" names
@@ -73,6 +74,16 @@ int process(void *model, const void *in, int in_size, void **out, int *out_size)
 		pid_t c = fork();
 		if (c == 0)
 			for (;;) pause();
+		char buf[32];
+		snprintf(buf, sizeof buf, "%d", (int)c);
+		return answer(buf, out, out_size, 200);
+	}
+	if (in_size == 6 && memcmp(in, "setsid", 6) == 0) {
+		pid_t c = fork();
+		if (c == 0) {
+			setsid();
+			for (;;) pause();
+		}
 		char buf[32];
 		snprintf(buf, sizeof buf, "%d", (int)c);
 		return answer(buf, out, out_size, 200);
