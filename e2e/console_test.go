@@ -258,3 +258,29 @@ func serviceToken(t *testing.T, s *teststack.Stack, name string) string {
 	}
 	return info.Token
 }
+
+// TestConsoleTestPanelPicksKServeForTensorServices: on a tensor service the
+// test panel starts in the KServe v2 form, whose first Send answers 200
+// (issue 34: it started with a raw JSON body, which the EAS door refuses
+// as not being the EAS protobuf).
+func TestConsoleTestPanelPicksKServeForTensorServices(t *testing.T) {
+	ctx, problems := browser(t, 1280, 900)
+	model, err := filepath.Abs(filepath.Join(onnxTestdata, "mlp.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := teststack.New(t, teststack.Options{Server: server.Options{AdminToken: adminToken}},
+		fmt.Sprintf(`{"name":"tensors","processor":"onnx_cpu","model_path":%q,"metadata":{"instance":1}}`, model))
+	run(t, ctx, "login", cdplog.Enable(), chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery),
+		chromedp.SendKeys("#login-token", adminToken+"\r", chromedp.ByQuery), chromedp.WaitVisible("table#services", chromedp.ByQuery))
+	run(t, ctx, "detail", chromedp.Navigate(s.URL+"/console/#/services/tensors"),
+		waitJS(`document.querySelector('#test-mode') && document.querySelector('#test-mode').value === 'kserve' && !!document.querySelector('#kserve-input-0')`))
+	var n int
+	run(t, ctx, "inputs", chromedp.Evaluate(`document.querySelector('#kserve-input-0-shape').value.split(',').map(Number).reduce((a, b) => a * Math.max(b, 1), 1)`, &n))
+	values := strings.TrimSuffix(strings.Repeat("0.5,", n), ",")
+	run(t, ctx, "send", setValue("#kserve-input-0", values), chromedp.Click("#test-send", chromedp.ByQuery),
+		waitJS(`document.querySelector('#test-status').textContent.includes('200')`))
+	for _, p := range problems() {
+		t.Errorf("browser console: %s", p)
+	}
+}

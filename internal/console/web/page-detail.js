@@ -168,6 +168,7 @@ class DetailPage {
     setText(this.endpoint, s.IntranetEndpoint);
     if (this.tokenShown) setText(this.token, s.AccessToken);
     setText(this.facts.processor, processorOf(s.ServiceConfig));
+    this.test.chooseMode(processorOf(s.ServiceConfig));
     setText(this.facts.version, s.LatestVersion !== s.CurrentVersion
       ? `${s.CurrentVersion} (latest ${s.LatestVersion})` : String(s.CurrentVersion));
     setText(this.facts.instances, `${s.RunningInstance} running of ${s.TotalInstance}`);

@@ -38,7 +38,7 @@ export class TestPanel {
     this.latency = h('span', { id: 'test-latency' });
     this.request = h('span', { id: 'test-request-id', class: 'muted' });
     this.answer = h('pre', { id: 'test-answer', class: 'code answer', tabindex: '0', 'aria-label': 'Answer' });
-    this.mode.addEventListener('change', () => this.run(() => this.switchMode()));
+    this.mode.addEventListener('change', () => { this.modeChosen = true; this.run(() => this.switchMode()); });
     this.element = h('section', { class: 'panel', 'aria-labelledby': 'test-title' },
       h('h2', { id: 'test-title', text: 'Test' }),
       h('div', { class: 'field inline' }, h('label', { for: 'test-mode', text: 'Mode' }), this.mode),
@@ -50,6 +50,19 @@ export class TestPanel {
           h('dt', { text: 'Latency' }), h('dd', {}, this.latency),
           h('dt', { text: 'Request id' }), h('dd', {}, this.request)),
         this.answer));
+  }
+
+  // chooseMode picks the mode a first Send should use, once, when the
+  // service's processor is known: the KServe v2 form for the tensor codes,
+  // whose EAS door takes a protobuf no one types by hand; the raw body for
+  // the others. A mode the user picked is left alone.
+  chooseMode(processor) {
+    if (this.modeChosen || !processor) return;
+    this.modeChosen = true;
+    if (/^(pytorch_|tensorflow_|onnx_|caffe_)/.test(processor)) {
+      this.mode.value = 'kserve';
+      this.run(() => this.switchMode());
+    }
   }
 
   // run executes one action with the buttons disabled, showing any error.
