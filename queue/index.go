@@ -57,17 +57,61 @@ func (e *entry) hasTags(hs []uint64) bool {
 	return true
 }
 
+// posting is the set of entries carrying one tag. Most tags (a request
+// id) are on one entry: that one is held without a map.
+type posting struct {
+	one  *entry
+	many map[uint64]*entry
+}
+
+func (p *posting) add(e *entry) {
+	switch {
+	case p.many != nil:
+		p.many[e.index] = e
+	case p.one == nil:
+		p.one = e
+	default:
+		p.many = map[uint64]*entry{p.one.index: p.one, e.index: e}
+		p.one = nil
+	}
+}
+
+// remove takes the entry idx out; false when the set is then empty.
+func (p *posting) remove(idx uint64) bool {
+	if p.one != nil {
+		if p.one.index == idx {
+			p.one = nil
+		}
+		return p.one != nil
+	}
+	delete(p.many, idx)
+	return len(p.many) > 0
+}
+
+func (p posting) len() int {
+	if p.one != nil {
+		return 1
+	}
+	return len(p.many)
+}
+
+func (p posting) each(f func(*entry)) {
+	if p.one != nil {
+		f(p.one)
+	}
+	for _, e := range p.many {
+		f(e)
+	}
+}
+
 // addLocked makes a stored entry known: in entries, the tag index and the
 // ready heap.
 func (q *boltQueue) addLocked(e *entry) {
 	q.entries[e.index] = e
 	for _, h := range e.tags {
 		p := q.byTag[h]
-		if p == nil {
-			p = map[uint64]*entry{}
-			q.byTag[h] = p
-		}
-		p[e.index] = e
+		p.add(e)
+		q.byTag[h] = p
 	}
 	heap.Push(&q.ready, e)
 }
@@ -75,28 +119,30 @@ func (q *boltQueue) addLocked(e *entry) {
 // unindexLocked takes a dropped entry out of the tag index.
 func (q *boltQueue) unindexLocked(e *entry) {
 	for _, h := range e.tags {
-		if p := q.byTag[h]; p != nil {
-			delete(p, e.index)
-			if len(p) == 0 {
+		if p, ok := q.byTag[h]; ok {
+			if p.remove(e.index) {
+				q.byTag[h] = p
+			} else {
 				delete(q.byTag, h)
 			}
 		}
 	}
 }
 
-// candidatesLocked are the entries that may match filter: those of its
-// rarest pair; nil, false when the filter is empty (every entry may).
-func (q *boltQueue) candidatesLocked(hs []uint64) (map[uint64]*entry, bool) {
+// candidatesLocked are the entries that may match a filter (its hashes):
+// those of its rarest tag; false when the filter is empty (every entry
+// may).
+func (q *boltQueue) candidatesLocked(hs []uint64) (posting, bool) {
 	if len(hs) == 0 {
-		return nil, false
+		return posting{}, false
 	}
-	var best map[uint64]*entry
+	var best posting
 	for i, h := range hs {
 		p := q.byTag[h]
-		if len(p) == 0 {
-			return nil, true
+		if p.len() == 0 {
+			return posting{}, true
 		}
-		if i == 0 || len(p) < len(best) {
+		if i == 0 || p.len() < best.len() {
 			best = p
 		}
 	}

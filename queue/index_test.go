@@ -154,12 +154,12 @@ func TestTagIndexFollowsTheEntries(t *testing.T) {
 		bq.mu.Lock()
 		n := 0
 		for _, p := range bq.byTag {
-			n += len(p)
-			for i, e := range p {
-				if bq.entries[i] != e {
-					t.Errorf("%s: the index holds entry %d, which the queue does not", q.Name(), i)
+			n += p.len()
+			p.each(func(e *entry) {
+				if bq.entries[e.index] != e {
+					t.Errorf("%s: the index holds entry %d, which the queue does not", q.Name(), e.index)
 				}
-			}
+			})
 		}
 		if tagsPerEntry := 2; n != tagsPerEntry*len(bq.entries) {
 			t.Errorf("%s: the index holds %d entries for %d entries of 2 tags", q.Name(), n, len(bq.entries))

@@ -114,7 +114,7 @@ func (s *Store) Queue(ctx context.Context, name string, cfg Config) (Queue, erro
 		return q, nil
 	}
 	q := &boltQueue{s: s, name: name, cfg: cfg, data: []byte(name + "/data"), meta: []byte(name + "/meta"),
-		entries: map[uint64]*entry{}, byTag: map[uint64]map[uint64]*entry{}, seed: maphash.MakeSeed(),
+		entries: map[uint64]*entry{}, byTag: map[uint64]posting{}, seed: maphash.MakeSeed(),
 		owner: map[uint64]*boltWatcher{}, watchers: map[*boltWatcher]bool{}, changed: make(chan struct{})}
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		d, err := tx.CreateBucketIfNotExists(q.data)
@@ -201,7 +201,7 @@ type boltQueue struct {
 	cfg          Config
 	last         uint64
 	entries      map[uint64]*entry
-	byTag        map[uint64]map[uint64]*entry // tag hash -> entries (index.go)
+	byTag        map[uint64]posting // tag hash -> entries (index.go)
 	seed         maphash.Seed
 	ready        readyHeap
 	owner        map[uint64]*boltWatcher // delivered and not committed
@@ -317,11 +317,12 @@ func (q *boltQueue) Put(ctx context.Context, data []byte, tags map[string]string
 	if err != nil {
 		return 0, "", err
 	}
+	e := &entry{index: idx, priority: priority, enqueued: r.Enqueued, size: int64(len(val)), tags: q.tagHashes(t)}
 	q.mu.Lock()
-	for _, e := range evict {
-		q.dropLocked(e)
+	for _, x := range evict {
+		q.dropLocked(x)
 	}
-	q.addLocked(&entry{index: idx, priority: priority, enqueued: r.Enqueued, size: int64(len(val)), tags: q.tagHashes(t)})
+	q.addLocked(e)
 	q.signalLocked()
 	q.mu.Unlock()
 	return idx, id, nil
@@ -697,11 +698,7 @@ func (w *boltWatcher) takeLocked() *entry {
 	// with _index_ alone, every ready one.
 	var look func(func(*entry))
 	if cands, ok := q.candidatesLocked(w.filterHashes); ok {
-		look = func(f func(*entry)) {
-			for _, e := range cands {
-				f(e)
-			}
-		}
+		look = cands.each
 	} else {
 		look = func(f func(*entry)) {
 			for _, e := range q.ready {
@@ -861,11 +858,12 @@ func (s *Store) Transfer(ctx context.Context, in Queue, index uint64, out Queue,
 	input.dropLocked(index)
 	input.signalLocked()
 	input.mu.Unlock()
+	e := &entry{index: idx, enqueued: r.Enqueued, size: int64(len(val)), tags: sink.tagHashes(answer.Tags)}
 	sink.mu.Lock()
 	for _, x := range evict {
 		sink.dropLocked(x)
 	}
-	sink.addLocked(&entry{index: idx, enqueued: r.Enqueued, size: int64(len(val)), tags: sink.tagHashes(answer.Tags)})
+	sink.addLocked(e)
 	sink.signalLocked()
 	sink.mu.Unlock()
 	return idx, nil

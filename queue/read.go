@@ -161,14 +161,14 @@ func (p *capPlan) add(idx uint64, size int64) bool {
 }
 
 // planLocked plans a filtered read from the candidates of the tag index.
-func (q *boltQueue) planLocked(cands map[uint64]*entry, hs []uint64, from uint64, length int, maxBytes int64) ([]uint64, uint64) {
-	q.examined.Add(int64(len(cands)))
-	m := make([]*entry, 0, min(len(cands), length+1))
-	for _, e := range cands {
+func (q *boltQueue) planLocked(cands posting, hs []uint64, from uint64, length int, maxBytes int64) ([]uint64, uint64) {
+	q.examined.Add(int64(cands.len()))
+	m := make([]*entry, 0, min(cands.len(), length+1))
+	cands.each(func(e *entry) {
 		if e.index >= from && e.hasTags(hs) {
 			m = append(m, e)
 		}
-	}
+	})
 	slices.SortFunc(m, func(a, b *entry) int { return cmp.Compare(a.index, b.index) })
 	p := capPlan{length: length, maxBytes: maxBytes}
 	for _, e := range m {
