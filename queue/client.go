@@ -176,8 +176,17 @@ func (c *Client) End(ctx context.Context, force bool) error {
 // length-delimited frames. The channel closes when the watch ends (ctx
 // done, the server gone); the returned error is the connection's.
 func (c *Client) Watch(ctx context.Context, index uint64, window int, indexOnly, autoCommit, stream bool) (<-chan Frame, error) {
+	return c.WatchMatching(ctx, nil, index, window, indexOnly, autoCommit, stream)
+}
+
+// WatchMatching is Watch of the entries whose tags hold every key and
+// value of tags.
+func (c *Client) WatchMatching(ctx context.Context, tags map[string]string, index uint64, window int, indexOnly, autoCommit, stream bool) (<-chan Frame, error) {
 	q := url.Values{"_watch_": {"true"}, "_index_": {strconv.FormatUint(index, 10)}, "_window_": {strconv.Itoa(window)},
 		"_index_only_": {strconv.FormatBool(indexOnly)}, "_auto_commit_": {strconv.FormatBool(autoCommit)}}
+	for k, v := range tags {
+		q.Set(k, v)
+	}
 	ch := make(chan Frame, 100)
 	if !stream {
 		u := strings.Replace(c.URL, "http", "ws", 1) + "?" + q.Encode()
