@@ -47,8 +47,18 @@ func setupProcess(f serveFlags) (*slog.Logger, error) {
 		// collector run less often next to the model's own threads.
 		debug.SetGCPercent(f.gcPercent)
 	}
-	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
+	// 0711: entered, never listed, by other uids, so that custom
+	// processors' workers running as a uid of their own reach their models
+	// in <state-dir>/cache; the secrets (admin_token, services/) are 0600
+	// and 0700 (docs/custom-processors.md, Trust boundary). A state dir an
+	// older server made 0700 is opened the same way.
+	if err := os.MkdirAll(f.stateDir, 0o711); err != nil {
 		return nil, fmt.Errorf("--state-dir: %w", err)
+	}
+	if st, err := os.Stat(f.stateDir); err == nil && st.Mode().Perm() == 0o700 {
+		if err := os.Chmod(f.stateDir, 0o711); err != nil {
+			return nil, fmt.Errorf("--state-dir: %w", err)
+		}
 	}
 	return log, nil
 }

@@ -62,6 +62,13 @@ func readAdminToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read admin token: %w", err)
 	}
+	// The token is the server's alone (mode 0600), whoever wrote the file:
+	// a custom processor's worker running as another uid must not read it.
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, st.Mode().Perm()&0o600); err != nil {
+			return "", fmt.Errorf("read admin token: %s is readable by others (mode %04o) and could not be made 0600: %w", path, st.Mode().Perm(), err)
+		}
+	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("read admin token: %s is empty; delete it to generate a new token or set %s", path, AdminTokenEnv)

@@ -96,7 +96,7 @@ func (m *Manager) openQueues(ctx context.Context, name string) (*Queues, error) 
 	}
 	var path, tmp string
 	if m.persistent() {
-		if err := os.MkdirAll(m.svcDir(name), 0o755); err != nil {
+		if err := os.MkdirAll(m.svcDir(name), 0o700); err != nil {
 			return nil, err
 		}
 		path = filepath.Join(m.svcDir(name), "queues.db")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/auth"
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/sandbox"
 	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/servicejson"
@@ -91,6 +92,12 @@ func NewManager(opt Options) *Manager {
 	}
 	if opt.Fetcher == nil {
 		opt.Fetcher = &storage.Fetcher{CacheDir: filepath.Join(opt.StateDir, "cache"), MaxModelBytes: opt.MaxModelBytes, Logger: opt.Logger}
+	}
+	if opt.StateDir != "" {
+		// Custom processors' workers are never given the state dir
+		// (internal/sandbox), and its secrets are the server's alone.
+		sandbox.Protect(opt.StateDir)
+		secureStateDir(opt.StateDir, opt.Logger)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opt: opt, log: opt.Logger, ctx: ctx, cancel: cancel, services: map[string]*Service{}}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,12 +21,20 @@ import (
 //
 //	services/<name>/state.json        the record: versions, status, events
 //	services/<name>/versions/<N>.json each version's service.json as given
-//	services/<name>/token             the effective token (mode 0600)
+//	services/<name>/token             the effective token
+//	services/<name>/queues.db         an asynchronous service's queues
 //	cache/<name>/                     fetched models
 //
 // Every file is written atomically (writeFileAtomic). A version file is
 // written before the state.json that names it, so a crash between the two
 // leaves only an unreferenced file.
+//
+// Everything under services/ is the server's alone: directories 0700,
+// files 0600 (secureStateDir tightens what an older server or a hand left
+// looser). The cache is 0755/0644 and the state dir itself 0711 (entered,
+// not listed), so that custom processors' workers running as a uid of
+// their own reach their models (docs/custom-processors.md, Trust
+// boundary).
 
 const stateFile = "state.json"
 
@@ -37,6 +46,38 @@ const maxLoadAttempts = 2
 // validName matches the names servicejson accepts; anything else under
 // services/ (such as a directory moved aside) is not a service.
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// secureStateDir makes services/ and everything under it the owner's
+// alone. Failures are logged: the server still runs.
+func secureStateDir(dir string, log *slog.Logger) {
+	root := filepath.Join(dir, "services")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if info.Mode().Perm()&^want != 0 {
+			return os.Chmod(p, info.Mode().Perm()&want)
+		}
+		return nil
+	})
+	if err != nil && log != nil {
+		log.Warn("the state dir's services/ could not be made private to the server", "err", err)
+	}
+}
 
 func (m *Manager) svcDir(name string) string {
 	return filepath.Join(m.opt.StateDir, "services", name)
