@@ -284,3 +284,40 @@ func TestConsoleTestPanelPicksKServeForTensorServices(t *testing.T) {
 		t.Errorf("browser console: %s", p)
 	}
 }
+
+// TestConsoleServicesListFits: the services list fits its box at desktop
+// widths and keeps the State column on a phone; the page of a service that
+// does not exist says so instead of drawing a service's layout (issue 34:
+// QPS and p99 were off screen at 1280 and 1700 px, State at 375 px).
+func TestConsoleServicesListFits(t *testing.T) {
+	var specs []string
+	for _, name := range []string{"xgboost_breast_cancer_classifier", "pytorch_resnet50_image_classifier_v2", "echo"} {
+		specs = append(specs, fmt.Sprintf(`{"name":%q,"processor":"echo","metadata":{"instance":1}}`, name))
+	}
+	s := teststack.New(t, teststack.Options{Server: server.Options{AdminToken: adminToken}}, specs...)
+	for _, width := range []int{1280, 1700, 375} {
+		ctx, problems := browser(t, width, 900)
+		run(t, ctx, "login", cdplog.Enable(), chromedp.Navigate(s.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery),
+			chromedp.SendKeys("#login-token", adminToken+"\r", chromedp.ByQuery),
+			waitJS(`document.querySelectorAll('table#services tbody tr[data-service]').length === 3`))
+		var overflow, stateRight, wrapRight float64
+		run(t, ctx, "measure", chromedp.Evaluate(`(() => { const w = document.querySelector('table#services').closest('.table-wrap'); return w.scrollWidth - w.clientWidth; })()`, &overflow),
+			chromedp.Evaluate(`document.querySelector('table#services tbody td.state').getBoundingClientRect().right`, &stateRight),
+			chromedp.Evaluate(`document.querySelector('table#services').closest('.table-wrap').getBoundingClientRect().right`, &wrapRight))
+		if overflow > 0 {
+			t.Errorf("at %d px the services table is %.0f px wider than its box", width, overflow)
+		}
+		if stateRight > wrapRight {
+			t.Errorf("at %d px the State column ends at %.0f px, outside its box (%.0f px)", width, stateRight, wrapRight)
+		}
+		if width == 1280 {
+			run(t, ctx, "no such service", chromedp.Navigate(s.URL+"/console/#/services/nosuch"),
+				waitJS(`!!document.querySelector('#not-found') && !document.querySelector('#test-mode')`))
+		}
+		for _, p := range problems() {
+			if !strings.Contains(p, "404") { // the lookup of the missing service
+				t.Errorf("browser console at %d px: %s", width, p)
+			}
+		}
+	}
+}

@@ -141,6 +141,15 @@ class DetailPage {
   gone(err) {
     if (this.loop) this.loop.stop();
     regions.delete(this.name);
+    if (!this.service) {
+      // Never loaded: there is no service to lay out, only a way back.
+      this.metrics.destroy();
+      this.element.replaceChildren(h('section', { id: 'not-found', class: 'panel', 'aria-labelledby': 'service-title' },
+        h('h1', { id: 'service-title', tabindex: '-1', text: this.name }),
+        h('p', {}, `There is no service named ${this.name} (${err.message}). `,
+          h('a', { href: '#/services', text: 'Go to the services' }), '.')));
+      return;
+    }
     stateBadge('NotFound', this.state);
     this.loadNotice.show('error', `${err.message}. It may have been deleted.`);
     Object.values(this.buttons).forEach((b) => { b.disabled = true; });

@@ -10,7 +10,10 @@ import { poll } from './poll.js';
 import { regions, serviceHash, session, takeFlash } from './state.js';
 
 const REFRESH_MS = 2500;
-const COLUMNS = ['Name', 'Processor', 'State', 'Version', 'Instances', 'Endpoint', 'QPS', 'p99 (ms)'];
+// COLUMNS: each column's heading and class; the class lets narrow screens
+// drop the columns a phone can spare (style.css).
+const COLUMNS = [['Name', 'name'], ['Processor', 'processor'], ['State', 'state'], ['Version', 'version'],
+  ['Instances', 'instances'], ['Endpoint', 'endpoint'], ['QPS', 'num qps'], ['p99 (ms)', 'num p99']];
 
 export function mount(main) {
   const notice = createNotice('services-notice'); // refresh failures
@@ -25,7 +28,7 @@ export function mount(main) {
   const tbody = h('tbody');
   const table = h('table', { id: 'services', class: 'data' },
     h('caption', { class: 'visually-hidden', text: 'Services' }),
-    h('thead', {}, h('tr', {}, COLUMNS.map((c, i) => h('th', { scope: 'col', class: i >= 6 ? 'num' : null, text: c })))),
+    h('thead', {}, h('tr', {}, COLUMNS.map(([text, cls]) => h('th', { scope: 'col', class: cls, text })))),
     tbody);
   const view = { tbody, rows: new Map(), filter, count, loaded: false, noMetrics: false };
 
