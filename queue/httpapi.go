@@ -384,7 +384,10 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, c Call) int {
 		err = fw.end()
 	}
 	switch {
-	case err != nil && !fw.begun:
+	case fw.werr != nil:
+		return 499 // the client went away while the answer was written
+	case err != nil && fw.sent == 0:
+		w.Header().Del(HeaderNextIndex)
 		return fail(w, StatusOf(err), err.Error())
 	case err != nil:
 		// The status is sent: cut the connection, so that the client sees
@@ -410,11 +413,22 @@ type httpFrames struct {
 	raw   bool // the first frame's data alone
 	begun bool
 	n     int
+	sent  int64 // bytes that reached w: past 0 the status is sent
+	werr  error // w's error: the client is gone
+}
+
+func (h *httpFrames) Write(b []byte) (int, error) {
+	n, err := h.w.Write(b)
+	h.sent += int64(n)
+	if err != nil {
+		h.werr = err
+	}
+	return n, err
 }
 
 func (h *httpFrames) Begin(next uint64) error {
 	h.begun = true
-	h.bw = bufio.NewWriterSize(h.w, 64<<10)
+	h.bw = bufio.NewWriterSize(h, 64<<10)
 	if next > 0 {
 		h.w.Header().Set(HeaderNextIndex, strconv.FormatUint(next, 10))
 	}

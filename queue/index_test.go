@@ -3,13 +3,17 @@ package queue
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // getIndexes answers a get over the API and returns the indexes and the
@@ -213,5 +217,44 @@ func TestTagIndexFollowsTheEntries(t *testing.T) {
 	check(sink)
 	if st, _ := sink.Stats(ctx); st.Length != 3 {
 		t.Errorf("the sink holds %d entries after reopen; want 3 (evicted down to its limit)", st.Length)
+	}
+}
+
+// A store failure before a get has written anything is its status (500
+// with the error); after the answer has begun, the connection is cut, so
+// that the client sees a broken answer, never a shorter list.
+func TestStoreFailureDuringAGet(t *testing.T) {
+	s, q := openSink(t, Config{MaxLength: 10})
+	api := &API{Queue: q, Name: "svc/sink"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { api.Serve(w, r) }))
+	t.Cleanup(srv.Close)
+	ctx := t.Context()
+	big := make([]byte, readBatchBytes) // a batch of its own, flushed before the next is read
+	i1, _, err := q.Put(ctx, big, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i2, _, err := q.Put(ctx, []byte("x"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("sink/data")).Put(idxKey(i2), []byte{0xff}) }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(srv.URL + "?_length_=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err == nil {
+		t.Errorf("a get meeting a corrupt entry after %d bytes: %d, %d bytes read, %v; want 200 and a broken body", len(big), resp.StatusCode, len(body), err)
+	}
+	code, _, msg := call(t, http.MethodGet, fmt.Sprintf("%s?_index_=%d", srv.URL, i2))
+	if code != http.StatusInternalServerError || !strings.Contains(string(msg), "corrupt") && !strings.Contains(string(msg), "malformed") {
+		t.Errorf("a get of the corrupt entry alone: %d %q; want 500 naming it", code, msg)
+	}
+	if fs, err := q.Get(ctx, i1, 1, 0, false, nil); err != nil || len(fs) != 1 {
+		t.Errorf("the sound entry: %d frames, %v", len(fs), err)
 	}
 }
