@@ -64,18 +64,26 @@ func isV2Path(p string) bool { return p == "/v2" || strings.HasPrefix(p, "/v2/")
 // readiness is false while one is not.
 func (s *Server) processorsHealthy(ctx context.Context) bool {
 	for _, svc := range s.opt.Manager.List() {
-		live, ok := svc.Acquire()
-		if !ok {
-			continue
-		}
-		h, isH := live.Engine.Processor().(processors.Healther)
-		healthy := !isH || h.Healthy(ctx) == nil
-		live.Release()
-		if !healthy {
+		if serviceHealth(ctx, svc) != nil {
 			return false
 		}
 	}
 	return true
+}
+
+// serviceHealth is the serving version's processor's own health (a custom
+// processor with no live worker process, a Triton proxy whose upstream
+// went away); nil when nothing serves or the processor reports none.
+func serviceHealth(ctx context.Context, svc *service.Service) error {
+	live, ok := svc.Acquire()
+	if !ok {
+		return nil
+	}
+	defer live.Release()
+	if h, ok := live.Engine.Processor().(processors.Healther); ok {
+		return h.Healthy(ctx)
+	}
+	return nil
 }
 
 // kserveTarget resolves and authorises the model of a KServe route; the

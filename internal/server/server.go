@@ -322,6 +322,14 @@ func (s *Server) readyz(c *gin.Context) {
 		fmt.Fprintf(&b, "%s: %s", r.Name, r.Status)
 		if r.Serving {
 			b.WriteString(", serving")
+			if svc, ok := s.opt.Manager.Get(r.Name); ok {
+				if err := serviceHealth(c.Request.Context(), svc); err != nil {
+					b.WriteString(", degraded")
+					if detail {
+						fmt.Fprintf(&b, " (%s)", strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; "))
+					}
+				}
+			}
 		} else {
 			b.WriteString(", not serving")
 		}

@@ -80,3 +80,39 @@ func TestCppBadOutputSize(t *testing.T) {
 	}
 	checkAnswers(t, st, "upper", []answerCase{{"abc", 200, "ABC"}})
 }
+
+// TestReadyzShowsADegradedService: while a custom service has no live
+// worker (it crashed and its restarts fail), /readyz says so on the
+// service's line; once a restart succeeds, the mark goes.
+func TestReadyzShowsADegradedService(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "fail")
+	st := teststack.Start(t, spec("upper", "cpp", buildLib(t, "upper"), fmt.Sprintf(`"model_config": {"fail_if": %q},`, marker)))
+	readyz := func() string {
+		_, b, _ := teststack.Do(t, "GET", st.URL+"/readyz", "", nil)
+		return string(b)
+	}
+	if r := readyz(); !strings.Contains(r, "upper: Running, serving\n") {
+		t.Fatalf("/readyz before the crash: %q", r)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, st, "upper", "crash"); code != 500 {
+		t.Fatalf("crash: %d %q", code, body)
+	}
+	wait.Until(t, 20*time.Second, func() error {
+		if r := readyz(); !strings.Contains(r, "upper: Running, serving, degraded (no worker process") {
+			return fmt.Errorf("/readyz while no worker runs: %q", r)
+		}
+		return nil
+	})
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	wait.Until(t, 30*time.Second, func() error {
+		if r := readyz(); !strings.Contains(r, "upper: Running, serving\n") {
+			return fmt.Errorf("/readyz after a restart succeeded: %q", r)
+		}
+		return nil
+	})
+}
