@@ -126,7 +126,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 			return cmd
 		}
 	case "python":
-		py, err := pythonCommand(ctx, entry, pkgDir, log)
+		py, err := pythonCommand(ctx, p.spec.Service, entry, pkgDir, log)
 		if err != nil {
 			return err
 		}

@@ -201,3 +201,50 @@ func hostileScenario(t *testing.T, ownUIDs bool) {
 		t.Errorf("the hostile service itself is still served: %d", code)
 	}
 }
+
+// TestHostileRequirementsBuild: building a package's virtualenv runs the
+// package's code (here a local requirement whose setup.py reads the admin
+// token and puts what it got in its error); that code is inside the
+// sandbox too, so the load fails without the token in its message.
+func TestHostileRequirementsBuild(t *testing.T) {
+	t.Setenv(auth.AdminTokenEnv, "")
+	t.Setenv(sandbox.EnvWorkerUID, "")
+	if os.Geteuid() == 0 {
+		t.Setenv(custom.EnvPython, "/usr/bin/python3") // reachable by the service's uid
+	}
+	state := filepath.Join(t.TempDir(), "eas-data")
+	if err := os.MkdirAll(state, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := auth.LoadOrCreateAdminToken(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EVIL_TARGET", filepath.Join(state, auth.AdminTokenFile))
+	t.Setenv("EAS_VENV_DIR", readableTempDir(t))
+	t.Setenv("PIP_NO_INDEX", "1")
+	t.Setenv("PIP_NO_BUILD_ISOLATION", "0") // the system's setuptools: no index here
+	pkg := readableTempDir(t)
+	src, err := os.ReadFile(filepath.Join("testdata", "state.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	teststack.WriteFile(t, pkg, "app.py", string(src))
+	teststack.WriteFile(t, pkg, "requirements.txt", "./evil\n")
+	if err := os.Mkdir(filepath.Join(pkg, "evil"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	teststack.WriteFile(t, pkg, "evil/setup.py", `import os
+try:
+    r = "ok: " + open(os.environ["EVIL_TARGET"]).read()
+except OSError as e:
+    r = "denied: " + e.strerror
+raise SystemExit("EVIL-RESULT " + r)
+`)
+	st := teststack.New(t, teststack.Options{Service: service.Options{StateDir: state}, AllowFailedDeploys: true},
+		spec("evil", "python", pkg, `"processor_entry": "app.py",`))
+	err = st.DeployErrors["evil"]
+	if err == nil || !strings.Contains(err.Error(), "EVIL-RESULT denied: ") || strings.Contains(err.Error(), tok) {
+		t.Fatalf("the load of a package whose setup.py reads the admin token: %v; want it to fail with EVIL-RESULT denied", err)
+	}
+}

@@ -41,7 +41,7 @@ type pythonWorker struct {
 // pythonCommand prepares what a python processor needs (the allspark
 // package on disk; a virtualenv when the package has requirements.txt) and
 // returns how to start worker process i.
-func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) (*pythonWorker, error) {
+func pythonCommand(ctx context.Context, service, entry, pkgDir string, log *slog.Logger) (*pythonWorker, error) {
 	python := os.Getenv(EnvPython)
 	if python == "" {
 		python = "python3"
@@ -56,7 +56,7 @@ func pythonCommand(ctx context.Context, entry, pkgDir string, log *slog.Logger) 
 	}
 	needs := []string{lib, pythonPrefix(abs)}
 	if req := filepath.Join(pkgDir, "requirements.txt"); fileExists(req) {
-		if python, err = virtualenv(ctx, python, req, log); err != nil {
+		if python, err = virtualenv(ctx, service, python, req, log); err != nil {
 			return nil, err
 		}
 		needs = append(needs, filepath.Dir(filepath.Dir(python)))
@@ -126,8 +126,11 @@ func writeAllspark() (string, error) {
 // virtualenv builds (once per interpreter and requirements.txt content) a
 // virtualenv that sees the system's packages and holds the requirements,
 // and returns its interpreter. pip reaches whatever index the server's
-// environment names (PIP_INDEX_URL, PIP_FIND_LINKS, ...).
-func virtualenv(ctx context.Context, python, req string, log *slog.Logger) (string, error) {
+// environment names (PIP_INDEX_URL, PIP_FIND_LINKS, ...). The build runs
+// the package's code (setup.py, build backends), so it runs inside the
+// service's sandbox, writing only the new virtualenv; the finished one is
+// handed to the server's uid, read-only to every worker.
+func virtualenv(ctx context.Context, service, python, req string, log *slog.Logger) (string, error) {
 	reqs, err := os.ReadFile(req)
 	if err != nil {
 		return "", err
@@ -164,10 +167,30 @@ func virtualenv(ctx context.Context, python, req string, log *slog.Logger) (stri
 	}
 	os.RemoveAll(dir) // a build that was cut short
 	log.Info("building a virtualenv for requirements.txt", "dir", dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	need := []string{filepath.Dir(req), pythonPrefix(abs)}
+	for _, l := range strings.Fields(os.Getenv("PIP_FIND_LINKS")) { // wheels pip is told to use
+		if filepath.IsAbs(l) {
+			need = append(need, l)
+		}
+	}
+	sb, err := newSandbox(service, log, need, []string{dir})
+	if err != nil {
+		return "", fmt.Errorf("requirements.txt: %w", err)
+	}
+	defer sb.close()
+	if sb.uid >= 0 {
+		if err := os.Chown(dir, sb.uid, sb.gid); err != nil {
+			return "", err
+		}
+	}
 	run := func(what string, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir = filepath.Dir(req)
-		cmd.Env = append(childEnv(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+		cmd.Env = append(append(childEnv(), sb.env()...), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+		sb.launcher.Wrap(cmd, false)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -186,10 +209,29 @@ func virtualenv(ctx context.Context, python, req string, log *slog.Logger) (stri
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("%w; pip needs a package index this machine reaches: set PIP_INDEX_URL (or PIP_FIND_LINKS with PIP_NO_INDEX=1 for wheels you provide) in the server's environment", err)
 	}
+	if sb.uid >= 0 {
+		// The service's uid built it; the server owns it from now on, so no
+		// worker (of this service or another sharing it) can change it.
+		if err := chownTree(dir, os.Geteuid(), os.Getegid()); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("requirements.txt: taking over the virtualenv: %w", err)
+		}
+	}
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
 		return "", err
 	}
 	return venvPython, nil
+}
+
+// chownTree gives dir and everything in it to uid:gid (links themselves,
+// not what they name).
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
 }
 
 func fileExists(p string) bool {

@@ -19,6 +19,7 @@ import (
 type workerSandbox struct {
 	launcher *sandbox.Launcher
 	tmp      string // HOME and TMPDIR of the workers, theirs alone
+	uid, gid int    // -1: the server's (or root without capabilities)
 }
 
 // enforcedOnce logs, once per server process, what the workers get on this
@@ -30,13 +31,19 @@ var enforcedOnce sync.Once
 // out of the service uid's reach (a 0700 directory above it), the workers
 // stay root without capabilities, inside Landlock, and the log says why.
 func newWorkerSandbox(service string, log *slog.Logger, need ...string) (*workerSandbox, error) {
+	return newSandbox(service, log, need, nil)
+}
+
+// newSandbox is newWorkerSandbox with write: directories the processes may
+// also write in (a virtualenv being built), which must be reachable too.
+func newSandbox(service string, log *slog.Logger, need, write []string) (*workerSandbox, error) {
 	uid, gid, err := sandbox.WorkerUID(service)
 	if err != nil {
 		return nil, err
 	}
-	need = clean(need)
+	need, write = clean(need), clean(write)
 	if uid >= 0 {
-		for _, p := range need {
+		for _, p := range append(need, write...) {
 			if err := sandbox.Reachable(p, uid, gid); err != nil {
 				log.Warn("custom processor workers stay root (without capabilities, inside Landlock) instead of running as the service's own uid: a path they need is out of that uid's reach; make it readable by others (directories o+rx) to give them their own uid",
 					"uid", uid, "path", p, "reason", err.Error())
@@ -70,7 +77,7 @@ func newWorkerSandbox(service string, log *slog.Logger, need ...string) (*worker
 			ro = append(ro, d)
 		}
 	}
-	p := sandbox.Policy{ReadOnly: append(ro, need...), ReadWrite: append(rw, tmp), UID: uid, GID: gid}
+	p := sandbox.Policy{ReadOnly: append(ro, need...), ReadWrite: append(append(rw, tmp), write...), UID: uid, GID: gid}
 	if err := sandbox.CheckPolicy(p); err != nil {
 		os.Remove(tmp)
 		return nil, err
@@ -81,7 +88,7 @@ func newWorkerSandbox(service string, log *slog.Logger, need ...string) (*worker
 		return nil, err
 	}
 	log.Debug("custom processor worker sandbox", "enforced", strings.Join(gets, ", "), "not_enforced", strings.Join(lacks, "; "))
-	return &workerSandbox{launcher: l, tmp: tmp}, nil
+	return &workerSandbox{launcher: l, tmp: tmp, uid: uid, gid: gid}, nil
 }
 
 // env is what the workers' environment adds: their own HOME and TMPDIR.
