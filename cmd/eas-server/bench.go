@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eas-server/eas-server/internal/cli"
 	"github.com/eas-server/eas-server/internal/loadgen"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
@@ -47,9 +48,10 @@ func benchCmd() *cobra.Command {
 				if service == "" {
 					return fmt.Errorf("give --service NAME (with --endpoint) or --url")
 				}
-				target = strings.TrimRight(endpoint, "/") + "/api/predict/" + service
+				base := strings.TrimRight(cli.Endpoint(endpoint), "/")
+				target = base + "/api/predict/" + service
 				if strings.HasPrefix(format, "kserve") {
-					target = strings.TrimRight(endpoint, "/") + "/v2/models/" + service + "/infer"
+					target = base + "/v2/models/" + service + "/infer"
 				}
 			}
 			header := map[string]string{}
@@ -113,7 +115,7 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "server address")
+	fl.StringVar(&endpoint, "endpoint", "", "server URL (default $EAS_ENDPOINT, then http://127.0.0.1:8080), as the other client verbs")
 	fl.StringVar(&service, "service", "", "service name (POST /api/predict/NAME, or /v2/models/NAME/infer for kserve formats)")
 	fl.StringVar(&url, "url", "", "full target URL (instead of --endpoint and --service)")
 	fl.StringVar(&token, "token", os.Getenv("EAS_TOKEN"), "service token (default $EAS_TOKEN)")

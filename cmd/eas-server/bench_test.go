@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // TestBenchInProcess runs the processor the way the benchmark scripts do,
@@ -44,5 +46,24 @@ func TestBenchInProcess(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "CUDA") || !strings.Contains(errOut, "onnx_cpu") {
 		t.Fatalf("GPU code without CUDA: exit %d, want the deploy error naming CUDA and the CPU code: %s", code, errOut)
+	}
+}
+
+// TestBenchReadsTheEndpointEnvironment: bench finds the server through
+// $EAS_ENDPOINT like the other client verbs (issue 34: it always called
+// 127.0.0.1:8080 unless --endpoint was given).
+func TestBenchReadsTheEndpointEnvironment(t *testing.T) {
+	st := teststack.Start(t, `{"name":"e","processor":"echo","token":"T","metadata":{"instance":1}}`)
+	t.Setenv("EAS_ENDPOINT", st.URL)
+	t.Setenv("EAS_TOKEN", "T")
+	out, errOut, code := runCLI(t, "bench", "--service", "e", "--body", teststack.WriteFile(t, t.TempDir(), "b", "x"),
+		"-c", "1", "-d", "200ms", "--warmup", "0s", "-o", "json")
+	var res []struct {
+		Requests int            `json:"requests"`
+		OK       int            `json:"ok"`
+		ByStatus map[string]int `json:"by_status"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || len(res) != 1 || res[0].Requests == 0 || res[0].OK != res[0].Requests {
+		t.Fatalf("bench through $EAS_ENDPOINT: exit %d\n%s\n%s", code, out, errOut)
 	}
 }

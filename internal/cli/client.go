@@ -63,10 +63,11 @@ func (f *clientFlags) client() (*apiClient, error) {
 	return f.connect(true)
 }
 
-// connect builds the API client; needAdmin makes a missing admin token an
-// error, else the client may have none (token "").
-func (f *clientFlags) connect(needAdmin bool) (*apiClient, error) {
-	endpoint := f.endpoint
+// Endpoint is the server a client verb reaches: flag when given, else
+// $EAS_ENDPOINT, else http://127.0.0.1:8080; "http://" is added to a bare
+// host:port. Every verb that calls a server (bench too) reads it so.
+func Endpoint(flag string) string {
+	endpoint := flag
 	if endpoint == "" {
 		endpoint = os.Getenv(endpointEnv)
 	}
@@ -76,6 +77,13 @@ func (f *clientFlags) connect(needAdmin bool) (*apiClient, error) {
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
 	}
+	return endpoint
+}
+
+// connect builds the API client; needAdmin makes a missing admin token an
+// error, else the client may have none (token "").
+func (f *clientFlags) connect(needAdmin bool) (*apiClient, error) {
+	endpoint := Endpoint(f.endpoint)
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("--endpoint: %q is not a URL; use http://HOST:PORT", endpoint)
