@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -99,3 +100,25 @@ var (
 	_ Queue   = (*boltQueue)(nil)
 	_ Watcher = (*boltWatcher)(nil)
 )
+
+// FullError is the ErrFull of queue name holding its limit of entries,
+// naming the service.json key that sets it (queue.source.max_length for
+// the input queue, queue.sink.max_length for the sink); cause is the
+// backend's own error, or nil.
+func FullError(name string, limit int, cause error) error {
+	key := "max_length"
+	switch name {
+	case "input":
+		key = "queue.source.max_length"
+	case "sink":
+		key = "queue.sink.max_length"
+	}
+	what := "its limit"
+	if limit > 0 {
+		what = fmt.Sprintf("%d entries, its limit", limit)
+	}
+	if cause != nil {
+		return fmt.Errorf("%w: the %s queue holds %s (%s); retry later, or raise %s: %w", ErrFull, name, what, key, key, cause)
+	}
+	return fmt.Errorf("%w: the %s queue holds %s (%s); retry later, or raise %s", ErrFull, name, what, key, key)
+}

@@ -283,7 +283,7 @@ func (q *boltQueue) Put(ctx context.Context, data []byte, tags map[string]string
 	if q.cfg.MaxLength > 0 && len(q.entries) >= q.cfg.MaxLength {
 		if !q.cfg.AutoEvict || q.ready.Len() == 0 {
 			q.mu.Unlock()
-			return 0, "", fmt.Errorf("%w: %d entries, the limit", ErrFull, q.cfg.MaxLength)
+			return 0, "", FullError(q.name, q.cfg.MaxLength, nil)
 		}
 		evict = append(evict, q.oldestReadyLocked())
 	}

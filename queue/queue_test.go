@@ -80,8 +80,8 @@ func TestEndAndWaitRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := sink.Put(ctx, []byte("4th"), nil, 0); !errors.Is(err, ErrFull) {
-		t.Errorf("full sink: %v", err)
+	if _, _, err := sink.Put(ctx, []byte("4th"), nil, 0); !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "raise queue.sink.max_length") {
+		t.Errorf("full sink: %v, want ErrFull naming queue.sink.max_length", err)
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -43,13 +43,21 @@ import (
 	"time"
 )
 
-// Sentinel errors returned by Do. Callers map them to HTTP status codes.
+// Sentinel errors returned by Do. Callers map them to HTTP status codes
+// (in the comments). The messages name the service.json keys behind each
+// limit: they are what the service's owner can change.
 var (
-	ErrQueueFull   = errors.New("the service queue is full")         // 450
-	ErrRateLimited = errors.New("the service rate limit is reached") // 429
-	ErrDeadline    = errors.New("the request exceeded its deadline") // 408
-	ErrCanceled    = errors.New("the client closed the request")     // 499
-	ErrStopped     = errors.New("the service is stopping")           // 503
+	// ErrQueueFull: 450.
+	ErrQueueFull = errors.New("the service queue is full: every worker is busy and metadata.rpc.max_queue_size requests wait; " +
+		"retry later, or raise metadata.rpc.max_queue_size, worker_threads or metadata.instance")
+	// ErrRateLimited: 429.
+	ErrRateLimited = errors.New("the service rate limit is reached (metadata.rpc.rate_limit requests a second); retry later")
+	// ErrDeadline: 408.
+	ErrDeadline = errors.New("the request exceeded its deadline (metadata.rpc.keepalive from its arrival)")
+	// ErrCanceled: 499.
+	ErrCanceled = errors.New("the client closed the request")
+	// ErrStopped: 503.
+	ErrStopped = errors.New("the service is stopping")
 )
 
 // PanicError is returned to every request of a batch whose run panicked.

@@ -99,8 +99,9 @@ func TestRateLimitRefusesBeforeDecode(t *testing.T) {
 			t.Fatalf("first request: %d %s", r.code, r.body)
 		}
 		for i := range refused {
-			if r := do(t, "POST", st.URL+"/api/predict/limited", []byte("x"), map[string]string{"Authorization": "T"}); r.code != http.StatusTooManyRequests {
-				t.Errorf("request %d over the rate limit: %d %s, want 429", i, r.code, r.body)
+			if r := do(t, "POST", st.URL+"/api/predict/limited", []byte("x"), map[string]string{"Authorization": "T"}); r.code != http.StatusTooManyRequests ||
+				!strings.Contains(r.body, "metadata.rpc.rate_limit") {
+				t.Errorf("request %d over the rate limit: %d %s, want 429 naming metadata.rpc.rate_limit", i, r.code, r.body)
 			}
 		}
 		if got := decodes(t, st.URL, "limited"); got != "2" {

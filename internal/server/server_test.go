@@ -118,8 +118,8 @@ func TestKeepaliveGives408(t *testing.T) {
 		`{"name":"slow","processor":"echo","token":"T","model_config":{"sleep_ms":2000},"metadata":{"instance":1,"rpc":{"keepalive":100}}}`)
 	start := time.Now()
 	r := do(t, "POST", s.URL+"/api/predict/slow", []byte("x"), map[string]string{"Authorization": "T"})
-	if r.code != 408 {
-		t.Fatalf("sleep beyond keepalive: got %d %q, want 408", r.code, r.body)
+	if r.code != 408 || !strings.Contains(r.body, "metadata.rpc.keepalive") {
+		t.Fatalf("sleep beyond keepalive: got %d %q, want 408 naming metadata.rpc.keepalive", r.code, r.body)
 	}
 	if el := time.Since(start); el > time.Second {
 		t.Errorf("408 came after %v, want about the 100ms keepalive", el)

@@ -299,7 +299,7 @@ func (q *Queue) publish(ctx context.Context, data []byte, tags map[string]string
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed {
-			return 0, fmt.Errorf("%w: %w", queue.ErrFull, err)
+			return 0, queue.FullError(q.name, 0, err)
 		}
 		return 0, fmt.Errorf("queue %s: publish: %w", q.name, err)
 	}
