@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-async bench-custom bench-torchscript bench-caffe bench-gpu deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-async bench-queue-read bench-custom bench-torchscript bench-caffe bench-gpu deps test-deps proto clean
 
 all: build
 
@@ -93,6 +93,10 @@ bench-batching:
 ## bench-async: the asynchronous service numbers of BENCHMARKS.md (starts its own servers)
 bench-async:
 	bash scripts/bench-async.sh
+
+## bench-queue-read: the queue read numbers of BENCHMARKS.md (put -> answer with a big sink, watchers, RSS of large reads)
+bench-queue-read:
+	bash scripts/bench-queue-read.sh
 
 ## bench-custom: the custom processor ratios of BENCHMARKS.md (starts its own server)
 bench-custom:

@@ -20,6 +20,7 @@ import (
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/processors"
+	"github.com/eas-server/eas-server/queue"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -31,6 +32,7 @@ type serveFlags struct {
 	noControl   bool   // --no-control-plane: serve the --deploy services only
 	console     bool   // --console: the web console at /console/
 	maxBody     int64
+	queueRead   int64
 	logLevel    string
 	logFormat   string
 	grace       time.Duration
@@ -77,6 +79,7 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&f.noControl, "no-control-plane", false, "serve only the --deploy services: no /api/v2/services and no admin token (how the pods of eas-server controller run)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the token of the --deploy services whose service.json gives none (on Kubernetes, a mounted Secret); without it they get a token generated and kept in the state dir")
 	fl.Int64Var(&f.maxBody, "max-body-size", server.DefaultMaxBodyBytes, "request body limit in bytes; larger bodies get 413")
+	fl.Int64Var(&f.queueRead, "queue-max-read-bytes", queue.DefaultMaxReadBytes, "the most bytes of entries one read of an asynchronous service's queue answers (at least one entry; the rest by X-Eas-Queueservice-Next-Index)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.DurationVar(&f.grace, "shutdown-grace", 30*time.Second, "after --shutdown-delay, how long in-flight and queued requests may take to finish")

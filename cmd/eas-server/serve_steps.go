@@ -147,7 +147,7 @@ func newServer(f serveFlags, log *slog.Logger, m serveMetrics, mgr *service.Mana
 	}
 	sig.Replay = auth.NewReplayCache(f.sigReplay)
 	return server.New(server.Options{
-		Manager: mgr, Logger: log, Metrics: m.mt, Gatherer: prometheus.Gatherers{m.reg, m.easReg}, MaxBodyBytes: f.maxBody, AdminToken: adminToken,
+		Manager: mgr, Logger: log, Metrics: m.mt, Gatherer: prometheus.Gatherers{m.reg, m.easReg}, MaxBodyBytes: f.maxBody, QueueReadBytes: f.queueRead, AdminToken: adminToken,
 		Auth:                sig,
 		BodyReadTimeout:     f.bodyReadTimeout,
 		MetricsRequireAdmin: f.metricsAdmin,

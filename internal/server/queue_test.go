@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eas-server/eas-server/internal/server"
 	"github.com/eas-server/eas-server/internal/service"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
@@ -301,5 +302,25 @@ func TestAsyncOnJetStream(t *testing.T) {
 	}
 	if a, err := in.Attributes(ctx); err != nil || a["stream.length"] != "0" {
 		t.Errorf("input after the answers: %v %v", a, err)
+	}
+}
+
+// TestQueueReadBytesOption: Options.QueueReadBytes (serve
+// --queue-max-read-bytes) caps a read of a queue; the answer names where
+// to read on.
+func TestQueueReadBytesOption(t *testing.T) {
+	st := teststack.New(t, teststack.Options{Server: server.Options{QueueReadBytes: 100}}, asyncSpec("capped", `{}`, 1, 1))
+	_, sink := queues(st, "capped")
+	var idx []uint64
+	for range 3 {
+		x, _, err := sink.Put(t.Context(), []byte(strings.Repeat("d", 80)), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, x)
+	}
+	code, body, hdr := teststack.Do(t, "GET", st.URL+"/api/predict/capped/sink?_length_=3", asyncToken, nil, "Accept", "application/json")
+	if code != 200 || strings.Count(string(body), `"index"`) != 1 || hdr.Get(queue.HeaderNextIndex) != fmt.Sprint(idx[1]) {
+		t.Fatalf("a read over the cap: %d %s, next index %q, want one entry and %d", code, body, hdr.Get(queue.HeaderNextIndex), idx[1])
 	}
 }

@@ -55,6 +55,10 @@ type Options struct {
 	Metrics      *metrics.Metrics
 	Gatherer     prometheus.Gatherer // serves /metrics; nil = no /metrics route
 	MaxBodyBytes int64               // request body limit; 0 = DefaultMaxBodyBytes
+	// QueueReadBytes caps one read of an asynchronous service's queue (the
+	// entries' bytes as stored; at least one entry is answered); 0 =
+	// queue.DefaultMaxReadBytes.
+	QueueReadBytes int64
 	// AdminToken guards the control plane (/api/v2/services); "" disables
 	// it (every control request gets 401).
 	AdminToken string
@@ -626,7 +630,7 @@ func (s *Server) serveQueue(c *gin.Context, svc *service.Service, live *service.
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	qs := svc.Queues()
-	api := queue.API{Queue: qs.Input, Name: name, MaxBody: s.opt.MaxBodyBytes}
+	api := queue.API{Queue: qs.Input, Name: name, MaxBody: s.opt.MaxBodyBytes, MaxReadBytes: s.opt.QueueReadBytes}
 	switch extra {
 	case "":
 	case "/sink":
