@@ -213,6 +213,7 @@ type boltQueue struct {
 	consumers    int // watchers made, for their default ids
 	deadLetter   DeadLetterFunc
 	ackErrors    atomic.Int64 // background writes of deliveries that failed
+	deadLettered atomic.Int64 // entries given back past MaxDelivery (Stats.DeadLettered)
 	// examined counts entries looked at to find a watcher's next entry
 	// or plan a read: what the tag index keeps to the matching ones.
 	examined atomic.Int64
@@ -496,6 +497,7 @@ func (q *boltQueue) deadLetterOne(ctx context.Context, dl DeadLetterFunc, idx ui
 		return err
 	}
 	msg := fmt.Sprintf("dead-lettered after %d deliveries: %s", deliveries, reason)
+	q.deadLettered.Add(1)
 	if dl != nil {
 		return dl(ctx, r.Frame, msg) // it deletes the entry, with its own write
 	}
@@ -544,9 +546,15 @@ type Stats struct {
 	// acks and naks of entries fetched and given back, dead letters
 	// handed on while fetching, the embedded store's background writes of
 	// delivery counts and auto-commits (since the queue was opened here).
-	AckErrors  int64
-	MaxLength  int
-	MaxPayload int
+	AckErrors int64
+	// DeadLettered counts the entries given back past MaxDelivery since the
+	// queue was opened here: moved on by the dead-letter function (the
+	// input queue's, into the sink as a 500 answer), or deleted where there
+	// is none (the sink's: an answer its readers took MaxDelivery times
+	// without committing it is gone).
+	DeadLettered int64
+	MaxLength    int
+	MaxPayload   int
 }
 
 // Stats reads the queue's numbers, from memory: it does not fail.
@@ -554,7 +562,7 @@ func (q *boltQueue) Stats(context.Context) (Stats, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := Stats{Length: len(q.entries), InFlight: len(q.owner), Consumers: len(q.watchers), Redeliveries: q.redeliveries,
-		AckErrors: q.ackErrors.Load(), Last: q.last, Ended: q.ended, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
+		AckErrors: q.ackErrors.Load(), DeadLettered: q.deadLettered.Load(), Last: q.last, Ended: q.ended, MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
 	var oldest int64
 	for i, e := range q.entries {
 		if st.First == 0 || i < st.First {

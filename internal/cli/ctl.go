@@ -284,8 +284,8 @@ func descCmd() *cobra.Command {
 					rows = append(rows, [2]string{"Queue " + q.Queue, "not read: " + q.Error})
 					continue
 				}
-				row := fmt.Sprintf("length %d/%d, in flight %d, consumers %d, oldest %.1fs, redeliveries %d",
-					q.Length, q.MaxLength, q.InFlight, q.Consumers, q.OldestAgeSec, q.Redeliveries)
+				row := fmt.Sprintf("length %d/%d, in flight %d, consumers %d, oldest %.1fs, redeliveries %d, dead-lettered %d",
+					q.Length, q.MaxLength, q.InFlight, q.Consumers, q.OldestAgeSec, q.Redeliveries, q.DeadLettered)
 				if q.AckErrors > 0 {
 					row += fmt.Sprintf(", failed acks %d", q.AckErrors)
 				}

@@ -169,14 +169,15 @@ type QueueStat struct {
 	Consumers      int
 	OldestAge      time.Duration
 	Redeliveries   int64
+	DeadLettered   int64
 }
 
 // queueCollector reports the queues of asynchronous services at scrape
 // time.
 type queueCollector struct {
-	length, inFlight, consumers, oldest, redeliveries *prometheus.Desc
-	mu                                                sync.RWMutex
-	fn                                                func() []QueueStat
+	length, inFlight, consumers, oldest, redeliveries, deadLettered *prometheus.Desc
+	mu                                                              sync.RWMutex
+	fn                                                              func() []QueueStat
 }
 
 func newQueueCollector() *queueCollector {
@@ -187,11 +188,12 @@ func newQueueCollector() *queueCollector {
 		consumers:    prometheus.NewDesc("eas_async_queue_consumers", "Consumers watching the queue (the service's instances on input).", l, nil),
 		oldest:       prometheus.NewDesc("eas_async_queue_oldest_age_seconds", "Age of the oldest entry in the queue; 0 when empty.", l, nil),
 		redeliveries: prometheus.NewDesc("eas_async_queue_redeliveries_total", "Entries given back to the queue (a consumer gone, a negative acknowledgement) since the server started.", l, nil),
+		deadLettered: prometheus.NewDesc("eas_async_queue_dead_lettered_total", "Entries given back past queue.max_delivery since the server started: requests answered 500 into the sink (input), answers deleted (sink).", l, nil),
 	}
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{q.length, q.inFlight, q.consumers, q.oldest, q.redeliveries} {
+	for _, d := range []*prometheus.Desc{q.length, q.inFlight, q.consumers, q.oldest, q.redeliveries, q.deadLettered} {
 		ch <- d
 	}
 }
@@ -209,6 +211,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(q.consumers, prometheus.GaugeValue, float64(s.Consumers), s.Service, s.Queue)
 		ch <- prometheus.MustNewConstMetric(q.oldest, prometheus.GaugeValue, s.OldestAge.Seconds(), s.Service, s.Queue)
 		ch <- prometheus.MustNewConstMetric(q.redeliveries, prometheus.CounterValue, float64(s.Redeliveries), s.Service, s.Queue)
+		ch <- prometheus.MustNewConstMetric(q.deadLettered, prometheus.CounterValue, float64(s.DeadLettered), s.Service, s.Queue)
 	}
 }
 

@@ -260,6 +260,7 @@ func TestAsyncQueuesInDescAndMetrics(t *testing.T) {
 		`eas_async_queue_length{queue="sink",service="seen"} 0`,
 		`eas_async_queue_oldest_age_seconds{queue="input",service="seen"}`,
 		`eas_async_queue_redeliveries_total{queue="input",service="seen"} 0`,
+		`eas_async_queue_dead_lettered_total{queue="sink",service="seen"} 0`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -253,6 +253,9 @@ type QueueInfo struct {
 	Redeliveries int64   `json:"Redeliveries"`
 	LastIndex    uint64  `json:"LastIndex"`
 	AckErrors    int64   `json:"AckErrors,omitempty"`
+	// DeadLettered counts entries given back past queue.max_delivery
+	// (Stats.DeadLettered): on the sink, answers deleted unread.
+	DeadLettered int64 `json:"DeadLettered"`
 	// Error says why the numbers could not be read (a broker's error);
 	// the other fields but Queue are then zero.
 	Error string `json:"Error,omitempty"`
@@ -274,7 +277,7 @@ func queueInfos(ctx context.Context, qs *Queues) []QueueInfo {
 		}
 		out = append(out, QueueInfo{Queue: q.Name(), Length: st.Length, MaxLength: st.MaxLength, InFlight: st.InFlight,
 			Consumers: st.Consumers, OldestAgeSec: st.OldestAge.Seconds(), Redeliveries: st.Redeliveries, LastIndex: st.Last,
-			AckErrors: st.AckErrors})
+			AckErrors: st.AckErrors, DeadLettered: st.DeadLettered})
 	}
 	return out
 }
@@ -300,7 +303,7 @@ func (m *Manager) asyncQueueStats() []metrics.QueueStat {
 				continue
 			}
 			out = append(out, metrics.QueueStat{Service: s.Name, Queue: q.Name(), Length: st.Length, InFlight: st.InFlight,
-				Consumers: st.Consumers, OldestAge: st.OldestAge, Redeliveries: st.Redeliveries})
+				Consumers: st.Consumers, OldestAge: st.OldestAge, Redeliveries: st.Redeliveries, DeadLettered: st.DeadLettered})
 		}
 	}
 	return out

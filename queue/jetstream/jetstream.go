@@ -166,19 +166,20 @@ type Queue struct {
 	name    string
 	subject string
 
-	mu         sync.Mutex
-	cfg        queue.Config
-	stream     jetstream.Stream
-	cons       jetstream.Consumer
-	held       map[uint64]held // delivered, not yet acknowledged
-	watchers   map[*Watcher]bool
-	deadLetter queue.DeadLetterFunc
-	redeliver  int64
-	ackErrors  atomic.Int64 // acks and naks no caller saw fail
-	consumers  int          // watchers made, for their default ids
-	quit       chan struct{}
-	lengthSeen int       // the stream's length as last asked
-	lengthAt   time.Time // when
+	mu           sync.Mutex
+	cfg          queue.Config
+	stream       jetstream.Stream
+	cons         jetstream.Consumer
+	held         map[uint64]held // delivered, not yet acknowledged
+	watchers     map[*Watcher]bool
+	deadLetter   queue.DeadLetterFunc
+	redeliver    int64
+	ackErrors    atomic.Int64 // acks and naks no caller saw fail
+	deadLettered atomic.Int64 // messages given back past MaxDelivery (Stats.DeadLettered)
+	consumers    int          // watchers made, for their default ids
+	quit         chan struct{}
+	lengthSeen   int       // the stream's length as last asked
+	lengthAt     time.Time // when
 
 	isEnded    atomic.Bool
 	endedAsked atomic.Int64 // unix nanoseconds of the last ask
@@ -518,6 +519,7 @@ func (q *Queue) Negative(ctx context.Context, reason string, indexes ...uint64) 
 // dead hands a message to the dead-letter function (which removes it
 // through Transfer) or terminates it.
 func (q *Queue) dead(ctx context.Context, m jetstream.Msg, dl queue.DeadLetterFunc, reason string) error {
+	q.deadLettered.Add(1)
 	md, _ := m.Metadata()
 	f := frameOf(md.Sequence.Stream, m.Data(), m.Headers())
 	if dl != nil {
@@ -610,7 +612,7 @@ func (q *Queue) Search(ctx context.Context, index uint64) (queue.Position, error
 // the broker, whose failure is the error.
 func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	q.mu.Lock()
-	st := queue.Stats{Consumers: len(q.watchers), InFlight: len(q.held), Redeliveries: q.redeliver, AckErrors: q.ackErrors.Load(),
+	st := queue.Stats{Consumers: len(q.watchers), InFlight: len(q.held), Redeliveries: q.redeliver, AckErrors: q.ackErrors.Load(), DeadLettered: q.deadLettered.Load(),
 		MaxLength: q.cfg.MaxLength, MaxPayload: q.cfg.MaxPayload}
 	stream := q.stream
 	q.mu.Unlock()

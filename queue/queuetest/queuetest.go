@@ -216,8 +216,25 @@ func redeliveryAndDeadLetter(t *testing.T, b queue.Backend) {
 	if fs, _ := in.Get(ctx, 0, 10, 0, false, nil); len(fs) != 0 {
 		t.Errorf("the dead letter is still in the input queue: %+v", fs)
 	}
-	if st := stats(t, in); st.Redeliveries != 1 {
-		t.Errorf("redeliveries %d, want 1 (the first consumer's close; the second dead-letters)", st.Redeliveries)
+	if st := stats(t, in); st.Redeliveries != 1 || st.DeadLettered != 1 {
+		t.Errorf("redeliveries %d, dead-lettered %d, want 1 and 1 (the first consumer's close; the second dead-letters)", st.Redeliveries, st.DeadLettered)
+	}
+
+	// The sink has no dead-letter function: an answer its readers took
+	// MaxDelivery times (the default, 5) without committing is deleted,
+	// and counted.
+	for range 5 {
+		w := sink.Watch(queue.WatchOptions{Window: 1})
+		next(t, w)
+		if err := w.Close(ctx, "reader gone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fs, _ := sink.Get(ctx, 0, 10, 0, false, nil); len(fs) != 0 {
+		t.Errorf("the sink still holds the answer read twice uncommitted: %+v", fs)
+	}
+	if st := stats(t, sink); st.DeadLettered != 1 {
+		t.Errorf("sink dead-lettered %d, want 1: the deleted answer must be counted", st.DeadLettered)
 	}
 }
 
