@@ -138,3 +138,19 @@ func TestRepositoryAPI(t *testing.T) {
 		t.Errorf("path escape accepted: %d %s", r.code, r.body)
 	}
 }
+
+// TestBatchStatsCountRows: one request of 2 rows is a run of batch size 2
+// in batch_stats, as Triton counts it (issue 34: it was counted as 1, the
+// number of requests).
+func TestBatchStatsCountRows(t *testing.T) {
+	s := newStack(t, nativeService(t, "tri"))
+	row := strings.Repeat("0.25,", 15) + "1"
+	body := []byte(`{"inputs":[{"name":"input","shape":[2,16],"datatype":"FP32","data":[` + row + "," + row + `]}]}`)
+	if r := do(t, "POST", s.URL+"/v2/models/slow/infer", body, map[string]string{"Authorization": token}); r.code != 200 {
+		t.Fatalf("infer: %d %s", r.code, r.body)
+	}
+	st := getStats(t, s.URL+"/api/predict/tri/v2/models/slow/stats")
+	if len(st.BatchStats) != 1 || st.BatchStats[0].BatchSize != 2 || st.BatchStats[0].ComputeInfer.Count != 1 || st.InferenceCount != 2 {
+		t.Errorf("one run of 2 rows: batch_stats %+v, inference_count %d; want one run of batch size 2", st.BatchStats, st.InferenceCount)
+	}
+}

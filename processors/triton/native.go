@@ -420,15 +420,40 @@ func (p *Processor) newScheduler(v *version) *scheduler.Scheduler {
 		ms.QueueSize = db.MaxQueueSize
 		ms.Timeout = db.QueueTimeout
 	}
-	obs := scheduler.Observer{Batch: v.stats.execution, QueueWait: v.stats.queued}
+	obs := scheduler.Observer{QueueWait: v.stats.queued}
 	eng := processors.Adapt[*onnx.Payload, *processors.TensorResult](v.rt)
-	run, key := eng.Run, scheduler.KeyFunc(eng.BatchKey())
+	key := scheduler.KeyFunc(eng.BatchKey())
+	// Triton's batch_stats count a run's batch size in rows (the requests'
+	// batch dimensions added up), not in requests, so the run is timed
+	// here rather than by the scheduler's Batch observer.
+	run := func(ctx context.Context, batch []any) ([]any, error) {
+		start := time.Now()
+		out, err := eng.Run(ctx, batch)
+		v.stats.execution(v.rows(batch), time.Since(start))
+		return out, err
+	}
 	if p.spec.Schedulers == nil {
 		// Outside the loader (the package's own tests): the rule over
 		// the scheduler's defaults, the caller's deadline only.
 		return scheduler.New(processors.RouteConfig(scheduler.Config{Timeout: -1}, ms), run, key, obs, ms.Logger)
 	}
 	return p.spec.Schedulers.NewScheduler(ms, run, key, obs)
+}
+
+// rows is how many batch rows payloads hold: their inputs' first
+// dimensions for a model that batches (max_batch_size > 0), else one each.
+func (v *version) rows(payloads []any) int {
+	n := 0
+	for _, p := range payloads {
+		rows := int64(1)
+		if pl, ok := p.(*onnx.Payload); ok && v.cfg.MaxBatchSize > 0 {
+			if b, err := tensor.BatchSize(pl.Inputs); err == nil {
+				rows = b
+			}
+		}
+		n += int(rows)
+	}
+	return n
 }
 
 // check validates a request against config.pbtxt with Triton's wording, so
@@ -501,12 +526,7 @@ func (v *version) Do(ctx context.Context, tp *processors.TensorPayload) (*proces
 		v.stats.done(false, 0, time.Since(start))
 		return nil, err
 	}
-	rows := int64(1)
-	if v.cfg.MaxBatchSize > 0 {
-		if n, err := tensor.BatchSize(payload.Inputs); err == nil {
-			rows = n
-		}
-	}
+	rows := int64(v.rows([]any{payload}))
 	res, err := v.sched.Do(ctx, payload)
 	if err != nil {
 		v.stats.done(false, 0, time.Since(start))

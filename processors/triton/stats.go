@@ -30,7 +30,7 @@ func (d *duration) add(t time.Duration) {
 
 func newStats() *stats { return &stats{batches: map[int]*duration{}} }
 
-// execution is the scheduler's Batch observer: one run of size requests.
+// execution records one run of the model holding size batch rows.
 func (s *stats) execution(size int, compute time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
