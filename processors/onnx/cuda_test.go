@@ -290,3 +290,15 @@ func TestCUDAProvider(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUCodesSayWhatTheyRun: `eas-server processors` describes the
+// pytorch_gpu_* codes as the loader runs them, TorchScript included (issue
+// 34: it said ONNX only, while TorchScript files run on CUDA).
+func TestGPUCodesSayWhatTheyRun(t *testing.T) {
+	for _, code := range []string{"pytorch_gpu_1.6", "pytorch_gpu_1.10"} {
+		info, ok := processors.Lookup(code)
+		if !ok || !strings.Contains(info.Description, "TorchScript") || !strings.Contains(info.Description, "ONNX") {
+			t.Errorf("%s: %q, want it to name TorchScript and ONNX", code, info.Description)
+		}
+	}
+}

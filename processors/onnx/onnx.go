@@ -81,7 +81,7 @@ func init() {
 		desc := "ONNX model on ONNX Runtime " + LibraryVersion
 		switch {
 		case ci.proto == protoTorch && ci.gpu:
-			desc = "PyTorch model exported to ONNX, CUDA execution provider, EAS Torch protobuf"
+			desc = "PyTorch model: TorchScript on libtorch with CUDA (a shim built against a CUDA libtorch) or exported to ONNX on the CUDA execution provider, EAS Torch protobuf"
 		case ci.proto == protoTorch:
 			desc = "PyTorch model: TorchScript on libtorch or exported to ONNX (torch.onnx.export), CPU, EAS Torch protobuf"
 		case ci.gpu:
