@@ -161,6 +161,9 @@ func k8sCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s:\n%w", args[0], err)
 			}
+			for _, w := range kube.LocalPathWarnings(spec) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", args[0], w)
+			}
 			if asEAS {
 				es, err := kube.RenderEASService(spec, pf.namespace)
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/cli"
 	"github.com/eas-server/eas-server/internal/server"
+	"github.com/eas-server/eas-server/internal/teststack"
 )
 
 // runCLI runs the binary's root command with args, in this process.
@@ -177,5 +178,21 @@ func TestNvidiaGPUs(t *testing.T) {
 	}
 	if g := nvidiaGPUs(root); g.count != 3 {
 		t.Errorf("three /proc entries: %+v", g)
+	}
+}
+
+// TestK8sRenderWarnsOfLocalPaths: k8s render says when a model file is a
+// path on this machine, which the pods will not have (issue 34), and says
+// nothing for a URL the pods can fetch.
+func TestK8sRenderWarnsOfLocalPaths(t *testing.T) {
+	dir := t.TempDir()
+	local := teststack.WriteFile(t, dir, "local.json", `{"name":"m","processor":"pmml","model_path":"models/m.pmml","metadata":{"instance":1}}`)
+	remote := teststack.WriteFile(t, dir, "remote.json", `{"name":"m","processor":"pmml","model_path":"oss://b/m.pmml","metadata":{"instance":1}}`)
+	out, errOut, code := runCLI(t, "k8s", "render", local)
+	if code != 0 || !strings.Contains(out, "kind: Deployment") || !strings.Contains(errOut, `warning: model_path "models/m.pmml" is a path on this machine`) {
+		t.Errorf("render of a local model_path: exit %d, stderr %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "k8s", "render", remote); code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("render of an oss:// model_path: exit %d, stderr %q", code, errOut)
 	}
 }

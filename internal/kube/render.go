@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/eas-server/eas-server/internal/storage"
 	"github.com/eas-server/eas-server/servicejson"
 )
 
@@ -385,4 +386,22 @@ func hpa(name, obj, ns string, a *servicejson.Autoscaler) *autoscalingv2.Horizon
 		}
 	}
 	return h
+}
+
+// LocalPathWarnings says which of spec's model files are paths on the
+// machine that wrote the service.json (a local path or a file:// URL): the
+// pods resolve them in their own file system, where they exist only when
+// the image or a volume puts them there. Render does not refuse them (an
+// image may carry its model), but whoever renders should know.
+func LocalPathWarnings(spec *servicejson.Service) []string {
+	var out []string
+	for _, f := range []struct{ key, loc string }{
+		{"model_path", spec.ModelPath}, {"processor_path", spec.ProcessorPath}, {"warm_up_data_path", spec.WarmUpDataPath},
+	} {
+		if path, local := storage.LocalPath(f.loc); f.loc != "" && local {
+			out = append(out, fmt.Sprintf("%s %q is a path on this machine: the pods look for it in their own file system, "+
+				"where it exists only if the image or a volume puts it there; give an oss:// or http(s):// URL the pods can fetch", f.key, path))
+		}
+	}
+	return out
 }
