@@ -28,6 +28,8 @@
 #   Idempotent: a file present with its pinned hash is not fetched again.
 # npm comes from Debian (apt-get install npm, with sudo unless root) when it
 # is missing.
+# The checked tarballs are kept in ${EAS_NPM_CACHE_DIR:-~/.cache/eas-server/npm}, so
+# a new clone on the same machine installs without downloading.
 # Offline machines: ONNXRUNTIME_NPM_TARBALL=/path/onnxruntime-node-1.29.0.tgz
 # and ONNXRUNTIME_GPU_NPM_TARBALL=/path/com.github.asus4.onnxruntime.linux-x64-gpu-0.4.9.tgz
 # use tarballs already on disk.
@@ -77,6 +79,8 @@ esac
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
+cache_dir="${EAS_NPM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eas-server/npm}"
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -95,9 +99,18 @@ ensure_npm() {
 
 # fetch_tarball PACKAGE VERSION SHA256 OVERRIDE_VAR SIZE: prints the path of the
 # package's checked tarball, from $OVERRIDE_VAR when set, else npm pack.
+# A checked tarball is kept in $cache_dir, outside the repository, so that
+# another clone on this machine (a CI run's fresh one) does not download it
+# again; a cached file is used only when its sha256 is the pinned one.
 fetch_tarball() {
 	local pkg="$1" version="$2" want="$3" override="$4" size="$5" tarball
+	local cached="$cache_dir/$pkg-$version.tgz"
 	tarball="${!override:-}"
+	if [[ -z "$tarball" && -f "$cached" && "$(sha "$cached")" == "$want" ]]; then
+		echo "fetch-onnxruntime: $pkg@$version from the cache $cached" >&2
+		echo "$cached"
+		return
+	fi
 	if [[ -z "$tarball" ]]; then
 		ensure_npm "$override"
 		echo "fetch-onnxruntime: npm pack $pkg@$version ($size)" >&2
@@ -109,6 +122,9 @@ fetch_tarball() {
 	local got
 	got="$(sha "$tarball")"
 	[[ "$got" == "$want" ]] || die "sha256 of $tarball is $got, want $want (corrupt download or a republished package)"
+	if [[ "$tarball" != "$cached" ]] && mkdir -p "$cache_dir" 2>/dev/null && cp "$tarball" "$cached.tmp.$$" 2>/dev/null; then
+		mv -f "$cached.tmp.$$" "$cached"
+	fi
 	echo "$tarball"
 }
 
