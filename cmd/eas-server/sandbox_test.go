@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,15 +46,33 @@ func TestStateDirIsEnteredNotListed(t *testing.T) {
 // the state dir, reads nothing in it, and the server serves on, its
 // control plane still answering to the admin token only it knows.
 func TestHostileProcessorAgainstTheRealServer(t *testing.T) {
-	state := filepath.Join(t.TempDir(), "eas-data")
+	// The state dir is where other uids may reach it (a t.TempDir and the
+	// directory above it are 0700): serve makes it 0711 itself.
+	root := t.TempDir()
+	for _, d := range []string{root, filepath.Dir(root)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := filepath.Join(root, "eas-data")
 	dir := t.TempDir()
-	hostile, err := filepath.Abs("../../processors/custom/testdata/hostile.py")
+	// The package comes over HTTP, as from OSS: the worker reads it in
+	// <state-dir>/cache.
+	src, err := os.ReadFile("../../processors/custom/testdata/hostile.py")
 	if err != nil {
 		t.Fatal(err)
 	}
+	pkg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hostile.py" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(src)
+	}))
+	defer pkg.Close()
 	victim := teststack.WriteFile(t, dir, "victim.json", `{"name":"victim","processor":"echo","metadata":{"instance":1}}`)
 	evil := teststack.WriteFile(t, dir, "hostile.json", fmt.Sprintf(`{"name":"hostile","processor_path":%q,"processor_type":"python",
-		"token":"h","model_config":{"victim":"victim"},"metadata":{"instance":1,"rpc":{"keepalive":20000}}}`, hostile))
+		"token":"h","model_config":{"victim":"victim"},"metadata":{"instance":1,"rpc":{"keepalive":20000}}}`, pkg.URL+"/hostile.py"))
 	env := []string{"EAS_ADMIN_TOKEN=", "EAS_WORKER_UID="}
 	if os.Geteuid() == 0 {
 		env = append(env, "EAS_PYTHON=/usr/bin/python3") // reachable by the service's uid
@@ -89,6 +108,9 @@ func TestHostileProcessorAgainstTheRealServer(t *testing.T) {
 	str := func(k string) string { s, _ := r[k].(string); return s }
 	if !strings.Contains(str("cmdline"), "--state-dir") {
 		t.Errorf("the hostile processor did not find --state-dir in the server's command line (%q): the test does not retrace the attack", str("cmdline"))
+	}
+	if uid, _ := r["uid"].(float64); os.Geteuid() == 0 && uid == 0 {
+		t.Errorf("the worker runs as root: the service's own uid did not reach its package in the model cache; server log:\n%s", c.stderr())
 	}
 	if strings.Contains(body, admin) {
 		t.Errorf("the admin token reached the hostile processor: %s", body)

@@ -157,7 +157,7 @@ func (x *extractor) file(name, rel string, mode fs.FileMode, r io.Reader) error 
 	if err := x.mkdirAll(filepath.Dir(rel)); err != nil {
 		return err
 	}
-	perm := mode.Perm()&0o755 | 0o600
+	perm := mode.Perm()&0o755 | 0o644 // readable by a worker running as a uid of its own
 	f, err := x.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err

@@ -203,6 +203,11 @@ func (r *cacheRef) commitMeta(m entryMeta, fill func(dst string) (string, error)
 		return "", err
 	}
 	defer os.RemoveAll(stage)
+	// MkdirTemp's 0700 would become the entry's: custom processors'
+	// workers running as a uid of their own read their models here.
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return "", err
+	}
 	data := filepath.Join(stage, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		return "", err
