@@ -1,7 +1,8 @@
 // Package sandbox is the trust boundary around user code (custom
 // processors and their pre_process/post_process hooks): a worker process
-// started through Wrap cannot read the server's state directory, tokens or
-// credentials, and cannot signal the server or other services' workers.
+// started through a Launcher cannot read the server's state directory,
+// tokens or credentials, and cannot signal the server or other services'
+// workers.
 //
 // Two mechanisms, each applied where the machine allows it:
 //
@@ -16,9 +17,9 @@
 //     also denies ptrace, and so /proc/<pid>/environ, mem, fd and cwd, of
 //     processes outside the domain.
 //
-// Wrap turns a command into one that starts this program again in launcher
-// mode (the package's init, keyed by an environment variable): still with
-// the server's privileges it opens what it must, then drops to the uid,
+// Launcher.Wrap turns a command into one that starts this program again
+// in launcher mode (the package's init, keyed by an environment variable):
+// still with the server's privileges it opens what it must, drops to the uid,
 // sets no_new_privs, enters the Landlock domain and execve's the real
 // worker, so the whole worker, every thread and every child, starts inside
 // the boundary. Landlock restricts only the calling thread, which is why
@@ -137,9 +138,10 @@ func withoutLaunch(env []string) []string {
 	return out
 }
 
-// WorkerUID is the uid and gid a service's workers run as: -1, -1 when the
-// server is not root (it cannot change uid) or EAS_WORKER_UID is "0"... see
-// EnvWorkerUID. The error is a malformed EAS_WORKER_UID.
+// WorkerUID is the uid and gid a service's workers run as (EnvWorkerUID):
+// -1, -1 (keep the server's) when the server is not root, since only root
+// can change uid, or when EAS_WORKER_UID is "0". The error is a malformed
+// EAS_WORKER_UID.
 func WorkerUID(service string) (uid, gid int, err error) {
 	if os.Geteuid() != 0 {
 		return -1, -1, nil
