@@ -144,8 +144,7 @@ func TestSeparateUID(t *testing.T) {
 	if err := sandbox.Reachable(exe, id, id); err == nil {
 		t.Logf("note: %s is reachable by uid %d; the descriptor path is not exercised", exe, id)
 	}
-	os.Setenv("SANDBOX_TEST_CHILD", "report")
-	defer os.Unsetenv("SANDBOX_TEST_CHILD")
+	t.Setenv("SANDBOX_TEST_CHILD", "report")
 	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil { // t.TempDir is 0700
 		t.Fatal(err)
 	}
