@@ -136,12 +136,15 @@ func launchWorker(v string) error {
 }
 
 // buildRuleset makes a Landlock ruleset that handles every right the ABI
-// knows, allows readOnly and readWrite, and (ABI 6) scopes signals.
+// knows, allows readOnly and readWrite, and (ABI 6) scopes signals and
+// abstract Unix sockets.
 func buildRuleset(abi int, readOnly, readWrite []string) (int, error) {
 	handled := handledFS(abi)
 	attr := unix.LandlockRulesetAttr{Access_fs: handled}
 	if abi >= 6 {
-		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL
+		// Signals, and abstract Unix sockets (a container runtime's shim
+		// listens on one), reach only the worker's own domain.
+		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {

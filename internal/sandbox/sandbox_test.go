@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/sandbox"
 )
 
@@ -124,6 +126,50 @@ func TestLandlockScopesSignals(t *testing.T) {
 	if out, err := run(t, &p, false, "/bin/sh", "-c", "sleep 5 & kill $!"); err != nil {
 		t.Errorf("sandboxed kill of its own child: %v %s", err, out)
 	}
+}
+
+// TestLandlockScopesAbstractSockets: a sandboxed worker cannot connect to
+// an abstract Unix socket this process listens on (a container runtime's
+// shim listens on one); without the sandbox it can.
+func TestLandlockScopesAbstractSockets(t *testing.T) {
+	needLandlock(t, 6)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		require.Missing(t, require.Python, "python3 not found: %v", err)
+	}
+	name := fmt.Sprintf("eas-sandbox-test-%d", os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	script := fmt.Sprintf("import socket; socket.socket(socket.AF_UNIX).connect('\\0%s')", name)
+	if out, err := run(t, nil, false, py, "-c", script); err != nil {
+		t.Fatalf("unsandboxed connect: %v %s", err, out)
+	}
+	p := policy(pythonDirs(py)...)
+	if out, err := run(t, &p, false, py, "-c", script); err == nil || !strings.Contains(out, "PermissionError") {
+		t.Errorf("sandboxed connect to an abstract socket outside the domain: %v %q; want PermissionError", err, out)
+	}
+}
+
+// pythonDirs is what python3 at py needs beyond the system: its
+// installation (a pyenv under /root, say).
+func pythonDirs(py string) []string {
+	real, err := filepath.EvalSymlinks(py)
+	if err != nil {
+		real = py
+	}
+	return []string{filepath.Dir(filepath.Dir(py)), filepath.Dir(filepath.Dir(real))}
 }
 
 // TestSeparateUID: as root, the worker runs as the policy's uid and gid,
