@@ -12,8 +12,9 @@
 //   - Landlock (Linux 5.13 and later, when the LSM is enabled): a
 //     filesystem allow-list (Policy.ReadOnly, Policy.ReadWrite; everything
 //     else, the state directory included, is denied) and, from Landlock ABI
-//     6 (Linux 6.12), signal scoping: the worker cannot signal any process
-//     outside its own Landlock domain (the server, other workers). Landlock
+//     6 (Linux 6.12), scoping: the worker cannot signal any process outside
+//     its own Landlock domain (the server, other workers), nor connect to
+//     an abstract Unix socket one of them listens on. Landlock
 //     also denies ptrace, and so /proc/<pid>/environ, mem, fd and cwd, of
 //     processes outside the domain.
 //
