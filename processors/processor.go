@@ -117,6 +117,25 @@ type Spec struct {
 	// (`eas-server validate`, a processor's own tests): a router then
 	// uses RouteConfig over the scheduler's defaults, unobserved.
 	Schedulers Schedulers
+	// Event records something that happened to the loaded processor on
+	// its own, outside the loader's lifecycle (a custom processor's
+	// worker process crashed, or was restarted), in the service's events
+	// (`eas-server events`, `desc`). warning marks a Warning event, else
+	// a Normal one; reason is a CamelCase word of the processor's own
+	// (WorkerCrashed), never one of the loader's (Running, LoadFailed);
+	// message says what happened. The processor logs what it reports
+	// itself: the service records it without logging it again. It may be
+	// called from any goroutine, at any time until Close returns. Nil
+	// outside the loader; call it through Report.
+	Event func(warning bool, reason, message string)
+}
+
+// Report calls s.Event when it is set: the event for the service's
+// history, or nothing outside the loader.
+func (s Spec) Report(warning bool, reason, message string) {
+	if s.Event != nil {
+		s.Event(warning, reason, message)
+	}
 }
 
 // Hook is a custom processor run around a built-in one.

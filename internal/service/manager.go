@@ -298,8 +298,9 @@ func Configure(spec *servicejson.Service, ps processors.Spec) (*processors.Engin
 // load runs the processor lifecycle: New -> Configure -> fetch -> Load ->
 // Warmup. On failure whatever was opened is closed and whatever was
 // fetched is released; on success the caller releases fetched (the model
-// cache may then evict its files) once the model is closed.
-func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog.Logger) (e *processors.Engine, fetched *fetchList, err error) {
+// cache may then evict its files) once the model is closed. event is the
+// processor's processors.Spec.Event: how it adds to the service's events.
+func (m *Manager) load(ctx context.Context, spec *servicejson.Service, event func(bool, string, string), log *slog.Logger) (e *processors.Engine, fetched *fetchList, err error) {
 	fo := storage.FetchOptions{BaseDir: m.opt.BaseDir, OSSEndpoint: spec.OSSEndpoint, Logger: log}
 	fetched = &fetchList{fetcher: m.opt.Fetcher, opts: fo}
 	ps, sum, err := ProcessorSpec(spec, m.opt.MaxModelBytes, log)
@@ -308,6 +309,7 @@ func (m *Manager) load(ctx context.Context, spec *servicejson.Service, log *slog
 	}
 	ps.Fetcher = fetched
 	ps.Schedulers = m.modelSchedulers(spec, log)
+	ps.Event = event
 	if e, err = Configure(spec, ps); err != nil {
 		return nil, nil, err
 	}

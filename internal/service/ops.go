@@ -139,7 +139,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 		nl = m.newLive(v, spec, token, old.model, log)
 	} else {
 		began := time.Now()
-		engine, fetched, err := m.load(ctx, spec, log)
+		engine, fetched, err := m.load(ctx, spec, m.processorEvents(s, v), log)
 		if err != nil {
 			m.opt.Metrics.ModelLoadFailed(s.Name, loadFailureReason(err))
 			m.loadFailed(s, v, old, err)

@@ -253,6 +253,12 @@ func (s *Service) eventLocked(typ, reason, msg string) {
 // lifecycle transitions are recorded.
 func (s *Service) versionEventLocked(v int, typ, reason, msg string) {
 	s.logEventLocked(v, typ, reason, msg)
+	s.appendEventLocked(typ, reason, msg)
+}
+
+// appendEventLocked adds an event to the history, dropping the oldest past
+// MaxEvents.
+func (s *Service) appendEventLocked(typ, reason, msg string) {
 	s.rec.Events = append(s.rec.Events, Event{Time: time.Now().UTC(), Type: typ, Reason: reason, Message: msg})
 	if n := len(s.rec.Events); n > MaxEvents {
 		s.rec.Events = append([]Event(nil), s.rec.Events[n-MaxEvents:]...)

@@ -141,6 +141,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		}
 	}
 	pl := newPool(p.spec.Service, log, init, command, maxFrame(p.spec))
+	pl.kind, pl.event = p.kind, p.spec.Report
 	if err := pl.start(ctx); err != nil {
 		sb.close()
 		return err

@@ -60,6 +60,10 @@ func (h *hooked) Configure(spec processors.Spec) error {
 		hs.ModelSource, hs.ModelEntry = "", "" // the model is the built-in processor's
 		hs.PreProcess, hs.PostProcess = nil, nil
 		hs.Logger = spec.Logger.With("hook", x.key)
+		if spec.Event != nil { // the hook's worker events name it
+			key := x.key
+			hs.Event = func(warning bool, reason, message string) { spec.Event(warning, reason, key+": "+message) }
+		}
 		if err := p.Configure(hs); err != nil {
 			return fmt.Errorf("%s: %w", x.key, err)
 		}

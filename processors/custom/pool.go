@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,8 +29,15 @@ import (
 // each request to one with a free thread, and restarts a process that dies
 // or hangs, failing only the requests that process held.
 type pool struct {
-	name     string
-	log      *slog.Logger
+	name string
+	log  *slog.Logger
+	// kind is the processor_type, cpp or python: a cpp worker reports a
+	// crash in user code (cworker.CrashMarker), and a python worker that
+	// ends before hello is a script that did not reach run().
+	kind string
+	// event reports to the service's events (processors.Spec.Report):
+	// a crash, a hang, a restart. Nil reports nothing.
+	event    func(warning bool, reason, message string)
 	init     frame.InitInfo
 	command  func(index int) *exec.Cmd // one worker process; pool adds the socket
 	maxFrame int
@@ -166,9 +174,11 @@ func (p *pool) supervise(index int, first chan<- startResult) {
 					return
 				}
 			}
-			if err == nil {
+			served := err == nil
+			if served {
 				if attempt > 0 {
 					p.log.Info("custom processor worker restarted", "worker", index, "pid", w.pid)
+					p.report(false, "WorkerRestarted", fmt.Sprintf("worker %d restarted as process %d", index, w.pid))
 				}
 				p.add(w)
 				err = w.serve(p)
@@ -184,7 +194,7 @@ func (p *pool) supervise(index int, first chan<- startResult) {
 			if time.Since(began) > 30*time.Second {
 				backoff = 100 * time.Millisecond
 			}
-			p.log.Error("custom processor worker ended; restarting", "worker", index, "err", err, "in", backoff)
+			p.ended(index, w, served, err, backoff)
 			select {
 			case <-time.After(backoff):
 			case <-p.ctx.Done():
@@ -193,6 +203,64 @@ func (p *pool) supervise(index int, first chan<- startResult) {
 			backoff = min(backoff*2, 10*time.Second)
 		}
 	}()
+}
+
+// ended logs, as one error line, why worker index ended (served: after
+// serving; else its restart failed) and that it is restarted after backoff,
+// and reports it to the service's events. A crash in user code that the
+// worker reported (a cpp worker's signal) is logged with the signal, the
+// fault address and where it happened as attributes of their own.
+func (p *pool) ended(index int, w *worker, served bool, err error, backoff time.Duration) {
+	attrs := []any{"worker", index}
+	var crash *crashReport
+	if w != nil {
+		attrs = append(attrs, "pid", w.pid)
+		crash = w.log.crashReport()
+	}
+	if crash != nil {
+		attrs = append(attrs, "signal", crash.signalName())
+		if crash.addr != "" {
+			attrs = append(attrs, "addr", crash.addr)
+		}
+		attrs = append(attrs, "at", crash.location())
+	}
+	attrs = append(attrs, "err", err, "in", backoff)
+	msg, reason := "custom processor worker ended; restarting", "WorkerCrashed"
+	switch {
+	case !served:
+		msg, reason = "custom processor worker restart failed; retrying", "WorkerRestartFailed"
+	case crash != nil:
+		msg = "custom processor worker crashed; restarting"
+	case w.hungReason() != "":
+		reason = "WorkerHung"
+	}
+	p.log.Error(msg, attrs...)
+	p.report(true, reason, fmt.Sprintf("%v; restarting in %s", err, backoff))
+}
+
+// maxEventMessage bounds the message of an event the pool reports: the
+// worker's last output is in the log, not in the service's history.
+const maxEventMessage = 1 << 10
+
+// report sends an event to the service (processors.Spec.Report).
+func (p *pool) report(warning bool, reason, message string) {
+	if p.event == nil {
+		return
+	}
+	if len(message) > maxEventMessage {
+		cut := maxEventMessage
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut] + "..."
+	}
+	p.event(warning, reason, message)
+}
+
+func (w *worker) hungReason() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hungWhy
 }
 
 // spawn starts one process and runs the handshake: Hello, Init, Ready.
@@ -205,6 +273,7 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	parent, child := os.NewFile(uintptr(fds[0]), "eas-worker-parent"), os.NewFile(uintptr(fds[1]), "eas-worker-child")
 	cmd := p.command(index)
 	tail := newTailLog(p.log.With("worker", index))
+	tail.crashes, tail.lib = p.kind == "cpp", p.init.Entry
 	cmd.Stdout, cmd.Stderr = tail, tail
 	// A child that left the process group (setsid) may keep the output
 	// pipes open: Wait gives up on them this long after the process ended.
@@ -217,7 +286,9 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 		parent.Close()
 		return nil, hello, fmt.Errorf("starting the worker process %s: %w", cmd.Path, err)
 	}
+	tail.mu.Lock() // its output may be arriving already
 	tail.log = tail.log.With("pid", cmd.Process.Pid)
+	tail.mu.Unlock()
 	conn, err := net.FileConn(parent)
 	parent.Close()
 	if err != nil {
@@ -242,11 +313,29 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	defer stop()
 	conn.SetReadDeadline(time.Now().Add(p.helloTimeout)) //nolint:errcheck // a socket
 	f, err := frame.Read(r, p.maxFrame)
-	if err == nil && f.Kind != frame.Hello {
+	switch {
+	case err == nil && f.Kind == frame.Fail:
+		// Why it cannot start (allspark: the script ended without
+		// calling run()), in place of hello.
+		conn.Close()
+		how := w.exit(nil)
+		status := ""
+		if w.waitErr != nil {
+			status = fmt.Sprintf(" (%v)", how)
+		}
+		return nil, hello, fmt.Errorf("worker start: %s%s%s", strings.TrimSpace(string(f.Payload)), status, tail.suffix())
+	case err == nil && f.Kind != frame.Hello:
 		err = fmt.Errorf("the worker's first frame is %q, not hello", f.Kind)
-	}
-	if err == nil {
+	case err == nil:
 		err = json.Unmarshal(f.Payload, &hello)
+	case p.kind == "python" && errors.Is(err, io.EOF):
+		conn.Close()
+		if how := w.exit(err); w.waitErr != nil {
+			return nil, hello, fmt.Errorf("worker start: %w%s", how, tail.suffix())
+		}
+		return nil, hello, fmt.Errorf("worker start: %s (it exited with status 0 without connecting to the server): "+
+			"call <your processor>.run() at the end of the script, as in `MyProcessor().run()` under `if __name__ == \"__main__\":`%s",
+			errNoRun, tail.suffix())
 	}
 	if err != nil {
 		return fail("worker start", err)
@@ -276,6 +365,11 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 	go w.read(p, r)
 	return w, hello, nil
 }
+
+// errNoRun starts the error of a python worker that ended before hello
+// with status 0. allspark says the same, naming the processor class, when
+// the script imported it.
+const errNoRun = "the processor's script ended without calling run()"
 
 // read delivers answers until the connection ends. A request's thread is
 // free again when its answer arrives, not when its caller stops waiting:
@@ -445,6 +539,9 @@ func (w *worker) exit(cause error) error {
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
+		if c := w.log.crashReport(); c != nil && ee.ProcessState.Sys().(syscall.WaitStatus).Signaled() {
+			return fmt.Errorf("crashed: %s", c)
+		}
 		return fmt.Errorf("exited: %s", ee.ProcessState)
 	case err != nil:
 		return err
@@ -626,6 +723,11 @@ func (p *pool) close() {
 // a crash after a flood still tells its last words.
 type tailLog struct {
 	log *slog.Logger
+	// crashes: the worker may write a crash report
+	// (cworker.CrashMarker), which is kept, not logged; lib is the
+	// library it runs.
+	crashes bool
+	lib     string
 
 	mu   sync.Mutex
 	part []byte // the line being written, up to maxLogLine bytes
@@ -638,6 +740,8 @@ type tailLog struct {
 	droppedBytes int64
 	droppedTotal int64
 	reported     time.Time // the last report of dropped lines
+
+	crash *crashReport // the worker's crash report; nil when none
 }
 
 const (
@@ -685,6 +789,16 @@ func (t *tailLog) line(now time.Time) {
 	s := string(bytes.TrimRight(t.part, "\r"))
 	cut := t.cut
 	t.part, t.cut = t.part[:0], 0
+	if i := strings.Index(s, crashMarker); t.crashes && i >= 0 {
+		if c, ok := parseCrash(s[i+len(crashMarker):], t.lib); ok && t.crash == nil {
+			t.crash = c
+		}
+		// What the library had written of the line before it died is
+		// output like any other; the report is the server's.
+		if s, cut = s[:i], 0; s == "" {
+			return
+		}
+	}
 	for i := 0; cut > 0 && i < utf8.UTFMax-1 && len(s) > 0; i++ { // do not end on half a character
 		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
 			break
@@ -731,6 +845,18 @@ func (t *tailLog) reportDroppedLocked(now time.Time, final bool) {
 	t.log.Warn(fmt.Sprintf("worker output dropped: over %d lines a second", logRate),
 		"dropped_lines", t.dropped, "dropped_bytes", t.droppedBytes, "dropped_total", t.droppedTotal)
 	t.dropped, t.droppedBytes, t.reported = 0, 0, now
+}
+
+// crashReport is the worker's report of the signal that killed it, with
+// the symbol looked up; nil when it made none.
+func (t *tailLog) crashReport() *crashReport {
+	t.mu.Lock()
+	c := t.crash
+	t.mu.Unlock()
+	if c != nil {
+		c.once.Do(c.resolve) // reading the library's symbols: outside the lock
+	}
+	return c
 }
 
 // suffix is "; its last output: ..." for an error message, or "".

@@ -26,6 +26,7 @@ with the traceback), then answers every Request (the body) with an Answer
 (u32 status, then the body) of the same id.
 """
 
+import atexit
 import json
 import os
 import socket
@@ -94,6 +95,8 @@ class BaseProcessor(object):
     # The runtime.
 
     def run(self):
+        global _run_called
+        _run_called = True
         fd = os.environ.get("EAS_WORKER_FD")
         if fd is None:
             return self._run_http()
@@ -149,6 +152,54 @@ class BaseProcessor(object):
 
         print("allspark: serving %s on http://%s:%s (local debugging)" % (type(self).__name__, host or "0.0.0.0", port))
         ThreadingHTTPServer((host or "0.0.0.0", int(port)), Handler).serve_forever()
+
+
+_run_called = False
+_import_pid = os.getpid()
+
+
+def _subclasses(cls):
+    for c in cls.__subclasses__():
+        yield c
+        for d in _subclasses(c):
+            yield d
+
+
+@atexit.register
+def _ended_without_run():
+    # A script that imported allspark and ended without calling run() (a
+    # missing or misspelt `if __name__ == "__main__":` block) says so,
+    # naming its processor, instead of a bare exit: to eas-server as the
+    # worker's Fail frame in place of Hello, by hand on stderr. An uncaught
+    # exception (its traceback says more), a forked child or a
+    # multiprocessing child says nothing.
+    if _run_called or os.getpid() != _import_pid:
+        return
+    if getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None:
+        return
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and getattr(mp, "parent_process", lambda: None)() is not None:
+        return
+    script = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "the script")
+    mine = [c.__name__ for c in _subclasses(BaseProcessor) if c.__module__ == "__main__"]
+    if mine:
+        what = "%s defines %s (an allspark.BaseProcessor) but never calls its run(); call %s(...).run() at the end of the script" % (
+            script, ", ".join(mine), mine[0])
+    else:
+        what = "%s imports allspark but runs no processor; call <your processor>.run() at the end of the script" % script
+    msg = "the processor's script ended without calling run(): " + what + ", e.g. under `if __name__ == \"__main__\":`"
+    fd = os.environ.get("EAS_WORKER_FD")
+    if fd is None:
+        sys.stderr.write("allspark: %s\n" % msg)
+        return
+    try:
+        sock = socket.socket(fileno=int(fd))
+        try:
+            sock.sendall(_frame(FAIL, 0, msg.encode("utf-8", "replace")))
+        finally:
+            sock.detach()
+    except (OSError, ValueError):
+        pass
 
 
 class _Worker(object):

@@ -20,7 +20,9 @@
 //
 // The worker is a separate process so that a crash in user code costs only
 // the requests in flight: the server sees the process end, fails those
-// requests and starts a new worker.
+// requests and starts a new worker. A fatal signal in user code (SIGSEGV,
+// SIGABRT, ...) is reported as one line on stderr (CrashMarker), with the
+// fault address and where the pc was, before the process dies by it.
 package cworker
 
 /*
@@ -32,12 +34,21 @@ package cworker
 typedef void *(*eas_initialize_fn)(const char *, const char *, int *);
 typedef int (*eas_process_fn)(void *, const void *, int, void **, int *);
 
+// Set while a thread runs user code, for the crash handler (crash.go).
+extern __thread int eas_in_user;
+
 static void *eas_call_initialize(void *fn, const char *entry, const char *config, int *state) {
-	return ((eas_initialize_fn)fn)(entry, config, state);
+	eas_in_user = 1;
+	void *m = ((eas_initialize_fn)fn)(entry, config, state);
+	eas_in_user = 0;
+	return m;
 }
 
 static int eas_call_process(void *fn, void *model, const void *in, int in_size, void **out, int *out_size) {
-	return ((eas_process_fn)fn)(model, in, in_size, out, out_size);
+	eas_in_user = 1;
+	int status = ((eas_process_fn)fn)(model, in, in_size, out, out_size);
+	eas_in_user = 0;
+	return status;
 }
 
 static size_t eas_usable_size(void *p) { return malloc_usable_size(p); }
@@ -73,6 +84,10 @@ const maxRequest = 1 << 30
 // Main runs the worker until the server closes the socket, and returns the
 // process's exit code.
 func Main() int {
+	if err := installCrashHandler(); err != nil {
+		fmt.Fprintln(os.Stderr, "eas-server cpp worker:", err)
+		return 2
+	}
 	f := os.NewFile(SocketFD, "eas-worker-socket")
 	conn, err := net.FileConn(f)
 	f.Close()
@@ -164,6 +179,7 @@ func open(info frame.InitInfo) (*library, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteLibrary(initFn)
 	entry, config := C.CString(info.ModelEntry), C.CString(info.ModelConfig)
 	defer C.free(unsafe.Pointer(entry))
 	defer C.free(unsafe.Pointer(config))

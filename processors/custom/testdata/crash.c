@@ -1,0 +1,45 @@
+/* A cpp custom processor for the crash-report tests: "segv" dereferences
+ * NULL in touch_null, "abort" calls abort(), "fpe" divides by zero,
+ * "thread" dereferences NULL on a thread of its own; anything else is
+ * echoed. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+__attribute__((noinline)) static int touch_null(volatile int *p) {
+	*p = 1;
+	return *p;
+}
+
+static volatile int zero = 0;
+
+__attribute__((noinline)) static int divide(int a) { return a / zero; }
+
+static void *crash_thread(void *arg) {
+	(void)arg;
+	touch_null(NULL);
+	return NULL;
+}
+
+void *initialize(const char *model_entry, const char *model_config, int *state) {
+	(void)model_entry;
+	(void)model_config;
+	*state = 0;
+	return NULL;
+}
+
+int process(void *model, const void *in, int in_size, void **out, int *out_size) {
+	(void)model;
+	if (in_size == 4 && memcmp(in, "segv", 4) == 0) touch_null(NULL);
+	if (in_size == 5 && memcmp(in, "abort", 5) == 0) abort();
+	if (in_size == 3 && memcmp(in, "fpe", 3) == 0) return divide(in_size);
+	if (in_size == 6 && memcmp(in, "thread", 6) == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, crash_thread, NULL);
+		pthread_join(t, NULL);
+	}
+	*out = malloc(in_size > 0 ? in_size : 1);
+	memcpy(*out, in, in_size);
+	*out_size = in_size;
+	return 200;
+}
