@@ -82,9 +82,11 @@ lint:
 	done
 
 ## proto: regenerate every committed *.pb.go from its .proto (installs protoc
-## and the pinned protoc-gen-go / protoc-gen-go-grpc when missing)
+## and the pinned protoc-gen-go / protoc-gen-go-grpc when missing), and the
+## FlatBuffers code of wire/graphpipe (installs flatc when missing)
 proto:
 	bash scripts/gen-proto.sh
+	bash scripts/gen-flatbuffers.sh
 
 ## bench-batching: the batching ratios of BENCHMARKS.md (starts its own server)
 bench-batching:
