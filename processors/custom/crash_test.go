@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,5 +135,62 @@ func TestPythonScriptWithoutRun(t *testing.T) {
 				t.Errorf("%s: the deploy error lacks %q: %v", name, w, err)
 			}
 		}
+	}
+}
+
+// crashWindow posts body (or runs act) to service name, waits for the
+// restart, and returns the log lines written meanwhile and the ERROR ones.
+func crashWindow(t *testing.T, st *teststack.Stack, logs *syncbuf.Buffer, name string, act func()) (lines, errs []string) {
+	t.Helper()
+	before, _ := countEvents(t, st, name, "WorkerRestarted")
+	mark := len(logs.String())
+	act()
+	wait.Until(t, 20*time.Second, func() error {
+		if n, _ := countEvents(t, st, name, "WorkerRestarted"); n <= before {
+			return fmt.Errorf("no WorkerRestarted event; events: %v", events(t, st, name))
+		}
+		return nil
+	})
+	out := logs.String()[mark:]
+	t.Logf("the log of the crash:\n%s", out)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if strings.Contains(l, "level=ERROR") {
+			errs = append(errs, l)
+		}
+	}
+	return lines, errs
+}
+
+// TestCppGoRuntimeDumpCollapsed: a cpp worker that dies with the Go
+// runtime's dump (here SIGQUIT, which its Go runtime answers with every
+// goroutine's stack and its registers) costs one ERROR line, quoting the
+// dump's first lines, not the dump line by line.
+func TestCppGoRuntimeDumpCollapsed(t *testing.T) {
+	var logs syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	st := teststack.New(t, teststack.Options{Service: service.Options{Logger: log}}, spec("crash", "cpp", buildLib(t, "crash"), ""))
+	pid := workerPID(t, st, "crash")
+	lines, errs := crashWindow(t, st, &logs, "crash", func() {
+		if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(errs) != 1 || !strings.Contains(errs[0], "SIGQUIT: quit") || !strings.Contains(errs[0], "Go runtime") {
+		t.Errorf("%d ERROR lines, want one quoting the Go runtime's dump (SIGQUIT: quit): %q", len(errs), errs)
+	}
+	if len(lines) >= 10 {
+		t.Errorf("%d log lines for one dump, want a few", len(lines))
+	}
+}
+
+// TestCppCrashInInitialize: a crash in initialize fails the deploy with
+// the signal and the symbol.
+func TestCppCrashInInitialize(t *testing.T) {
+	st := teststack.New(t, teststack.Options{AllowFailedDeploys: true},
+		spec("crash", "cpp", buildLib(t, "crash"), `"model_config": "segv",`))
+	err := st.DeployErrors["crash"]
+	if err == nil || !strings.Contains(err.Error(), "initialize: crashed: SIGSEGV (address not mapped) at address 0x0, in touch_null") {
+		t.Errorf("deploy error %v, want initialize: crashed: SIGSEGV ... in touch_null", err)
 	}
 }

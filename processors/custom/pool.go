@@ -742,6 +742,12 @@ type tailLog struct {
 	reported     time.Time // the last report of dropped lines
 
 	crash *crashReport // the worker's crash report; nil when none
+
+	// A Go runtime dump being held back (goDump).
+	held      *heldLine // a line that may start one
+	dumpLines int       // lines of the dump so far; 0 when none
+	dumpHead  []string  // its first lines
+	dumpSince time.Time
 }
 
 const (
@@ -805,10 +811,98 @@ func (t *tailLog) line(now time.Time) {
 		}
 		s = s[:len(s)-1]
 	}
-	short := s
-	if len(short) > 400 {
-		short = short[:400] + "..."
+	if t.crashes && t.goDump(now, s, cut) {
+		return
 	}
+	t.emit(now, s, cut)
+}
+
+// goDump holds back a cpp worker's Go runtime dump (a fault in the
+// worker's own Go code, SIGQUIT: each goroutine's stack and the registers,
+// well over a hundred lines) from the log: the dump's first lines go to
+// the error of the process's end instead, with its length. A line that
+// may start one ("fatal error: ", "panic: ", "SIGQUIT: quit") is held
+// until the next tells whether it does; a dump is over when the process
+// ends, or, for output that only looked like one, after goDumpWindow,
+// when what was held back is logged as one warning. It reports whether it
+// took s.
+func (t *tailLog) goDump(now time.Time, s string, cut int) bool {
+	switch {
+	case t.dumpLines > 0 && now.Sub(t.dumpSince) < goDumpWindow:
+		t.dumpLines++
+		if len(t.dumpHead) < goDumpHead && s != "" {
+			t.dumpHead = append(t.dumpHead, shorten(s))
+		}
+		return true
+	case t.dumpLines > 0:
+		t.log.Warn("worker output that looked like a Go runtime dump, not logged", "lines", t.dumpLines,
+			"began", strings.Join(t.dumpHead, " | "))
+		t.dumpLines, t.dumpHead = 0, nil
+	case t.held != nil:
+		h := *t.held
+		t.held = nil
+		if goDumpNext(s) {
+			t.dumpLines, t.dumpHead, t.dumpSince = 2, []string{shorten(h.s)}, now
+			if s != "" {
+				t.dumpHead = append(t.dumpHead, shorten(s))
+			}
+			return true
+		}
+		t.emit(now, h.s, h.cut)
+	}
+	if goDumpStart(s) {
+		t.held = &heldLine{s: s, cut: cut}
+		return true
+	}
+	return false
+}
+
+// heldLine is a line held back by goDump.
+type heldLine struct {
+	s   string
+	cut int
+}
+
+const (
+	goDumpWindow = 5 * time.Second // a Go runtime dump takes milliseconds
+	goDumpHead   = 4               // lines of a dump quoted in the error
+)
+
+// goDumpStart says whether a line may start a Go runtime dump: a fatal
+// error, a panic, or a signal the Go runtime dumps on ("SIGQUIT: quit").
+func goDumpStart(s string) bool {
+	for _, p := range []string{"fatal error: ", "panic: ", "unexpected fault address "} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	name, _, ok := strings.Cut(s, ": ")
+	return ok && len(name) > 3 && strings.HasPrefix(name, "SIG") && strings.ToUpper(name) == name && !strings.Contains(name, " ")
+}
+
+// goDumpNext says whether the line after goDumpStart's confirms a dump.
+func goDumpNext(s string) bool {
+	if s == "" {
+		return true
+	}
+	for _, p := range []string{"[signal ", "PC=", "goroutine ", "runtime stack:", "fatal error: ", "[recovered"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func shorten(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "..."
+	}
+	return s
+}
+
+// emit keeps a line for the tail and logs it when the rate allows.
+func (t *tailLog) emit(now time.Time, s string, cut int) {
+	short := shorten(s)
 	t.tail = append(t.tail, short)
 	if len(t.tail) > tailLines {
 		t.tail = t.tail[1:]
@@ -863,11 +957,20 @@ func (t *tailLog) crashReport() *crashReport {
 func (t *tailLog) suffix() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	if len(t.part) > 0 || t.cut > 0 {
-		t.line(time.Now())
+		t.line(now)
 	}
-	if len(t.tail) == 0 {
-		return ""
+	if h := t.held; h != nil { // nothing came after it
+		t.held = nil
+		t.emit(now, h.s, h.cut)
 	}
-	return "; its last output: " + strings.Join(t.tail, " | ")
+	var s string
+	if len(t.tail) > 0 {
+		s = "; its last output: " + strings.Join(t.tail, " | ")
+	}
+	if t.dumpLines > 0 {
+		s += fmt.Sprintf("; the Go runtime's dump (%d lines, not logged) began: %s", t.dumpLines, strings.Join(t.dumpHead, " | "))
+	}
+	return s
 }
