@@ -7,20 +7,56 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/sandbox"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // TestMain lets this test binary be a worker of its own (Wrap with self):
 // SANDBOX_TEST_CHILD=report prints what the process is and may do.
 func TestMain(m *testing.M) {
-	if os.Getenv("SANDBOX_TEST_CHILD") == "report" {
+	switch os.Getenv("SANDBOX_TEST_CHILD") {
+	case "report":
 		_, readErr := os.ReadFile(os.Args[1])
 		fmt.Printf("uid=%d gid=%d read=%v\n", os.Getuid(), os.Getgid(), readErr == nil)
+		os.Exit(0)
+	case "spawn":
+		// A server stand-in: start a sandboxed sleep as the pool does
+		// (parent-death signal SIGKILL), say its pid, and die.
+		os.Unsetenv("SANDBOX_TEST_CHILD")
+		ro, rw := sandbox.System()
+		uid := -1
+		if os.Geteuid() == 0 {
+			uid = 100124
+		}
+		l, err := sandbox.NewLauncher(sandbox.Policy{ReadOnly: ro, ReadWrite: rw, UID: uid, GID: uid})
+		if err != nil {
+			panic(err)
+		}
+		cmd := exec.Command("/bin/sleep", "100")
+		l.Wrap(cmd, false)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			panic(err)
+		}
+		fmt.Println(cmd.Process.Pid)
+		// Wait until the launcher has become sleep (dropped the uid and
+		// set the parent-death signal again), so that the signal is the
+		// one it set.
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+			if err != nil || strings.TrimSpace(string(b)) == "sleep" {
+				break
+			}
+			runtime.Gosched()
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -170,6 +206,33 @@ func pythonDirs(py string) []string {
 		real = py
 	}
 	return []string{filepath.Dir(filepath.Dir(py)), filepath.Dir(filepath.Dir(real))}
+}
+
+// TestWorkerDiesWithTheServer: the parent-death signal survives the
+// launcher's change of uid (which clears it), so a worker does not outlive
+// its server.
+func TestWorkerDiesWithTheServer(t *testing.T) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "SANDBOX_TEST_CHILD=spawn")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("spawn: %v %s", err, out)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("spawn said %q", out)
+	}
+	wait.Until(t, 10*time.Second, func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil // gone
+		}
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return nil // killed, not yet reaped by whoever adopted it
+		}
+		return fmt.Errorf("the sandboxed worker %d outlived its parent: %s", pid, b)
+	})
 }
 
 // TestSeparateUID: as root, the worker runs as the policy's uid and gid,
