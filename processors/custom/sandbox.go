@@ -57,7 +57,9 @@ func newSandbox(service string, log *slog.Logger, need, write []string) (*worker
 		if abi, _ := sandbox.ABI(); abi < 6 {
 			log.Warn("custom processor workers are only partly isolated from the server on this machine (docs/custom-processors.md, Trust boundary)",
 				"enforced", strings.Join(gets, ", "), "not_enforced", strings.Join(lacks, "; "))
+			return
 		}
+		log.Info("custom processor workers run inside the trust boundary (docs/custom-processors.md)", "enforced", strings.Join(gets, ", "))
 	})
 	tmp, err := os.MkdirTemp("", "eas-worker-")
 	if err != nil {
