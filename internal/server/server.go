@@ -367,6 +367,9 @@ func splitPredictPath(rest string) (name, extra string) {
 func (s *Server) predict(c *gin.Context) {
 	start := time.Now()
 	name, extra := splitPredictPath(c.Param("rest"))
+	if s.graphpipe(c, name, extra) { // a model's GraphPipe door (graphpipe.go)
+		return
+	}
 	var a answered
 	code := s.servePredict(c, name, extra, &a)
 	if a.known { // an unknown name is no metrics label
