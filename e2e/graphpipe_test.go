@@ -75,7 +75,7 @@ func identityInputs() []tensor.Tensor {
 		tensor.FromFloat32("", s, []float32{1.5, -3.4e38, 1e-45, 0}),
 		tensor.FromFloat64("", s, []float64{1.5, -1.7e308, 5e-324, 0}),
 		tensor.FromStrings("", s, []string{"", "héllo", "a\tb", strings.Repeat("z", 300)}), // no NUL: ONNX Runtime strings end at one
-		tensor.FromUint8("", s, []uint8{1, 0, 0, 1}), // BOOL, as GraphPipe sends it
+		tensor.FromUint8("", s, []uint8{1, 0, 0, 1}),                                       // BOOL, as GraphPipe sends it
 	}
 }
 
