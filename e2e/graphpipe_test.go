@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/eas-server/eas-server/engines/onnxbuild"
 	"github.com/eas-server/eas-server/engines/onnxbuild/onnxpb"
+	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/graphpipe"
@@ -382,4 +384,186 @@ func TestGraphPipe(t *testing.T) {
 			t.Errorf("a routed model with a wrong token: %d %s", code, b)
 		}
 	})
+}
+
+// TestGraphPipePythonClient is the acceptance test of Oracle's GraphPipe
+// Python client (pinned in scripts/requirements/graphpipe.txt), unchanged,
+// against ONNX services: e2e/testdata/graphpipe/gp_check.py calls it with
+// the token as the URL's userinfo (and from ~/.netrc) and records what it
+// returns; the numbers are compared here with tensor.Close.
+func TestGraphPipePythonClient(t *testing.T) {
+	py := pyvenv.Python(t, "graphpipe")
+	onnxDir, err := filepath.Abs(onnxTestdata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := []string{"mlp", "multi_io", "int_bool", "strings", "half"}
+	var specs []string
+	refFiles := map[string]string{}
+	for _, m := range models {
+		refFiles[m] = filepath.Join(onnxDir, m+".json")
+		specs = append(specs, fmt.Sprintf(`{"name":"gpy_%s","processor":"onnx_cpu","model_path":%q,"token":%q,"metadata":{"instance":1,"cpu":1}}`,
+			m, filepath.Join(onnxDir, m+".onnx"), gpToken))
+	}
+	st := teststack.Start(t, specs...)
+	u, err := url.Parse(st.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	door := func(m string, user *url.Userinfo) string {
+		v := *u
+		v.User = user
+		v.Path = "/api/predict/gpy_" + m + "/graphpipe"
+		return v.String()
+	}
+	urls := map[string]string{}
+	for _, m := range models {
+		urls[m] = door(m, url.UserPassword("graphpipe", gpToken))
+	}
+	outFile := filepath.Join(t.TempDir(), "answers.json")
+	home := t.TempDir() // ~/.netrc for the netrc group
+	if err := os.WriteFile(filepath.Join(home, ".netrc"), []byte("machine "+u.Hostname()+" login graphpipe password "+gpToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	drv := newClientScript(t, "graphpipe", py, "testdata/graphpipe/gp_check.py", map[string]any{
+		"urls":      urls,
+		"url":       urls["mlp"],
+		"url_plain": door("mlp", nil),
+		"url_wrong": door("mlp", url.UserPassword("graphpipe", "wrong-token")),
+		"refs":      refFiles,
+		"out":       outFile,
+	})
+	answers := func(t *testing.T) map[string]json.RawMessage {
+		t.Helper()
+		b, err := os.ReadFile(outFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	t.Run("infer", func(t *testing.T) {
+		drv.run(t, "infer", "NETRC="+filepath.Join(t.TempDir(), "none"))
+		got := answers(t)
+		n := 0
+		for _, m := range models {
+			var r refs
+			b, err := os.ReadFile(refFiles[m])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range r.Cases {
+				key := m + "/" + c.Name
+				outs := pyTensors(t, key, got[key])
+				wants := tensorsOf(t, c.Outputs, "outputs")
+				if len(outs) != len(wants) {
+					t.Errorf("%s: %d outputs, want %d", key, len(outs), len(wants))
+					continue
+				}
+				for i, w := range wants {
+					if err := tensor.Close(outs[i], asSent(w), tensor.F32Accumulated.For(w.DType)); err != nil {
+						t.Errorf("%s output %s: %v", key, w.Name, err)
+					}
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("no output compared")
+		}
+	})
+
+	t.Run("metadata", func(t *testing.T) {
+		drv.run(t, "metadata")
+		var md struct {
+			Name         string   `json:"name"`
+			Server       string   `json:"server"`
+			InputNames   []string `json:"input_names"`
+			OutputNames  []string `json:"output_names"`
+			InputShapes  [][]any  `json:"input_shapes"`
+			OutputShapes [][]any  `json:"output_shapes"`
+			InputTypes   []string `json:"input_types"`
+			OutputTypes  []string `json:"output_types"`
+		}
+		if err := json.Unmarshal(answers(t)["metadata"], &md); err != nil {
+			t.Fatal(err)
+		}
+		if md.Name != "gpy_mlp" || md.Server != "eas-server" || fmt.Sprint(md.InputNames) != "[input]" || fmt.Sprint(md.OutputNames) != "[output]" || fmt.Sprint(md.OutputShapes) != "[[<nil> 8]]" ||
+			fmt.Sprint(md.InputShapes) != "[[<nil> 16]]" || fmt.Sprint(md.InputTypes) != "[float32]" || fmt.Sprint(md.OutputTypes) != "[float32]" {
+			t.Errorf("metadata as the client reads it: %+v", md)
+		}
+	})
+
+	t.Run("netrc", func(t *testing.T) {
+		drv.run(t, "netrc", "HOME="+home)
+		outs := pyTensors(t, "netrc", answers(t)["netrc"])
+		if len(outs) != 1 || fmt.Sprint(outs[0].Shape) != "[2 8]" || outs[0].DType != tensor.Float32 {
+			t.Errorf("netrc: %+v", outs)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		drv.run(t, "errors", "NETRC="+filepath.Join(t.TempDir(), "none"))
+	})
+}
+
+// pyTensors reads the tensors gp_check.py recorded under key.
+func pyTensors(t *testing.T, key string, raw json.RawMessage) []tensor.Tensor {
+	t.Helper()
+	var recs []struct {
+		DType string            `json:"dtype"`
+		Shape []int64           `json:"shape"`
+		Data  []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		t.Fatalf("%s: the client's answer: %v (%s)", key, err, raw)
+	}
+	var out []tensor.Tensor
+	for _, r := range recs {
+		var x tensor.Tensor
+		var err error
+		switch r.DType {
+		case "float32":
+			x = tensor.FromFloat32("", r.Shape, numbers[float32](t, r.Data))
+		case "float64":
+			x = tensor.FromFloat64("", r.Shape, numbers[float64](t, r.Data))
+		case "int64":
+			x = tensor.FromInt64("", r.Shape, numbers[int64](t, r.Data))
+		case "uint8":
+			x = tensor.FromUint8("", r.Shape, numbers[uint8](t, r.Data))
+		case "bytes":
+			s := make([]string, len(r.Data))
+			for i, d := range r.Data {
+				err = json.Unmarshal(d, &s[i])
+			}
+			x = tensor.FromStrings("", r.Shape, s)
+		default:
+			t.Fatalf("%s: dtype %s", key, r.DType)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func numbers[T float32 | float64 | int64 | uint8](t *testing.T, data []json.RawMessage) []T {
+	t.Helper()
+	out := make([]T, len(data))
+	for i, d := range data {
+		var v T
+		if err := json.Unmarshal(d, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = v
+	}
+	return out
 }

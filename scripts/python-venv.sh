@@ -9,7 +9,10 @@
 # Separate environments because the clients pin conflicting versions
 # (eas-prediction wants protobuf<=3.20.3, tritonclient[grpc] protobuf>=6.30).
 # Nothing is installed into a system Python; the interpreter is python3 on
-# PATH (or $EAS_VENV_PYTHON), which needs the venv module.
+# PATH (or $EAS_VENV_PYTHON), which needs the venv module. A requirements
+# file whose first line is "# python-venv.sh: --no-deps" is installed with
+# pip's --no-deps: it lists every package itself, overriding a client's own
+# pins (graphpipe.txt says why).
 set -euo pipefail
 cd "$(dirname "$0")"
 root="${EAS_PYVENV_DIR:-$HOME/.cache/eas-server/pyvenv}"
@@ -27,6 +30,8 @@ for name in "$@"; do
 	rm -rf "$dir"
 	mkdir -p "$root"
 	"$python" -m venv "$dir"
-	"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input -r "$req"
+	nodeps=()
+	[[ "$(head -n1 "$req")" == "# python-venv.sh: --no-deps" ]] && nodeps=(--no-deps)
+	"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input "${nodeps[@]}" -r "$req"
 	echo "$sum" >"$dir/.requirements.sha256"
 done
