@@ -3,6 +3,7 @@ package custom
 import (
 	"debug/elf"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type crashReport struct {
 	// the library's file.
 	caller uint64
 	lib    string
+	inCall bool // the thread was running a call into the library
 	// where (pc) and from (caller) are symbol+offset, "" when unknown:
 	// found from the files by resolve, once.
 	where, from string
@@ -63,6 +65,8 @@ func parseCrash(s, lib string) (*crashReport, bool) {
 			c.pc, err = strconv.ParseUint(v, 0, 64)
 		case "caller":
 			c.caller, err = strconv.ParseUint(v, 0, 64)
+		case "user":
+			c.inCall = v == "1"
 		case "map":
 			start, off, _ := strings.Cut(v, ":")
 			if c.mapStart, err = strconv.ParseUint(start, 0, 64); err == nil {
@@ -84,8 +88,13 @@ func parseCrash(s, lib string) (*crashReport, bool) {
 
 // resolve finds the symbol pc was in, from the library's file (the
 // worker, dying, only tells the file and the offset).
+//
+// Only the library's own directory is read: the path comes from the
+// worker, which may write what it likes, and the server reads no file of
+// its choosing outside the package. A file elsewhere (libc) is named with
+// its offset only.
 func (c *crashReport) resolve() {
-	if c.path != "" && c.pc >= c.mapStart && strings.HasPrefix(c.path, "/") {
+	if c.path != "" && c.pc >= c.mapStart && c.lib != "" && inDir(c.path, filepath.Dir(c.lib)) {
 		c.where = symbolize(c.path, c.pc-c.mapStart+c.mapOff, true)
 	}
 	if c.caller != 0 && c.lib != "" {
@@ -144,12 +153,16 @@ func (c *crashReport) location() string {
 	default:
 		s = fmt.Sprintf("%s+%#x", c.path, c.pc-c.mapStart+c.mapOff)
 	}
+	from := fmt.Sprintf("%s+%#x", c.lib, c.caller)
+	if c.from != "" {
+		from = c.from + " in " + c.lib
+	}
 	switch {
 	case c.caller == 0:
-	case c.from != "":
-		s += fmt.Sprintf(", called from %s in %s", c.from, c.lib)
-	default:
-		s += fmt.Sprintf(", called from %s+%#x", c.lib, c.caller)
+	case c.inCall:
+		s += ", called from " + from
+	default: // a thread of the library's own, or the worker's code after a call
+		s += ", the latest return address into the library on the thread's stack: " + from
 	}
 	return s
 }
@@ -164,12 +177,23 @@ func (c *crashReport) String() string {
 	return s + ", in " + c.location()
 }
 
+// inDir says whether path is inside dir (after cleaning both).
+func inDir(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // symbolize finds the function holding an address of the ELF file at
 // path, a file offset (fileOffset) or an address as its symbols count:
 // "name+0x4", or "" when the file or its symbols do not tell. The static
 // symbol table (.symtab) comes first, so a static function of a library
 // that was not stripped is named too.
-func symbolize(path string, addr uint64, fileOffset bool) string {
+func symbolize(path string, addr uint64, fileOffset bool) (name string) {
+	defer func() {
+		if recover() != nil { // a malformed file is the user's: no symbol
+			name = ""
+		}
+	}()
 	f, err := elf.Open(path)
 	if err != nil {
 		return ""

@@ -31,8 +31,9 @@ func countEvents(t *testing.T, st *teststack.Stack, name, reason string) (n int,
 	return n, last
 }
 
-// TestCppCrashReport: a C processor that crashes (a NULL dereference, an
-// abort, a division by zero, a NULL dereference on a thread of its own)
+// TestCppCrashReport: a C processor that crashes (a NULL dereference, on
+// a request's thread or one of its own, a division by zero, an abort, a
+// NULL handed to strlen)
 // costs one ERROR line in the server's log, naming the signal, the fault
 // address and where in the library it happened, with a few lines of
 // context at most (not the worker's Go runtime dump, line by line); the
@@ -51,6 +52,7 @@ func TestCppCrashReport(t *testing.T) {
 		{"thread", "SIGSEGV", []string{"addr=0x0", "touch_null"}},
 		{"fpe", "SIGFPE", []string{"integer divide by zero", "divide"}},
 		{"abort", "SIGABRT", []string{"abort()", "libc", "called from process+0x"}},
+		{"strlen", "SIGSEGV", []string{"addr=0x0", "libc", "called from process+0x"}},
 	} {
 		mark := len(logs.String())
 		if code, body := post(t, st, "crash", tc.body); code != 500 || !strings.Contains(body, "ended while running this request") {

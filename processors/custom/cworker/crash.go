@@ -249,6 +249,7 @@ static void eas_crash(int sig, siginfo_t *si, void *ucv) {
 	eas_putdec(&b, getpid());
 	eas_put(&b, " pc=");
 	eas_puthex(&b, pc);
+	if (eas_in_user) eas_put(&b, " user=1");
 	if (pc < eas_lib_lo || pc >= eas_lib_hi) eas_put_caller(&b, eas_sp(ucv));
 	uintptr_t start, end, off;
 	char path[512];
@@ -307,12 +308,17 @@ import (
 
 // CrashMarker starts the line a worker writes on stderr when user code
 // dies of a signal: "eas-cworker-crash: signal=11 code=1 addr=0x0 self=123
-// pc=0x7f.. map=0x7f..:0x1000 path=/pkg/libx.so". addr is the fault
-// address (for a signal sent by a process, kill or abort, sender= its pid
-// instead); map is the start and the file offset of the mapping holding
-// pc, and path its file, as /proc/self/maps says (both absent when it
-// could not be read). The server turns it into its log line and the
-// service's event, finding the symbol in the library's file.
+// pc=0x7f.. user=1 caller=0x1139 map=0x7f..:0x1000 path=/pkg/libx.so".
+// addr is the fault address (for a signal sent by a process, kill or
+// abort, sender= its pid instead); user=1 says the thread was running the
+// worker's call into the library (initialize or process), not a thread of
+// the library's own nor the worker's code; caller, only when pc is outside
+// the library, is the library's address (as its symbols count) of the
+// latest return address into its code on the stack; map is the start and
+// the file offset of the mapping holding pc, and path its file, as
+// /proc/self/maps says (both absent when it could not be read). The server
+// turns it into its log line and the service's event, finding the symbols
+// in the library's file.
 const CrashMarker = "eas-cworker-crash: "
 
 // installCrashHandler makes a fatal signal (SIGSEGV, SIGBUS, SIGFPE,

@@ -1,6 +1,7 @@
 /* A cpp custom processor for the crash-report tests: "segv" dereferences
  * NULL in touch_null, "abort" calls abort(), "fpe" divides by zero,
- * "thread" dereferences NULL on a thread of its own, "pid" answers the
+ * "thread" dereferences NULL on a thread of its own, "strlen" hands NULL
+ * to strlen (a crash in libc, called from process), "pid" answers the
  * process id; anything else is echoed. initialize dereferences NULL when
  * model_config says "segv". */
 #include <pthread.h>
@@ -42,6 +43,10 @@ int process(void *model, const void *in, int in_size, void **out, int *out_size)
 		return 200;
 	}
 	if (in_size == 5 && memcmp(in, "abort", 5) == 0) abort();
+	if (in_size == 6 && memcmp(in, "strlen", 6) == 0) {
+		const char *volatile null = NULL;
+		return (int)strlen(null);
+	}
 	if (in_size == 3 && memcmp(in, "fpe", 3) == 0) return divide(in_size);
 	if (in_size == 6 && memcmp(in, "thread", 6) == 0) {
 		pthread_t t;
