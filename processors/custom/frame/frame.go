@@ -37,7 +37,7 @@ const (
 	Hello   Kind = 'H' // worker -> server, first frame: HelloInfo as JSON
 	Init    Kind = 'I' // server -> worker: InitInfo as JSON
 	Ready   Kind = 'R' // worker -> server: initialize succeeded
-	Fail    Kind = 'F' // worker -> server: initialize failed; payload is the reason
+	Fail    Kind = 'F' // worker -> server: initialize failed, or in place of Hello the worker cannot start; payload is the reason
 	Request Kind = 'Q' // server -> worker: one request body
 	Answer  Kind = 'A' // worker -> server: u32 status, then the response body
 )
