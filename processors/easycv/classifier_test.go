@@ -235,8 +235,8 @@ func TestBadRequests(t *testing.T) {
 func TestConfigure(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{
 		{``, "model_config.type: required; valid values: TorchClassifier"},
-		{`{"type":"YoloXPredictor"}`, "YoloXPredictor (YOLOX detection) is not served here"},
-		{`{"type":"DetectionPredictor"}`, "serves TorchClassifier (image classification) only"},
+		{`{"type":"YoloXPredictor","topk":1}`, "model_config.topk: not a YoloXPredictor setting"},
+		{`{"type":"DetectionPredictor"}`, "DetectionPredictor (object detection: it loads a raw EasyCV checkpoint"},
 		{`{"type":"SegmentationPredictor"}`, "not served here"},
 		{`{"type":"VideoClassificationPredictor"}`, "not served here"},
 		{`{"type":"ClassificationPredictor"}`, "set \"type\": \"TorchClassifier\""},

@@ -1,6 +1,8 @@
 // Package easycv serves the EAS "easycv" processor for EasyCV's
 // TorchClassifier: an image classifier exported to TorchScript, run on
-// libtorch (package torchscript), with EasyCV's preprocessing done in Go.
+// libtorch (package torchscript), with EasyCV's preprocessing done in Go;
+// and for its YoloXPredictor: a YOLOX detector exported to ONNX (run on
+// ONNX Runtime, NMS in Go) or TorchScript (yolox.go).
 //
 // EasyCV's predictor opens each image with PIL, converts it to RGB, runs the
 // config's test_pipeline (torchvision Resize, CenterCrop, ToTensor,
@@ -34,24 +36,29 @@ import (
 const Code = "easycv"
 
 func init() {
-	processors.Register(Code, "EasyCV TorchClassifier: an image classifier exported to TorchScript, on libtorch; JSON {\"image\": base64}",
+	processors.Register(Code, "EasyCV TorchClassifier (an image classifier exported to TorchScript, on libtorch) and YoloXPredictor (a YOLOX onnx or jit export); JSON {\"image\": base64}",
 		func() *processors.Engine { return processors.Adapt[*Payload, *Result](New()) })
 }
 
 // supportedType is the one EasyCV predictor type served.
 const supportedType = "TorchClassifier"
 
+// servedTypes lists the model_config types served, for messages.
+const servedTypes = "TorchClassifier (image classification), YoloXPredictor (YOLOX detection, onnx or jit export)"
+
+// zooNeeded is why the generic predictors are refused: they build the
+// network in Python.
+const zooNeeded = "it loads a raw EasyCV checkpoint (torch.save of the weights with the training config) and builds the network from EasyCV's Python model zoo (easycv.models, mmcv), which this server does not have; it runs exported graphs only"
+
 // otherTypes are EasyCV predictor types (easycv/predictors, registered in
 // PREDICTORS) that this build does not serve: Configure names them as
 // known but unsupported rather than unknown.
 var otherTypes = map[string]string{
 	"ClassificationPredictor":      "EasyCV's newer name for the classifier; set \"type\": \"TorchClassifier\" (same request and response)",
-	"DetectionPredictor":           "object detection",
-	"YoloXPredictor":               "YOLOX detection",
-	"TorchYoloXPredictor":          "YOLOX detection",
-	"SegmentationPredictor":        "segmentation",
-	"Mask2formerPredictor":         "segmentation",
-	"VideoClassificationPredictor": "video classification",
+	"DetectionPredictor":           "object detection: " + zooNeeded,
+	"SegmentationPredictor":        "segmentation: " + zooNeeded,
+	"Mask2formerPredictor":         "segmentation: " + zooNeeded,
+	"VideoClassificationPredictor": "video classification: " + zooNeeded,
 	"TorchFeatureExtractor":        "feature extraction",
 	"TorchFaceDetector":            "face detection",
 	"TorchFaceKeypointsPredictor":  "face keypoints",
@@ -106,6 +113,14 @@ type Config struct {
 	// freeze or inference (BatchNorm folded into the convolutions, several
 	// times faster, results equal to the last float digits).
 	TorchScriptOptimize string `json:"torchscript_optimize"`
+	// ScoreThresh, NMSThresh and TestConf are YoloXPredictor's: the score
+	// a detection must exceed to be answered (default 0.5), NMS's IoU
+	// threshold and the score a candidate needs to enter NMS (defaults:
+	// the export config's model.nms_thre and model.test_conf, else 0.65
+	// and 0.01).
+	ScoreThresh *float64 `json:"score_thresh"`
+	NMSThresh   *float64 `json:"nms_thresh"`
+	TestConf    *float64 `json:"test_conf"`
 }
 
 const accepts = `{"type": "TorchClassifier", "topk", "class_list", "label_map_path", "test_pipeline", "resize", "crop_size", "mean", "std", "interpolation", "activation", "max_image_pixels", "intra_op_threads", "device", "torchscript_optimize"}`
@@ -123,8 +138,9 @@ type Classifier struct {
 	classes []string // names by index; nil until Load (then the fallback "0", "1", ... when none given)
 	mod     *torchscript.Module
 	file    string
-	out     string // the output used: "prob" or the logits output's name
-	act     string // the activation applied to it
+	det     *detector // a YoloXPredictor service; nil for TorchClassifier
+	out     string    // the output used: "prob" or the logits output's name
+	act     string    // the activation applied to it
 	nclass  int
 }
 
@@ -140,19 +156,33 @@ func (c *Classifier) Configure(spec processors.Spec) error {
 	if spec.ModelEntry != "" && !filepath.IsLocal(spec.ModelEntry) {
 		return fmt.Errorf("model_entry: %q must be a relative path inside model_path without ..", spec.ModelEntry)
 	}
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(spec.ModelConfig, &probe) == nil && yoloxTypes[probe.Type] {
+		d, err := configureDetector(spec)
+		if err != nil {
+			return err
+		}
+		c.det = d
+		return nil
+	}
 	var cfg Config
 	if err := spec.DecodeConfig(&cfg, accepts); err != nil {
 		return err
 	}
+	if cfg.ScoreThresh != nil || cfg.NMSThresh != nil || cfg.TestConf != nil {
+		return fmt.Errorf("model_config: score_thresh, nms_thresh and test_conf are YoloXPredictor settings; %s accepts %s", cfg.Type, accepts)
+	}
 	switch {
 	case cfg.Type == supportedType:
 	case cfg.Type == "":
-		return fmt.Errorf("model_config.type: required; valid values: %s", supportedType)
+		return fmt.Errorf("model_config.type: required; valid values: %s", servedTypes)
 	case otherTypes[cfg.Type] != "":
-		return fmt.Errorf("model_config.type: EasyCV's %s (%s) is not served here; this processor serves %s (image classification) only",
-			cfg.Type, otherTypes[cfg.Type], supportedType)
+		return fmt.Errorf("model_config.type: EasyCV's %s (%s) is not served here; this processor serves %s",
+			cfg.Type, otherTypes[cfg.Type], servedTypes)
 	default:
-		return fmt.Errorf("model_config.type: unknown EasyCV predictor %q; valid values: %s", cfg.Type, supportedType)
+		return fmt.Errorf("model_config.type: unknown EasyCV predictor %q; valid values: %s", cfg.Type, servedTypes)
 	}
 	if cfg.TopK == 0 {
 		cfg.TopK = 1
@@ -293,6 +323,17 @@ func (c *Classifier) Load(ctx context.Context, files processors.Files) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if c.det != nil {
+		if err := c.det.load(ctx, c.spec, files); err != nil {
+			c.det.close()
+			return err
+		}
+		if c.spec.Logger != nil {
+			c.spec.Logger.Info("easycv YOLOX loaded", "file", c.det.file, "export_type", c.det.exportType, "nms_in_graph", c.det.end2end,
+				"classes", len(c.det.classes), "pipeline", c.det.pre.describe())
+		}
+		return nil
+	}
 	file, err := modelFile.Find(files.ModelPath, c.spec.ModelEntry)
 	if err != nil {
 		return err
@@ -417,6 +458,9 @@ func (c *Classifier) probe(ctx context.Context, classes []string) error {
 
 // Metadata describes the request and response fields.
 func (c *Classifier) Metadata() processors.Metadata {
+	if c.det != nil {
+		return c.det.metadata()
+	}
 	h, w := c.pipe.outShape(300, 200)
 	if h2, w2 := c.pipe.outShape(200, 300); h2 != h || w2 != w {
 		h, w = -1, -1 // the size follows the image's
@@ -444,6 +488,9 @@ func (c *Classifier) Metadata() processors.Metadata {
 
 // Close releases the module.
 func (c *Classifier) Close() error {
+	if c.det != nil {
+		return c.det.close()
+	}
 	if c.mod == nil {
 		return nil
 	}

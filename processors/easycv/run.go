@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -31,11 +32,13 @@ type Payload struct {
 	list bool // the body was a JSON list: answer a list
 	h, w int  // every row's height and width (see Decode)
 	rows [][]float32
+	dets []*detImage // YoloXPredictor: the images, preprocessed
 }
 
 // Result is the model's probabilities, one slice per image.
 type Result struct {
 	probs [][]float32
+	dets  []detAnswer // YoloXPredictor
 }
 
 // imageRequest is one {"image": "<base64>"} object; other keys are ignored,
@@ -85,6 +88,14 @@ func (c *Classifier) Decode(_ context.Context, req *processors.Request) (*Payloa
 		field := "image"
 		if p.list {
 			field = fmt.Sprintf("[%d].image", i)
+		}
+		if c.det != nil {
+			im, err := c.det.preprocess(field, r.Image)
+			if err != nil {
+				return nil, err
+			}
+			p.dets = append(p.dets, im)
+			continue
 		}
 		row, h, w, err := c.preprocess(field, r.Image)
 		if err != nil {
@@ -150,12 +161,32 @@ func jsonKind(raw []byte) string {
 // BatchKey lets requests whose images come out at one size share a
 // forward; with a centre crop, that is every request.
 func (c *Classifier) BatchKey(p *Payload) (string, bool) {
+	if c.det != nil {
+		// An export has a fixed batch size (1 by default): images run one
+		// forward each, so batching only gathers requests.
+		return "yolox", true
+	}
 	return strconv.Itoa(p.h) + "x" + strconv.Itoa(p.w), true
 }
 
 // Run stacks the images of every payload into one NCHW batch per size,
 // runs forward once per size, and splits the probabilities back.
 func (c *Classifier) Run(ctx context.Context, batch []*Payload) ([]*Result, error) {
+	if c.det != nil {
+		results := make([]*Result, len(batch))
+		for i, p := range batch {
+			r := &Result{}
+			for _, im := range p.dets {
+				a, err := c.det.run(ctx, im)
+				if err != nil {
+					return nil, err
+				}
+				r.dets = append(r.dets, a)
+			}
+			results[i] = r
+		}
+		return results, nil
+	}
 	if c.mod == nil {
 		return nil, ErrNotLoaded
 	}
@@ -336,6 +367,22 @@ func activate(v []float32, act string) []float32 {
 // indices], "class_name": [their names], "class_probs": {name: prob} in
 // class order}; an object for an object request, a list for a list.
 func (c *Classifier) Encode(_ context.Context, p *Payload, r *Result) (*processors.Response, error) {
+	if c.det != nil {
+		var b strings.Builder
+		if p.list {
+			b.WriteByte('[')
+		}
+		for i, a := range r.dets {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			c.det.encode(&b, a, p.dets[i].scale)
+		}
+		if p.list {
+			b.WriteByte(']')
+		}
+		return &processors.Response{Body: []byte(b.String()), ContentType: "application/json"}, nil
+	}
 	var b bytes.Buffer
 	if p.list {
 		b.WriteByte('[')
