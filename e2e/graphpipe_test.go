@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/eas-server/eas-server/engines/onnxbuild"
 	"github.com/eas-server/eas-server/engines/onnxbuild/onnxpb"
 	"github.com/eas-server/eas-server/internal/pyvenv"
+	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/graphpipe"
@@ -566,4 +568,75 @@ func numbers[T float32 | float64 | int64 | uint8](t *testing.T, data []json.RawM
 		out[i] = v
 	}
 	return out
+}
+
+// TestGraphPipeChexNet is the flow of the GraphPipe article this project
+// started from, with the official Python client: ChexNet's architecture
+// (torchvision's DenseNet-121, 14 sigmoid outputs, random weights; made by
+// testdata/graphpipe/chexnet.py with Debian's python3-torch and exported to
+// ONNX) served by eas-server, called with TenCrop batches of ten crops.
+// ONNX Runtime's probabilities are compared with PyTorch's, crop by crop and
+// averaged over the crops as ChexNet does.
+func TestGraphPipeChexNet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: DenseNet-121 takes seconds per batch on a small machine")
+	}
+	py := pyvenv.Python(t, "graphpipe")
+	dir := t.TempDir()
+	if out, err := exec.Command("/usr/bin/python3", "testdata/graphpipe/chexnet.py", dir).CombinedOutput(); err != nil {
+		require.Missing(t, require.Python, "testdata/graphpipe/chexnet.py: %v\n%s\n(it needs Debian's python3-torch and python3-torchvision: run scripts/install-test-deps.sh)", err, out)
+	}
+	st := teststack.Start(t, fmt.Sprintf(`{"name":"chexnet","processor":"onnx_cpu","model_path":%q,"token":%q,"metadata":{"instance":1,"cpu":2,"rpc":{"keepalive":120000}}}`,
+		filepath.Join(dir, "chexnet.onnx"), gpToken))
+	u, err := url.Parse(st.URL + "/api/predict/chexnet/graphpipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("chexnet", gpToken)
+	outFile := filepath.Join(dir, "answers.json")
+	refFile := filepath.Join(dir, "chexnet.json")
+	drv := newClientScript(t, "graphpipe", py, "testdata/graphpipe/gp_check.py", map[string]any{
+		"chexnet_url": u.String(), "chexnet_refs": refFile, "out": outFile,
+	})
+	drv.run(t, "chexnet", "NETRC="+filepath.Join(dir, "none"))
+	b, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile(refFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r refs
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Cases {
+		key := "chexnet/" + c.Name
+		outs := pyTensors(t, key, got[key])
+		want := tensorsOf(t, c.Outputs, "outputs")[0]
+		if len(outs) != 2 || fmt.Sprint(outs[0].Shape) != "[10 14]" {
+			t.Fatalf("%s: %d tensors, shape %v; want the [10 14] probabilities and their mean", key, len(outs), outs[0].Shape)
+		}
+		// ONNX Runtime against PyTorch: another formulation of the same
+		// float32 network.
+		if err := tensor.Close(outs[0], want, tensor.F32Reformulated); err != nil {
+			t.Errorf("%s, per crop: %v", key, err)
+		}
+		probs, err := want.AsFloat32()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean := make([]float32, 14)
+		for i, p := range probs {
+			mean[i%14] += p / 10
+		}
+		if err := tensor.Close(outs[1], tensor.FromFloat32("", []int64{14}, mean), tensor.F32Reformulated); err != nil {
+			t.Errorf("%s, averaged over the crops: %v", key, err)
+		}
+	}
 }

@@ -23,6 +23,9 @@ Groups:
             userinfo.
   errors    a wrong token (401) and a bad request (400) raise requests'
             HTTPError with the server's status and text.
+  chexnet   the GraphPipe article's ChexNet flow (chexnet.py makes the
+            model): each TenCrop batch of ten 224x224 crops in one call,
+            the ten crops' probabilities back, averaged as ChexNet does.
 """
 
 import json
@@ -139,12 +142,25 @@ def errors(cfg, out):
     out["errors"] = "checked"
 
 
+def chexnet(cfg, out):
+    with open(cfg["chexnet_refs"]) as f:
+        ref = json.load(f)
+    for case in ref["cases"]:
+        x = to_np(case["inputs"][0])
+        try:
+            probs = remote.execute(cfg["chexnet_url"], x)
+        except Exception as e:  # noqa: BLE001
+            fail(f"chexnet {case['name']}: {type(e).__name__}: {e}")
+            continue
+        out["chexnet/" + case["name"]] = [record(probs), record(probs.mean(axis=0))]
+
+
 def main():
     group, path = sys.argv[1], sys.argv[2]
     with open(path) as f:
         cfg = json.load(f)
     out = {}
-    {"infer": infer, "metadata": metadata, "netrc": netrc, "errors": errors}[group](cfg, out)
+    {"infer": infer, "metadata": metadata, "netrc": netrc, "errors": errors, "chexnet": chexnet}[group](cfg, out)
     with open(cfg["out"], "w") as f:
         json.dump(out, f)
     if failures:
