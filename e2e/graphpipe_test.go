@@ -392,8 +392,10 @@ func TestGraphPipe(t *testing.T) {
 // Python client (pinned in scripts/requirements/graphpipe.txt), unchanged,
 // against ONNX services: e2e/testdata/graphpipe/gp_check.py calls it with
 // the token as the URL's userinfo (and from ~/.netrc) and records what it
-// returns; the numbers are compared here with tensor.Close.
+// returns; the numbers are compared here with tensor.Close. The token has
+// characters a URL reserves, as generated ones (standard base64) may.
 func TestGraphPipePythonClient(t *testing.T) {
+	const gpToken = "gp/python+token="
 	py := pyvenv.Python(t, "graphpipe")
 	onnxDir, err := filepath.Abs(onnxTestdata)
 	if err != nil {

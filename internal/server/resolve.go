@@ -12,8 +12,8 @@ import (
 	"github.com/eas-server/eas-server/wire/kserve"
 )
 
-// This file is the one front door behind the three wire doors (EAS HTTP,
-// KServe v2 HTTP, KServe v2 gRPC): each door turns its request into a name
+// This file is the one front door behind the four wire doors (EAS HTTP,
+// KServe v2 HTTP, KServe v2 gRPC, GraphPipe): each door turns its request into a name
 // and an auth.Request, calls admit or resolveModel, and maps the error it
 // gets with statusOf (and grpcCode). Lookup, token check and "not serving"
 // are written only here.
@@ -145,7 +145,7 @@ func (s *Server) opensAny(ar auth.Request) bool {
 }
 
 // resolveModel resolves a model name of the tensor doors (KServe v2 over
-// HTTP or gRPC): a service of that name whose processor serves tensors, or
+// HTTP or gRPC, GraphPipe): a service of that name whose processor serves tensors, or
 // else a model of a service whose processor routes models (a Triton
 // repository), authorised with that service's token.
 func (s *Server) resolveModel(name, version string, ar auth.Request) (target, error) {
