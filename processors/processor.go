@@ -120,7 +120,7 @@ type Spec struct {
 	// Event records something that happened to the loaded processor on
 	// its own, outside the loader's lifecycle (a custom processor's
 	// worker process crashed, or was restarted), in the service's events
-	// (`eas-server events`, `desc`). warning marks a Warning event, else
+	// (`eas-server events`). warning marks a Warning event, else
 	// a Normal one; reason is a CamelCase word of the processor's own
 	// (WorkerCrashed), never one of the loader's (Running, LoadFailed);
 	// message says what happened. The processor logs what it reports
