@@ -196,3 +196,23 @@ func TestCppCrashInInitialize(t *testing.T) {
 		t.Errorf("deploy error %v, want initialize: crashed: SIGSEGV ... in touch_null", err)
 	}
 }
+
+// TestHookCrashEvents: a pre_process hook's crash and restart are the
+// service's events too, named as the hook's.
+func TestHookCrashEvents(t *testing.T) {
+	st := teststack.Start(t, fmt.Sprintf(`{"name": "hooked", "processor": "echo", "token": %q,
+		"pre_process": {"processor_path": %q, "processor_type": "cpp"},
+		"metadata": {"instance": 1, "rpc": {"keepalive": 10000}}}`, token, buildLib(t, "crash")))
+	if code, body := post(t, st, "hooked", "segv"); code != 500 {
+		t.Fatalf("segv: %d %q, want 500", code, body)
+	}
+	wait.Until(t, 20*time.Second, func() error {
+		if n, e := countEvents(t, st, "hooked", "WorkerRestarted"); n != 1 || !strings.HasPrefix(e.Message, "version 1: pre_process: worker 0 restarted") {
+			return fmt.Errorf("%d WorkerRestarted events, the last %q; events: %v", n, e.Message, events(t, st, "hooked"))
+		}
+		return nil
+	})
+	if n, e := countEvents(t, st, "hooked", "WorkerCrashed"); n != 1 || !strings.HasPrefix(e.Message, "version 1: pre_process: worker process") || !strings.Contains(e.Message, "SIGSEGV") {
+		t.Errorf("%d WorkerCrashed events, the last %q; want one of the pre_process hook naming SIGSEGV", n, e.Message)
+	}
+}
