@@ -268,10 +268,11 @@ func (d *detector) probe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load %s: a test forward on a %dx%d image failed: %v", filepath.Base(d.file), w, h, err)
 	}
-	_, err = d.interpret(outs)
+	_, end2end, err := d.interpret(outs)
 	if err != nil {
 		return fmt.Errorf("load %s: %v", filepath.Base(d.file), err)
 	}
+	d.end2end = end2end
 	return ctx.Err()
 }
 
@@ -301,37 +302,36 @@ func (d *detector) forward(ctx context.Context, x []float32, h, w int) ([]tensor
 }
 
 // interpret turns the outputs of one image's forward into its detections
-// (nil: EasyCV's None, nothing passed test_conf), and sets end2end.
-func (d *detector) interpret(outs []tensor.Tensor) ([]detection, error) {
+// (nil: EasyCV's None, nothing passed test_conf), and says whether the
+// graph did the postprocess itself.
+func (d *detector) interpret(outs []tensor.Tensor) ([]detection, bool, error) {
 	if len(outs) != 1 {
-		return nil, fmt.Errorf("the model gives %d outputs (%s); an EasyCV YOLOX export gives one: [1, anchors, 5 + classes] predictions, or (a jit export) one [K, 7] tensor of detections per image", len(outs), describeOutputs(outs))
+		return nil, false, fmt.Errorf("the model gives %d outputs (%s); an EasyCV YOLOX export gives one: [1, anchors, 5 + classes] predictions, or (a jit export) one [K, 7] tensor of detections per image", len(outs), describeOutputs(outs))
 	}
 	o := outs[0]
 	vals, err := toFloat32(o)
 	if err != nil {
-		return nil, fmt.Errorf("output %q: %v", o.Name, err)
+		return nil, false, fmt.Errorf("output %q: %v", o.Name, err)
 	}
 	nc := len(d.classes)
 	switch {
 	case len(o.Shape) == 3 && o.Shape[0] == 1 && o.Shape[2] >= 5:
 		if o.Shape[2] < int64(5+nc) {
-			return nil, fmt.Errorf("the model's predictions are %s: %d class scores, but the export's config names %d classes", tensor.FormatShape(o.Shape), o.Shape[2]-5, nc)
+			return nil, false, fmt.Errorf("the model's predictions are %s: %d class scores, but the export's config names %d classes", tensor.FormatShape(o.Shape), o.Shape[2]-5, nc)
 		}
-		d.end2end = false
-		return yoloxPostprocess(vals, int(o.Shape[1]), int(o.Shape[2]), nc, d.testConf, d.nmsThre), nil
+		return yoloxPostprocess(vals, int(o.Shape[1]), int(o.Shape[2]), nc, d.testConf, d.nmsThre), false, nil
 	case len(o.Shape) == 2 && o.Shape[1] == 7 && d.mod != nil:
-		d.end2end = true
 		dets := make([]detection, o.Shape[0])
 		for i := range dets {
 			r := vals[7*i : 7*i+7]
 			dets[i] = detection{box: [4]float32{r[0], r[1], r[2], r[3]}, obj: r[4], cls: r[5], class: int(r[6])}
 			if dets[i].class < 0 || dets[i].class >= nc {
-				return nil, fmt.Errorf("detection %d has class %v; the export's config names %d classes", i, r[6], nc)
+				return nil, false, fmt.Errorf("detection %d has class %v; the export's config names %d classes", i, r[6], nc)
 			}
 		}
-		return dets, nil
+		return dets, true, nil
 	}
-	return nil, fmt.Errorf("the model's output is %s; an EasyCV YOLOX export gives [1, anchors, 5 + classes] predictions (onnx, or jit without postprocess) or one [K, 7] tensor of detections (jit)", describeOutputs(outs))
+	return nil, false, fmt.Errorf("the model's output is %s; an EasyCV YOLOX export gives [1, anchors, 5 + classes] predictions (onnx, or jit without postprocess) or one [K, 7] tensor of detections (jit)", describeOutputs(outs))
 }
 
 // detImage is one decoded, preprocessed request image.
@@ -385,11 +385,11 @@ func (d *detector) run(ctx context.Context, im *detImage) (detAnswer, error) {
 		}
 		return detAnswer{}, fmt.Errorf("easycv: forward on a %dx%d image: %w", im.w, im.h, err)
 	}
-	dets, err := d.interpret(outs)
+	dets, end2end, err := d.interpret(outs)
 	if err != nil {
 		return detAnswer{}, fmt.Errorf("easycv: %w", err)
 	}
-	return detAnswer{none: dets == nil && !d.end2end, dets: dets, oriH: im.oriH, oriW: im.oriW}, nil
+	return detAnswer{none: dets == nil && !end2end, dets: dets, oriH: im.oriH, oriW: im.oriW}, nil
 }
 
 // encode writes YoloXPredictor's dict for one image: detection_boxes

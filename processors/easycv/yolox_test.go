@@ -223,7 +223,7 @@ func TestYoloxPostprocessMatchesEasyCV(t *testing.T) {
 			pred[i] = float32(v)
 		}
 		p := tensor.Own("output", []int64{int64(ref.PredShape[0]), int64(ref.PredShape[1]), int64(ref.PredShape[2])}, pred)
-		dets, err := c.det.interpret([]tensor.Tensor{p})
+		dets, _, err := c.det.interpret([]tensor.Tensor{p})
 		if err != nil {
 			t.Fatal(err)
 		}
