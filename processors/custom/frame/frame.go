@@ -14,7 +14,9 @@
 // worker runs the user's initialize and says Ready or Fail (a message). Then
 // the server sends Request frames (the request body) and the worker answers
 // each with an Answer frame (u32 HTTP status, then the body) of the same id,
-// in any order: a worker may run several requests at once.
+// in any order: a worker may run several requests at once. A worker serving
+// a batch-inference model class gets Batch frames instead: N requests'
+// tensors in one frame (see AppendBatch), answered by one Answer.
 //
 // The format is small on purpose: the Python side reads it with struct and
 // nothing else, and a fuzz test holds the Go reader to never panicking and
@@ -40,6 +42,11 @@ const (
 	Fail    Kind = 'F' // worker -> server: initialize failed, or in place of Hello the worker cannot start; payload is the reason
 	Request Kind = 'Q' // server -> worker: one request body
 	Answer  Kind = 'A' // worker -> server: u32 status, then the response body
+	// Batch is server -> worker: the tensors of several requests at once
+	// (AppendBatch), for a batch-inference model class; the worker answers
+	// with one Answer of the same id whose body, when the status is 200, is
+	// each request's output tensors in the same form.
+	Batch Kind = 'B'
 )
 
 // HeaderSize is the size of a frame header: length, kind and id.
@@ -80,7 +87,7 @@ type InitInfo struct {
 // Known reports whether k is one of the kinds above.
 func (k Kind) Known() bool {
 	switch k {
-	case Hello, Init, Ready, Fail, Request, Answer:
+	case Hello, Init, Ready, Fail, Request, Answer, Batch:
 		return true
 	}
 	return false
