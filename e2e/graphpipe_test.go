@@ -163,6 +163,8 @@ func TestGraphPipe(t *testing.T) {
 	for _, m := range models {
 		specs = append(specs, svc("gp_"+m, filepath.Join(onnxDir, m+".onnx")))
 	}
+	specs = append(specs, fmt.Sprintf(`{"name":"gp_limited","processor":"onnx_cpu","model_path":%q,"token":%q,"metadata":{"instance":1,"cpu":1,"rpc":{"rate_limit":1}}}`,
+		filepath.Join(onnxDir, "mlp.onnx"), gpToken))
 	st := teststack.Start(t, specs...)
 	door := func(name string) string { return st.URL + "/api/predict/" + name + "/graphpipe" }
 
@@ -346,6 +348,24 @@ func TestGraphPipe(t *testing.T) {
 		gpDo(t, door("gp_half"), gpToken, &graphpipe.Request{Inputs: mlpIn.Inputs})
 		if after := teststack.Metric(t, st.URL, bad); after != b0+1 {
 			t.Errorf("%s: %v after one bad request, was %v", bad, after, b0)
+		}
+	})
+
+	t.Run("rate limit", func(t *testing.T) {
+		// The service's scheduler refuses over rpc.rate_limit, as on
+		// every door: 429 with its reason.
+		limited := 0
+		for range 5 {
+			code, b := gpDo(t, door("gp_limited"), gpToken, mlpIn)
+			switch {
+			case code == http.StatusTooManyRequests && strings.Contains(string(b), "rate_limit"):
+				limited++
+			case code != http.StatusOK:
+				t.Errorf("%d %s", code, b)
+			}
+		}
+		if limited < 3 {
+			t.Errorf("rate_limit 1: %d of 5 back-to-back requests got 429, want at least 3", limited)
 		}
 	})
 
