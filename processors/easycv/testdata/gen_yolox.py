@@ -2,15 +2,18 @@
 
 usage: gen_yolox.py OUTDIR
 
-EasyCV (PyPI pai-easycv) needs mmcv and a CUDA-era torch and does not
-install beside Debian's python3-torch, so this script reimplements, from
-EasyCV's public source (easycv/predictors/detector.py: YoloXPredictor,
-YoloXOutputProcessor, DetOutputProcessor; easycv/models/detection/utils/
-postprocess.py: postprocess; easycv/apis/export.py: _export_yolox;
-easycv/datasets: LoadImage, MMResize, MMPad, MMNormalize; mmcv's imrescale,
-impad, imnormalize), what YoloXPredictor does to one image, with the real
-libraries it calls: PIL to decode, OpenCV (python3-opencv) to resize, torch
-for the network, torchvision's batched_nms for NMS.
+EasyCV (PyPI pai-easycv) is not a test dependency (it pins a CUDA-era stack
+and mmcv), so this script reimplements, from EasyCV's public source
+(easycv/predictors/detector.py: YoloXPredictor, YoloXOutputProcessor,
+DetOutputProcessor; easycv/models/detection/utils/postprocess.py:
+postprocess; easycv/apis/export.py: _export_yolox; easycv/datasets:
+LoadImage, MMResize, MMPad, MMNormalize; mmcv's imrescale, impad,
+imnormalize), what YoloXPredictor does to one image, with the real
+libraries it calls: PIL to decode, OpenCV (python3-opencv) to resize and
+normalise, torch for the network, torchvision's batched_nms for NMS.
+check_with_easycv.py runs EasyCV's own YoloXPredictor (pai-easycv 0.11.7,
+on onnxruntime and libtorch) on what this script writes and checks these
+references against it.
 
 Everything is generated here (seeded; nothing downloaded):
 
