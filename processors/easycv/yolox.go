@@ -366,6 +366,9 @@ func (d *detector) preprocess(field string, raw *json.RawMessage) (*detImage, er
 	if err != nil {
 		return nil, err
 	}
+	if rh, rw, _ := d.pre.resized(img.h, img.w); rh < 1 || rw < 1 {
+		return nil, badinput.Errorf("%s: the %dx%d image would be resized to %dx%d; its aspect ratio is too extreme for img_scale %v (EasyCV's cv2.resize fails on it too)", field, img.w, img.h, rw, rh, d.pre.scale)
+	}
 	x, h, w, scale := d.pre.apply(img)
 	return &detImage{x: x, h: h, w: w, oriH: img.h, oriW: img.w, scale: scale}, nil
 }
