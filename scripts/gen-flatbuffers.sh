@@ -20,19 +20,11 @@ FLATC_VERSION=2.0.8
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-check=false
-case "${1:-}" in
-"") ;;
---check) check=true ;;
-*) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
+# shellcheck source=scripts/genlib.sh
+. "$root/scripts/genlib.sh"
+check="$(gen_check_flag "${1:-}")"
 
-if ! command -v flatc >/dev/null 2>&1; then
-	sudo=""
-	[[ "$(id -u)" == 0 ]] || sudo="sudo"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq flatbuffers-compiler
-fi
+gen_need flatc flatbuffers-compiler
 if ! flatc --version | grep -q " $FLATC_VERSION\$"; then
 	echo "gen-flatbuffers: $(flatc --version); the committed files were made with flatc $FLATC_VERSION (Debian 12's flatbuffers-compiler)" >&2
 	exit 1

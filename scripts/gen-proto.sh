@@ -31,19 +31,11 @@ PROTOC_VERSION=3.21.12
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-check=false
-case "${1:-}" in
-"") ;;
---check) check=true ;;
-*) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
+# shellcheck source=scripts/genlib.sh
+. "$root/scripts/genlib.sh"
+check="$(gen_check_flag "${1:-}")"
 
-if ! command -v protoc >/dev/null 2>&1; then
-	sudo=""
-	[[ "$(id -u)" == 0 ]] || sudo="sudo"
-	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq protobuf-compiler
-fi
+gen_need protoc protobuf-compiler
 if ! protoc --version | grep -q " $PROTOC_VERSION\$"; then
 	echo "gen-proto: warning: $(protoc --version), the committed files were made with $PROTOC_VERSION; their headers will change" >&2
 fi
