@@ -278,6 +278,15 @@ type Batcher[P any] interface {
 	BatchKey(p P) (key string, ok bool)
 }
 
+// BatchSizer is implemented by processors whose loaded model says how it
+// batches (a batch-inference model class's @batching max_batch_size).
+// While metadata.rpc.batching is off, the service's scheduler batches with
+// these instead: up to maxBatchSize requests, the first waiting at most
+// timeout for the others. ok is false when the model says nothing.
+type BatchSizer interface {
+	BatchSize() (maxBatchSize int, timeout time.Duration, ok bool)
+}
+
 // Warmer is implemented by processors that can replay warm_up_data_path
 // before the service reports ready.
 type Warmer interface {

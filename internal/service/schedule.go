@@ -51,8 +51,17 @@ func (m *Manager) observer(service, model string) scheduler.Observer {
 }
 
 // newScheduler builds a service version's scheduler.
+// A processor whose model says how it batches (processors.BatchSizer)
+// batches so while metadata.rpc.batching is off; rpc.batching on takes
+// rpc's max_batch_size and max_batch_timeout.
 func (m *Manager) newScheduler(spec *servicejson.Service, e *processors.Engine, log *slog.Logger) *scheduler.Scheduler {
-	return scheduler.New(schedulerConfig(spec), e.Run, scheduler.KeyFunc(e.BatchKey()), m.observer(spec.Name, ""), log)
+	cfg := schedulerConfig(spec)
+	if bs, ok := e.Processor().(processors.BatchSizer); ok && !cfg.Batching {
+		if n, wait, ok := bs.BatchSize(); ok && n > 1 {
+			cfg.Batching, cfg.MaxBatchSize, cfg.MaxBatchTimeout, cfg.PreferredBatchSizes = true, n, wait, nil
+		}
+	}
+	return scheduler.New(cfg, e.Run, scheduler.KeyFunc(e.BatchKey()), m.observer(spec.Name, ""), log)
 }
 
 // modelSchedulers is processors.Schedulers for the models of one loaded

@@ -36,8 +36,10 @@ func init() { processors.RegisterCustom(processors.CustomRuntime{New: New, WithH
 // New makes the processor for a processor_type.
 func New(processorType string) (*processors.Engine, error) {
 	switch processorType {
-	case "cpp", "python":
+	case "cpp":
 		return processors.Adapt[[]byte, Result](&Processor{kind: processorType}), nil
+	case "python":
+		return newPython(), nil
 	case "java":
 		return nil, errors.New("processor_type java: Java processors are not run here (there is no JVM processor runtime); port the processor to C or C++ (processor_type cpp, a shared library exporting initialize and process) or to Python (processor_type python, an allspark processor)")
 	}
@@ -57,10 +59,15 @@ type Result struct {
 type Processor struct {
 	kind string // cpp or python
 	spec processors.Spec
+	// tensors: a python entry that imports batch_inference is served as a
+	// batch-inference model class (batch.go); set for a service's own
+	// python processor, not for a hook.
+	tensors bool
 
 	mu      sync.Mutex
 	pool    *pool
 	desc    string         // the entry as the user named it, for Metadata
+	batch   *batchInfo     // the batch-inference class; nil for an allspark processor
 	sandbox *workerSandbox // the workers' trust boundary
 }
 
@@ -109,6 +116,7 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	// read the package, the model and its runtime, not the server's state.
 	var command func(int) *exec.Cmd
 	var sb *workerSandbox
+	batch := false
 	switch p.kind {
 	case "cpp":
 		exe, err := workerExecutable()
@@ -126,7 +134,12 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 			return cmd
 		}
 	case "python":
-		py, err := pythonCommand(ctx, p.spec.Service, entry, pkgDir, log)
+		if p.tensors {
+			if batch, err = isBatchInference(entry); err != nil {
+				return err
+			}
+		}
+		py, err := pythonCommand(ctx, p.spec.Service, entry, pkgDir, batch, log)
 		if err != nil {
 			return err
 		}
@@ -146,8 +159,18 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		sb.close()
 		return err
 	}
+	var bi *batchInfo
+	if batch {
+		if bi, err = parseBatchInfo(pl.readyInfo); err != nil {
+			pl.close()
+			sb.close()
+			return err
+		}
+		log.Info("serving a batch-inference model class", "class", bi.Class, "batcher", bi.Batcher,
+			"max_batch_size", bi.MaxBatchSize, "wait_ms", bi.WaitMS, "batch_inference", bi.Package)
+	}
 	p.mu.Lock()
-	p.pool, p.desc, p.sandbox = pl, filepath.Base(entry), sb
+	p.pool, p.desc, p.sandbox, p.batch = pl, filepath.Base(entry), sb, bi
 	p.mu.Unlock()
 	return nil
 }

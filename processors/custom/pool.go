@@ -50,6 +50,8 @@ type pool struct {
 	hangGrace time.Duration
 
 	nextID atomic.Uint64
+	// readyInfo is the first worker's Ready payload (set by start).
+	readyInfo []byte
 
 	mu      sync.Mutex
 	ready   []*worker     // handshaken, serving
@@ -73,6 +75,9 @@ type worker struct {
 	w       *frame.Writer
 	threads int
 	log     *tailLog
+	// readyInfo is the Ready frame's payload: what a batch-inference
+	// worker says about its model class (JSON); empty otherwise.
+	readyInfo []byte
 
 	mu         sync.Mutex
 	calls      map[uint64]*pending // sent, not answered yet (whether or not the caller still waits)
@@ -127,6 +132,7 @@ func (p *pool) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	p.readyInfo = r.ready
 	n := min(max(r.processes, 1), maxProcesses)
 	rest := make(chan startResult, n)
 	for i := 1; i < n; i++ {
@@ -152,6 +158,7 @@ const maxProcesses = 64
 
 type startResult struct {
 	processes int
+	ready     []byte // the first worker's Ready payload
 	err       error
 }
 
@@ -169,7 +176,11 @@ func (p *pool) supervise(index int, first chan<- startResult) {
 			began := time.Now()
 			w, hello, err := p.spawn(index)
 			if attempt == 0 {
-				first <- startResult{processes: hello.Processes, err: err}
+				r := startResult{processes: hello.Processes, err: err}
+				if w != nil {
+					r.ready = w.readyInfo
+				}
+				first <- r
 				if err != nil {
 					return
 				}
@@ -362,6 +373,7 @@ func (p *pool) spawn(index int) (*worker, frame.HelloInfo, error) {
 		return fail("initialize", fmt.Errorf("expected ready, got frame %q", f.Kind))
 	}
 	w.lastAnswer = time.Now()
+	w.readyInfo = f.Payload
 	go w.read(p, r)
 	return w, hello, nil
 }
@@ -640,6 +652,11 @@ func (p *pool) release(w *worker) {
 
 // call sends one request body and waits for its answer.
 func (p *pool) call(ctx context.Context, body []byte) Result {
+	return p.send(ctx, frame.Request, body)
+}
+
+// send sends one frame of kind (Request, Batch) and waits for its answer.
+func (p *pool) send(ctx context.Context, kind frame.Kind, body []byte) Result {
 	w, err := p.acquire(ctx)
 	if err != nil {
 		return Result{Err: err}
@@ -650,7 +667,7 @@ func (p *pool) call(ctx context.Context, body []byte) Result {
 	w.mu.Lock()
 	w.calls[id] = &pending{answer: ch, deadline: deadline}
 	w.mu.Unlock()
-	if err := w.w.Send(frame.Request, id, body); err != nil {
+	if err := w.w.Send(kind, id, body); err != nil {
 		return Result{Err: p.crashed(w)}
 	}
 	select {

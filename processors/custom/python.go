@@ -19,10 +19,25 @@ import (
 )
 
 // allspark is the Python package a python processor imports: its
-// BaseProcessor speaks package frame on descriptor 3.
+// BaseProcessor speaks package frame on descriptor 3, and its batchhost
+// serves a batch-inference model class. batchinference holds eas-server's
+// stand-in batch_inference package, which batchhost puts on sys.path only
+// where the interpreter has no batch_inference of its own.
 //
-//go:embed allspark/*.py
+//go:embed allspark/*.py batchinference/batch_inference/*.py batchinference/batch_inference/batcher/*.py
 var allspark embed.FS
+
+// embeddedPython lists the embedded files, in a fixed order.
+func embeddedPython() []string {
+	var files []string
+	fs.WalkDir(allspark, ".", func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // an embed.FS
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files
+}
 
 // EnvPython names the Python interpreter python processors run on
 // ("python3" on PATH when unset).
@@ -41,7 +56,9 @@ type pythonWorker struct {
 // pythonCommand prepares what a python processor needs (the allspark
 // package on disk; a virtualenv when the package has requirements.txt) and
 // returns how to start worker process i.
-func pythonCommand(ctx context.Context, service, entry, pkgDir string, log *slog.Logger) (*pythonWorker, error) {
+// With batch (a batch-inference model class), the worker is allspark's
+// batchhost, which imports the entry as a module.
+func pythonCommand(ctx context.Context, service, entry, pkgDir string, batch bool, log *slog.Logger) (*pythonWorker, error) {
 	python := os.Getenv(EnvPython)
 	if python == "" {
 		python = "python3"
@@ -55,6 +72,11 @@ func pythonCommand(ctx context.Context, service, entry, pkgDir string, log *slog
 		return nil, fmt.Errorf("python processor: writing the allspark package: %w", err)
 	}
 	needs := []string{lib, pythonPrefix(abs)}
+	if venv := filepath.Dir(filepath.Dir(abs)); fileExists(filepath.Join(venv, "pyvenv.cfg")) {
+		// EAS_PYTHON is a virtualenv's interpreter: its python links to the
+		// base installation (above), and its packages are below it.
+		needs = append(needs, venv)
+	}
 	if req := filepath.Join(pkgDir, "requirements.txt"); fileExists(req) {
 		if python, err = virtualenv(ctx, service, python, req, log); err != nil {
 			return nil, err
@@ -63,6 +85,9 @@ func pythonCommand(ctx context.Context, service, entry, pkgDir string, log *slog
 	}
 	return &pythonWorker{needs: needs, command: func(i int) *exec.Cmd {
 		cmd := exec.Command(python, "-u", entry)
+		if batch {
+			cmd = exec.Command(python, "-u", "-m", "allspark.batchhost", entry)
+		}
 		cmd.Dir = pkgDir
 		pythonPath := lib + string(os.PathListSeparator) + pkgDir
 		cmd.Env = append(childEnv(),
@@ -90,7 +115,7 @@ func pythonPrefix(interpreter string) string {
 // PYTHONPATH.
 func writeAllspark() (string, error) {
 	h := sha256.New()
-	files, _ := fs.Glob(allspark, "allspark/*.py")
+	files := embeddedPython()
 	for _, f := range files {
 		b, _ := allspark.ReadFile(f)
 		h.Write([]byte(f))
@@ -105,10 +130,10 @@ func writeAllspark() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.MkdirAll(filepath.Join(tmp, "allspark"), 0o755); err != nil {
-		return "", err
-	}
 	for _, f := range files {
+		if err := os.MkdirAll(filepath.Join(tmp, filepath.Dir(f)), 0o755); err != nil {
+			return "", err
+		}
 		b, _ := allspark.ReadFile(f)
 		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
 			return "", err

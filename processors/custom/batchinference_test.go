@@ -1,0 +1,289 @@
+package custom_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/eas-server/eas-server/internal/pyvenv"
+	"github.com/eas-server/eas-server/internal/require"
+	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/tfpb"
+)
+
+// jt is a tensor as KServe v2 JSON writes it.
+type jt struct {
+	Name     string    `json:"name,omitempty"`
+	Shape    []int64   `json:"shape"`
+	Datatype string    `json:"datatype"`
+	Data     []float64 `json:"data"`
+}
+
+// biCase is one of batch-inference's example classes (testdata/bi_examples.py)
+// and the requests it gets.
+type biCase struct {
+	service, class string
+	config         string // model_config's other keys, each ending with a comma
+	requests       [][]jt
+}
+
+func randTensor(r *rand.Rand, name string, shape ...int64) jt {
+	t := jt{Name: name, Shape: shape, Datatype: "FP32"}
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	for range n {
+		t.Data = append(t.Data, float64(float32(r.NormFloat64())))
+	}
+	return t
+}
+
+func biCases() []biCase {
+	r := rand.New(rand.NewPCG(35, 1))
+	var weights [][]float64
+	for range 3 {
+		var row []float64
+		for range 3 {
+			row = append(row, float64(float32(r.NormFloat64())))
+		}
+		weights = append(weights, row)
+	}
+	w, _ := json.Marshal(weights)
+	cs := []biCase{
+		{service: "bi_matmul", class: "MatMulModel", config: `"init_args": [` + string(w) + `],`},
+		{service: "bi_concat", class: "ConcatModel"},
+		{service: "bi_custom", class: "CustomBatcherModel"},
+		{service: "bi_seq", class: "SeqModel"},
+		{service: "bi_bucket", class: "BucketSeqModel"},
+		{service: "bi_two", class: "TwoOutputs", config: `"init_kwargs": {"scale": 2.5},`},
+	}
+	for range 4 {
+		cs[0].requests = append(cs[0].requests, []jt{randTensor(r, "x", 1, 3, 3)})
+	}
+	cs[0].requests = append(cs[0].requests, []jt{randTensor(r, "x", 2, 3, 3)})
+	for _, i := range []int{1, 2} {
+		for range 3 {
+			cs[i].requests = append(cs[i].requests, []jt{randTensor(r, "x", 1, 2, 3), randTensor(r, "y", 1, 3, 2)})
+		}
+	}
+	for _, l := range []int64{2, 4, 7} {
+		cs[3].requests = append(cs[3].requests, []jt{randTensor(r, "seq", 1, l)})
+	}
+	for _, l := range []int64{8, 4, 9, 5, 2} {
+		cs[4].requests = append(cs[4].requests, []jt{randTensor(r, "seq", 1, 1, l)})
+	}
+	for range 3 {
+		cs[5].requests = append(cs[5].requests, []jt{randTensor(r, "x", 1, 4)})
+	}
+	return cs
+}
+
+// reference runs the requests through batch_inference's ModelHost.predict
+// in process (testdata/bi_reference.py) on python.
+func reference(t *testing.T, python, class, config string, reqs [][]jt) [][]jt {
+	t.Helper()
+	job := map[string]any{"module": filepath.Join(testdataDir(t), "bi_examples.py"), "class": class, "requests": reqs}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte("{"+strings.TrimSuffix(strings.TrimSpace(config), ",")+"}"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range cfg {
+		job[k] = v
+	}
+	in, _ := json.Marshal(job)
+	cmd := exec.Command(python, filepath.Join(testdataDir(t), "bi_reference.py"))
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("reference %s: %v\n%s", class, err, stderr.Bytes())
+	}
+	var got [][]jt
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("reference %s: %v: %s", class, err, out)
+	}
+	return got
+}
+
+// infer posts one request to the KServe v2 JSON door.
+func infer(t *testing.T, st *teststack.Stack, service string, inputs []jt) (int, []jt, string) {
+	body, _ := json.Marshal(map[string]any{"inputs": inputs})
+	code, b, _ := teststack.Do(t, http.MethodPost, st.URL+"/v2/models/"+service+"/infer", token, body)
+	if code != 200 {
+		return code, nil, string(b)
+	}
+	var resp struct {
+		Outputs []jt `json:"outputs"`
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatalf("%s: %v: %s", service, err, b)
+	}
+	return code, resp.Outputs, ""
+}
+
+// sameOutputs compares a request's outputs under tol.
+func sameOutputs(got, want []jt, tol tensor.Tolerance) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d outputs, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Name != w.Name || g.Datatype != w.Datatype || fmt.Sprint(g.Shape) != fmt.Sprint(w.Shape) {
+			return fmt.Errorf("output %d: %s %s %v, want %s %s %v", i, g.Name, g.Datatype, g.Shape, w.Name, w.Datatype, w.Shape)
+		}
+		if err := tensor.CloseValues(w.Name, f32(g), f32(w), tol.For(tensor.Float64)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func biSpec(t *testing.T, c biCase, extra string) string {
+	return spec(c.service, "python", filepath.Join(testdataDir(t), "bi_examples.py"),
+		fmt.Sprintf(`"model_config": {%s "class": %q}, %s`, c.config, c.class, extra))
+}
+
+// TestBatchInferenceExamples: batch-inference's example classes, deployed
+// unchanged with processor_type python, answer through the KServe v2 JSON
+// door exactly what ModelHost.predict answers in process, on the real
+// batch_inference (the pinned venv of scripts/python-venv.sh) and on
+// eas-server's stand-in (python3 without batch_inference).
+func TestBatchInferenceExamples(t *testing.T) {
+	venv := pyvenv.Python(t, "batch-inference")
+	cases := biCases()
+	want := make([][][]jt, len(cases))
+	for i, c := range cases {
+		want[i] = reference(t, venv, c.class, c.config, c.requests)
+	}
+	check := func(t *testing.T, python, pkg string) {
+		t.Setenv("EAS_PYTHON", python)
+		var specs []string
+		for _, c := range cases {
+			specs = append(specs, biSpec(t, c, ""))
+		}
+		specs = append(specs, spec("bi_raises", "python", filepath.Join(testdataDir(t), "bi_examples.py"), `"model_config": {"class": "Raises"},`))
+		st := teststack.Start(t, specs...)
+		for i, c := range cases {
+			// One at a time: each request is a batch of one on both sides.
+			for j, req := range c.requests {
+				code, got, msg := infer(t, st, c.service, req)
+				if code != 200 {
+					t.Errorf("%s request %d: %d %s", c.class, j, code, msg)
+					continue
+				}
+				if err := sameOutputs(got, want[i][j], tensor.Exact); err != nil {
+					t.Errorf("%s request %d: %v", c.class, j, err)
+				}
+			}
+			code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/"+c.service, token, nil)
+			if code != 200 || !strings.Contains(string(meta), "batch-inference "+c.class) || !strings.Contains(string(meta), pkg) {
+				t.Errorf("%s metadata: %d %s; want the class and %q", c.class, code, meta, pkg)
+			}
+		}
+		// The class's error fails its request, as ModelHost.predict raises it.
+		code, _, msg := infer(t, st, "bi_raises", []jt{{Name: "x", Shape: []int64{1, 1}, Datatype: "FP32", Data: []float64{1}}})
+		if code != 500 || !strings.Contains(msg, "Raises raised ValueError: no such luck") {
+			t.Errorf("raises: %d %s", code, msg)
+		}
+		// Wrong inputs are the client's: 400 naming predict_batch's arguments.
+		code, _, msg = infer(t, st, "bi_concat", cases[1].requests[0][:1])
+		if code != 400 || !strings.Contains(msg, "ConcatModel.predict_batch takes 2 inputs (x, y)") {
+			t.Errorf("one input of two: %d %s", code, msg)
+		}
+		// The EAS TensorFlow protobuf door carries the same tensors.
+		req := cases[1].requests[2]
+		var ins []tensor.Tensor
+		for _, in := range req {
+			ins = append(ins, floatTensor(t, in))
+		}
+		body, err := tfpb.EncodeRequest("", ins, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, b, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/bi_concat", token, body)
+		if code != 200 {
+			t.Fatalf("tf protobuf: %d %s", code, b)
+		}
+		outs, err := tfpb.DecodeResponse(b)
+		if err != nil || len(outs) != 1 {
+			t.Fatalf("tf protobuf answer: %v %v", outs, err)
+		}
+		if err := tensor.Close(outs[0], floatTensor(t, want[1][2][0]), tensor.Exact); err != nil {
+			t.Errorf("tf protobuf: %v", err)
+		}
+		// Concurrent requests batch: the scheduler forms batches of several
+		// (up to @batching's max_batch_size, 10) and each request still gets
+		// its own answer.
+		r := rand.New(rand.NewPCG(7, 7))
+		var reqs [][]jt
+		for range 40 {
+			reqs = append(reqs, []jt{randTensor(r, "x", 1, 3, 3)})
+		}
+		ref := reference(t, venv, cases[0].class, cases[0].config, reqs)
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, got, msg := infer(t, st, "bi_matmul", req)
+				if code != 200 {
+					t.Errorf("concurrent %d: %d %s", i, code, msg)
+					return
+				}
+				if err := sameOutputs(got, ref[i], tensor.F32Accumulated); err != nil {
+					t.Errorf("concurrent %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		sum, count := batchSizes(t, st, "bi_matmul")
+		if count == 0 || sum <= count {
+			t.Errorf("bi_matmul: %v requests in %v runs; want runs of several", sum, count)
+		}
+	}
+	t.Run("batch-inference", func(t *testing.T) { check(t, venv, "batch-inference 1.0") })
+	t.Run("stand-in", func(t *testing.T) {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			require.Missing(t, require.Python, "no python3 on PATH")
+		}
+		if exec.Command(py, "-c", "import numpy").Run() != nil {
+			require.Missing(t, require.Python, "python3 lacks numpy (Debian's python3-numpy)")
+		}
+		if exec.Command(py, "-c", "import batch_inference").Run() == nil {
+			t.Skip("python3 has a batch_inference of its own, so the stand-in is not used")
+		}
+		check(t, py, "eas-server's stand-in")
+	})
+}
+
+func floatTensor(t *testing.T, j jt) tensor.Tensor {
+	t.Helper()
+	v := make([]float32, len(j.Data))
+	for i, x := range j.Data {
+		v[i] = float32(x)
+	}
+	return tensor.FromFloat32(j.Name, j.Shape, v)
+}
+
+// f32 rounds JSON numbers of an FP32 tensor to float32, as they were.
+func f32(j jt) []float64 {
+	if j.Datatype != "FP32" {
+		return j.Data
+	}
+	out := make([]float64, len(j.Data))
+	for i, x := range j.Data {
+		out[i] = float64(float32(x))
+	}
+	return out
+}
