@@ -233,17 +233,24 @@ func (d *detector) loadONNX(ctx context.Context, spec processors.Spec, file stri
 }
 
 func (d *detector) loadJit(ctx context.Context, file string) error {
-	opsErr := errors.New("no torchvision operator library found")
-	if path, where := torchscript.FindTorchVision(); path != "" {
-		opsErr = torchscript.LoadOpsLibrary(path)
-	} else {
-		opsErr = fmt.Errorf("torchvision's operator library was not found in %s (install python3-torchvision, or set %s)", strings.Join(where, ", "), torchscript.EnvTorchVisionLib)
-	}
-	mod, err := torchscript.Load(file, torchscript.Options{Threads: d.threads, Device: "cpu"})
-	if err != nil {
-		if strings.Contains(err.Error(), "torchvision::") && opsErr != nil {
+	opts := torchscript.Options{Threads: d.threads, Device: "cpu"}
+	mod, err := torchscript.Load(file, opts)
+	if err != nil && strings.Contains(err.Error(), "torchvision::") {
+		// EasyCV's jit export traces its NMS (torchvision's batched_nms)
+		// into the graph: load torchvision's operators into libtorch, only
+		// for a module that needs them, and try again.
+		var opsErr error
+		if path, where := torchscript.FindTorchVision(); path != "" {
+			opsErr = torchscript.LoadOpsLibrary(path)
+		} else {
+			opsErr = fmt.Errorf("torchvision's operator library was not found in %s (install python3-torchvision, or set %s)", strings.Join(where, ", "), torchscript.EnvTorchVisionLib)
+		}
+		if opsErr != nil {
 			return fmt.Errorf("load %s: the graph calls torchvision's operators (EasyCV's jit export traces its NMS, torchvision's batched_nms, into the model) and %v; export with export_type 'onnx' instead, whose NMS this server runs: %w", filepath.Base(file), opsErr, err)
 		}
+		mod, err = torchscript.Load(file, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("load %s: %w", filepath.Base(file), err)
 	}
 	if args := mod.Inputs(); len(args) != 1 {
