@@ -68,7 +68,8 @@ type detector struct {
 	testConf    float32
 	nmsThre     float64
 	scoreThresh float32
-	inH, inW    int // the export's input size (from the ONNX model; 0 when dynamic)
+	inH, inW    int    // the export's input size (from the ONNX model; 0 when dynamic)
+	inName      string // the ONNX model's input (EasyCV names it "input")
 	ort         *onnx.Model
 	mod         *torchscript.Module
 }
@@ -228,6 +229,7 @@ func (d *detector) loadONNX(ctx context.Context, spec processors.Spec, file stri
 	if shape[2] > 0 && shape[3] > 0 {
 		d.inH, d.inW = int(shape[2]), int(shape[3])
 	}
+	d.inName = md.Inputs[0].Name
 	d.ort = rt
 	return d.probe(ctx)
 }
@@ -285,7 +287,11 @@ func (d *detector) probe(ctx context.Context) error {
 
 // forward runs the network on one preprocessed CHW image.
 func (d *detector) forward(ctx context.Context, x []float32, h, w int) ([]tensor.Tensor, error) {
-	in := tensor.Own("input", []int64{1, 3, int64(h), int64(w)}, x)
+	name := d.inName
+	if name == "" {
+		name = "input"
+	}
+	in := tensor.Own(name, []int64{1, 3, int64(h), int64(w)}, x)
 	forwards.Add(1)
 	if d.ort != nil {
 		p, err := d.ort.FromTensors(ctx, &processors.TensorPayload{Inputs: []tensor.Tensor{in}})
