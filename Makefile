@@ -46,8 +46,8 @@ test-deps: deps
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
 # drop items), so TestZeroAllocations skips under -race and the allocation
 # bounds are checked once more without it.
-ALLOC_TESTS := ^(TestZeroAllocations|TestRequestIDAllocations|TestLZ4HandBuiltBlock|TestDeclaredLengthNotAllocated|TestDeclaredLengthMemoryReturns|TestLoadRefuses.*|TestLoadCancelledMidRead|TestReadModelRefusesStreams|TestOpenModelCancelled)$$
-ALLOC_PKGS  := ./engines/pmml ./internal/decompress ./processors ./processors/pmml ./processors/treeensemble ./internal/server
+ALLOC_TESTS := ^(TestZeroAllocations|TestRequestIDAllocations|TestLZ4HandBuiltBlock|TestDeclaredLengthNotAllocated|TestDeclaredLengthMemoryReturns|TestLoadRefuses.*|TestLoadCancelledMidRead|TestReadModelRefusesStreams|TestOpenModelCancelled|TestGetStreamsLargeEntries|TestRequestIDGetDoesNotGrowWithTheSink)$$
+ALLOC_PKGS  := ./engines/pmml ./internal/decompress ./processors ./processors/pmml ./processors/treeensemble ./internal/server ./queue
 
 # The benchmark modules, each with its own go.mod (go ./... at the root
 # does not reach them).
