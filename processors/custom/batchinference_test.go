@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,10 @@ import (
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/tensor"
+	"github.com/eas-server/eas-server/wire/kserve"
+	"github.com/eas-server/eas-server/wire/kservegrpc"
 	"github.com/eas-server/eas-server/wire/tfpb"
+	"google.golang.org/grpc/metadata"
 )
 
 // jt is a tensor as KServe v2 JSON writes it.
@@ -220,6 +224,36 @@ func TestBatchInferenceExamples(t *testing.T) {
 		}
 		if err := tensor.Close(outs[0], floatTensor(t, want[1][2][0]), tensor.Exact); err != nil {
 			t.Errorf("tf protobuf: %v", err)
+		}
+		// KServe v2 binary tensors and gRPC carry them too, outputs included
+		// (binary ones over HTTP).
+		kreq := &kserve.InferRequest{Inputs: ins, BinaryDataOutput: true}
+		kb, hl, err := kserve.EncodeRequest(kreq, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, b, hdr := teststack.Do(t, http.MethodPost, st.URL+"/v2/models/bi_concat/infer", token, kb,
+			kserve.HeaderContentLength, strconv.Itoa(hl))
+		if code != 200 {
+			t.Fatalf("kserve binary: %d %s", code, b)
+		}
+		kresp, err := kserve.DecodeResponse(b, hdr.Get(kserve.HeaderContentLength))
+		if err != nil || len(kresp.Outputs) != 1 {
+			t.Fatalf("kserve binary answer: %v %v", kresp, err)
+		}
+		if err := tensor.Close(kresp.Outputs[0], floatTensor(t, want[1][2][0]), tensor.Exact); err != nil {
+			t.Errorf("kserve binary: %v", err)
+		}
+		gresp, err := st.GRPC(t).ModelInfer(metadata.AppendToOutgoingContext(t.Context(), "authorization", token), kservegrpc.RequestFromTensors("bi_concat", "", "g", ins, nil))
+		if err != nil {
+			t.Fatalf("grpc: %v", err)
+		}
+		gouts, err := kservegrpc.TensorsFromResponse(gresp)
+		if err != nil || len(gouts) != 1 {
+			t.Fatalf("grpc answer: %v %v", gouts, err)
+		}
+		if err := tensor.Close(gouts[0], floatTensor(t, want[1][2][0]), tensor.Exact); err != nil {
+			t.Errorf("grpc: %v", err)
 		}
 		// Concurrent requests batch: the scheduler forms batches of several
 		// (up to @batching's max_batch_size, 10) and each request still gets

@@ -3,11 +3,15 @@ acceptance test: stdin is JSON {"module": path, "class": name, "init_args":
 [...], "init_kwargs": {...}, "requests": [[{"shape", "datatype", "data"}, ...], ...]};
 each request goes through host.predict in turn, and stdout is JSON: per
 request, its outputs (name, shape, datatype, data) or {"error": message}.
+With "together": true the requests are sent at once from threads, and the
+host waits for all of them (wait_n, a long wait_ms), so that ModelHost runs
+them as one batch.
 """
 
 import importlib.util
 import json
 import sys
+import threading
 
 import numpy as np
 
@@ -22,21 +26,38 @@ def main():
     spec.loader.exec_module(mod)
     cls = getattr(mod, job["class"])
     host = cls.host(*job.get("init_args", []), **job.get("init_kwargs", {}))
+    reqs = [[np.array(t["data"], dtype=NP[t["datatype"]]).reshape(t["shape"]) for t in req] for req in job["requests"]]
+    answers = [None] * len(reqs)
+
+    def one(i):
+        try:
+            answers[i] = host.predict(*reqs[i])
+        except Exception as e:
+            answers[i] = e
+
+    if job.get("together"):
+        host.wait_n, host.wait_ms = len(reqs), 10000
     out = []
     with host:
-        for req in job["requests"]:
-            args = [np.array(t["data"], dtype=NP[t["datatype"]]).reshape(t["shape"]) for t in req]
-            try:
-                r = host.predict(*args)
-            except Exception as e:
-                out.append({"error": "%s: %s" % (type(e).__name__, e)})
-                continue
-            if isinstance(r, (tuple, list)):
-                named = [("output__%d" % i, o) for i, o in enumerate(r)]
-            else:
-                named = [("output__0", r)]
-            out.append([{"name": n, "shape": list(np.asarray(o).shape), "datatype": KS[str(np.asarray(o).dtype)],
-                         "data": np.asarray(o).reshape(-1).tolist()} for n, o in named])
+        if job.get("together"):
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        else:
+            for i in range(len(reqs)):
+                one(i)
+    for r in answers:
+        if isinstance(r, Exception):
+            out.append({"error": "%s: %s" % (type(r).__name__, r)})
+            continue
+        if isinstance(r, (tuple, list)):
+            named = [("output__%d" % i, o) for i, o in enumerate(r)]
+        else:
+            named = [("output__0", r)]
+        out.append([{"name": n, "shape": list(np.asarray(o).shape), "datatype": KS[str(np.asarray(o).dtype)],
+                     "data": np.asarray(o).reshape(-1).tolist()} for n, o in named])
     json.dump(out, sys.stdout)
     try:
         import batch_inference
