@@ -98,13 +98,29 @@ func (e *Engine) Encode(ctx context.Context, p, r any) (*Response, error) { retu
 // merges payloads.
 func (e *Engine) BatchKey() func(any) (string, bool) { return e.key }
 
+// TensorGate is implemented by processors that implement Tensors but serve
+// tensors only for some of the models they load (a python custom
+// processor: a batch-inference model class does, an allspark processor
+// does not). ServesTensors asks it; it may change only at Load.
+type TensorGate interface {
+	TensorsServed() bool
+}
+
 // ServesTensors reports whether the KServe v2 doors may call the processor.
-func (e *Engine) ServesTensors() bool { return e.tensors != nil }
+func (e *Engine) ServesTensors() bool {
+	if e.tensors == nil {
+		return false
+	}
+	if g, ok := e.proc.(TensorGate); ok {
+		return g.TensorsServed()
+	}
+	return true
+}
 
 // Platform names the runtime for KServe model metadata; "" unless
 // ServesTensors.
 func (e *Engine) Platform() string {
-	if e.tensors == nil {
+	if !e.ServesTensors() {
 		return ""
 	}
 	return e.tensors.platform()
@@ -118,7 +134,7 @@ var ErrNoTensors = &StatusError{Code: http.StatusNotImplemented, Err: errors.New
 // FromTensors makes a payload from KServe tensors, under the request's
 // ctx; ErrNoTensors unless ServesTensors.
 func (e *Engine) FromTensors(ctx context.Context, tp *TensorPayload) (any, error) {
-	if e.tensors == nil {
+	if !e.ServesTensors() {
 		return nil, ErrNoTensors
 	}
 	return e.tensors.from(ctx, tp)
@@ -127,7 +143,7 @@ func (e *Engine) FromTensors(ctx context.Context, tp *TensorPayload) (any, error
 // ToTensors turns a result into tensors, under the request's ctx;
 // ErrNoTensors unless ServesTensors.
 func (e *Engine) ToTensors(ctx context.Context, p, r any) (*TensorResult, error) {
-	if e.tensors == nil {
+	if !e.ServesTensors() {
 		return nil, ErrNoTensors
 	}
 	return e.tensors.to(ctx, p, r)

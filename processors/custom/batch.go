@@ -107,6 +107,13 @@ func (p *pythonProcessor) Metadata() processors.Metadata {
 	return md
 }
 
+// TensorsServed: the KServe v2 and GraphPipe doors are open to a
+// batch-inference class only; an allspark processor takes bodies.
+func (p *pythonProcessor) TensorsServed() bool {
+	bi, _ := p.batchState()
+	return bi != nil
+}
+
 // Platform names the runtime for KServe metadata.
 func (p *pythonProcessor) Platform() string { return "python_batch_inference" }
 
@@ -333,6 +340,7 @@ var (
 	_ processors.Tensors[*pyPayload, pyResult] = (*pythonProcessor)(nil)
 	_ processors.Batcher[*pyPayload]           = (*pythonProcessor)(nil)
 	_ processors.BatchSizer                    = (*pythonProcessor)(nil)
+	_ processors.TensorGate                    = (*pythonProcessor)(nil)
 	_ processors.Closer                        = (*pythonProcessor)(nil)
 	_ processors.Healther                      = (*pythonProcessor)(nil)
 )

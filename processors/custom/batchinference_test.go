@@ -176,6 +176,7 @@ func TestBatchInferenceExamples(t *testing.T) {
 			specs = append(specs, biSpec(t, c, ""))
 		}
 		specs = append(specs, spec("bi_raises", "python", filepath.Join(testdataDir(t), "bi_examples.py"), `"model_config": {"class": "Raises"},`))
+		specs = append(specs, spec("allspark", "python", filepath.Join(testdataDir(t), "state.py"), ""))
 		st := teststack.Start(t, specs...)
 		for i, c := range cases {
 			// One at a time: each request is a batch of one on both sides.
@@ -198,6 +199,11 @@ func TestBatchInferenceExamples(t *testing.T) {
 		code, _, msg := infer(t, st, "bi_raises", []jt{{Name: "x", Shape: []int64{1, 1}, Datatype: "FP32", Data: []float64{1}}})
 		if code != 500 || !strings.Contains(msg, "Raises raised ValueError: no such luck") {
 			t.Errorf("raises: %d %s", code, msg)
+		}
+		// An allspark processor is no tensor model: the KServe doors refuse it.
+		code, _, msg = infer(t, st, "allspark", []jt{{Name: "x", Shape: []int64{1, 1}, Datatype: "FP32", Data: []float64{1}}})
+		if code != 400 || !strings.Contains(msg, "not a tensor model") {
+			t.Errorf("allspark over KServe: %d %s", code, msg)
 		}
 		// Wrong inputs are the client's: 400 naming predict_batch's arguments.
 		code, _, msg = infer(t, st, "bi_concat", cases[1].requests[0][:1])

@@ -94,6 +94,7 @@ class Host(object):
     """The model and its batcher, configured from model_config."""
 
     def __init__(self, entry, config_text):
+        import numpy  # noqa: F401 -- the tensors travel as numpy arrays; without it the load fails here
         self.bi, self.how = _import_batch_inference()
         cfg = {}
         if config_text.strip():
