@@ -12,7 +12,10 @@
 # PATH (or $EAS_VENV_PYTHON), which needs the venv module. A requirements
 # file whose first line is "# python-venv.sh: --no-deps" is installed with
 # pip's --no-deps: it lists every package itself, overriding a client's own
-# pins (graphpipe.txt says why).
+# pins (graphpipe.txt says why). Header lines "# python-venv.sh:
+# --system-site-packages" and "# python-venv.sh: --python PATH" make the
+# venv see the interpreter's packages and name the interpreter
+# (batch-inference-torch.txt: Debian's python3-torch on /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")"
 root="${EAS_PYVENV_DIR:-$HOME/.cache/eas-server/pyvenv}"
@@ -29,9 +32,17 @@ for name in "$@"; do
 	echo "python-venv.sh: making $dir from scripts/$req"
 	rm -rf "$dir"
 	mkdir -p "$root"
-	"$python" -m venv "$dir"
+	# Header lines may also ask for --system-site-packages (the
+	# interpreter's own packages stay visible: Debian's python3-torch) and
+	# name the interpreter: "# python-venv.sh: --python /usr/bin/python3".
+	py="$python"
+	venvopts=()
+	grep -qx "# python-venv.sh: --system-site-packages" "$req" && venvopts=(--system-site-packages)
+	named="$(sed -n 's/^# python-venv.sh: --python //p' "$req" | head -n1)"
+	[[ -n "$named" ]] && py="$named"
+	"$py" -m venv "${venvopts[@]}" "$dir"
 	nodeps=()
-	[[ "$(head -n1 "$req")" == "# python-venv.sh: --no-deps" ]] && nodeps=(--no-deps)
+	grep -qx "# python-venv.sh: --no-deps" "$req" && nodeps=(--no-deps)
 	"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input "${nodeps[@]}" -r "$req"
 	echo "$sum" >"$dir/.requirements.sha256"
 done

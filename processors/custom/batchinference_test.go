@@ -94,8 +94,14 @@ func biCases() []biCase {
 // reference runs the requests through batch_inference's ModelHost.predict
 // in process (testdata/bi_reference.py) on python.
 func reference(t *testing.T, python, class, config string, reqs [][]jt) [][]jt {
+	return referenceIn(t, python, "bi_examples.py", class, config, reqs)
+}
+
+// referenceIn is reference for a class of testdata/module; config's
+// "tensor": "pt" hands the class torch tensors.
+func referenceIn(t *testing.T, python, module, class, config string, reqs [][]jt) [][]jt {
 	t.Helper()
-	job := map[string]any{"module": filepath.Join(testdataDir(t), "bi_examples.py"), "class": class, "requests": reqs}
+	job := map[string]any{"module": filepath.Join(testdataDir(t), module), "class": class, "requests": reqs}
 	var cfg map[string]any
 	if err := json.Unmarshal([]byte("{"+strings.TrimSuffix(strings.TrimSpace(config), ",")+"}"), &cfg); err != nil {
 		t.Fatal(err)
@@ -326,4 +332,45 @@ func f32(j jt) []float64 {
 		out[i] = float64(float32(x))
 	}
 	return out
+}
+
+// TestBatchInferenceTorch: batch-inference's PyTorch classes
+// (testdata/bi_torch.py, ConcatBatcher(tensor="pt")) get torch tensors and
+// answer through HTTP what ModelHost.predict answers in process, on Debian's
+// python3-torch (the venv of scripts/python-venv.sh batch-inference-torch).
+func TestBatchInferenceTorch(t *testing.T) {
+	python := pyvenv.Python(t, "batch-inference-torch")
+	t.Setenv("EAS_PYTHON", python)
+	r := rand.New(rand.NewPCG(35, 3))
+	cases := []biCase{
+		{service: "bi_torch", class: "MyTorchModel"},
+		{service: "bi_fc", class: "BatchFCModule", config: `"init_args": [16, 8], "init_kwargs": {"seed": 3},`},
+	}
+	for range 3 {
+		cases[0].requests = append(cases[0].requests, []jt{randTensor(r, "x", 1, 3, 3)})
+		cases[1].requests = append(cases[1].requests, []jt{randTensor(r, "input", 2, 16)})
+	}
+	var specs []string
+	for _, c := range cases {
+		specs = append(specs, spec(c.service, "python", filepath.Join(testdataDir(t), "bi_torch.py"),
+			fmt.Sprintf(`"model_config": {%s "class": %q},`, c.config, c.class)))
+	}
+	st := teststack.Start(t, specs...)
+	for _, c := range cases {
+		want := referenceIn(t, python, "bi_torch.py", c.class, c.config+`"tensor": "pt",`, c.requests)
+		for j, req := range c.requests {
+			code, got, msg := infer(t, st, c.service, req)
+			if code != 200 {
+				t.Errorf("%s request %d: %d %s", c.class, j, code, msg)
+				continue
+			}
+			if err := sameOutputs(got, want[j], tensor.Exact); err != nil {
+				t.Errorf("%s request %d: %v", c.class, j, err)
+			}
+		}
+		code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/"+c.service, token, nil)
+		if code != 200 || !strings.Contains(string(meta), `"tensor":"pt"`) {
+			t.Errorf("%s metadata: %d %s; want tensor pt", c.class, code, meta)
+		}
+	}
 }

@@ -27,6 +27,9 @@ def main():
     cls = getattr(mod, job["class"])
     host = cls.host(*job.get("init_args", []), **job.get("init_kwargs", {}))
     reqs = [[np.array(t["data"], dtype=NP[t["datatype"]]).reshape(t["shape"]) for t in req] for req in job["requests"]]
+    if job.get("tensor") == "pt":  # the class's batcher works on torch tensors
+        import torch
+        reqs = [[torch.from_numpy(a) for a in req] for req in reqs]
     answers = [None] * len(reqs)
 
     def one(i):
@@ -56,8 +59,9 @@ def main():
             named = [("output__%d" % i, o) for i, o in enumerate(r)]
         else:
             named = [("output__0", r)]
-        out.append([{"name": n, "shape": list(np.asarray(o).shape), "datatype": KS[str(np.asarray(o).dtype)],
-                     "data": np.asarray(o).reshape(-1).tolist()} for n, o in named])
+        named = [(n, o.numpy() if hasattr(o, "numpy") and not isinstance(o, np.ndarray) else np.asarray(o)) for n, o in named]
+        out.append([{"name": n, "shape": list(o.shape), "datatype": KS[str(o.dtype)],
+                     "data": o.reshape(-1).tolist()} for n, o in named])
     json.dump(out, sys.stdout)
     try:
         import batch_inference
