@@ -41,7 +41,7 @@ run: build examples
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
-	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe
+	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
 # drop items), so TestZeroAllocations skips under -race and the allocation

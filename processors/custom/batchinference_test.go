@@ -340,6 +340,9 @@ func f32(j jt) []float64 {
 // python3-torch (the venv of scripts/python-venv.sh batch-inference-torch).
 func TestBatchInferenceTorch(t *testing.T) {
 	python := pyvenv.Python(t, "batch-inference-torch")
+	if exec.Command(python, "-c", "import torch").Run() != nil {
+		require.Missing(t, require.Python, "%s cannot import torch: install Debian's python3-torch", python)
+	}
 	t.Setenv("EAS_PYTHON", python)
 	r := rand.New(rand.NewPCG(35, 3))
 	cases := []biCase{
