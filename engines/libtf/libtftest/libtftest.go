@@ -144,6 +144,7 @@ func (c Case) Sorted() []tensor.Tensor {
 	return out
 }
 
-
 // String describes a case for messages.
-func (c Case) String() string { return fmt.Sprintf("%d inputs, %d outputs", len(c.Inputs), len(c.Outputs)) }
+func (c Case) String() string {
+	return fmt.Sprintf("%d inputs, %d outputs", len(c.Inputs), len(c.Outputs))
+}
