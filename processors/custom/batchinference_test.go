@@ -16,6 +16,7 @@ import (
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
@@ -374,6 +375,33 @@ func TestBatchInferenceTorch(t *testing.T) {
 		code, meta, _ := teststack.Do(t, http.MethodGet, st.URL+"/api/predict/"+c.service, token, nil)
 		if code != 200 || !strings.Contains(string(meta), `"tensor":"pt"`) {
 			t.Errorf("%s metadata: %d %s; want tensor pt", c.class, code, meta)
+		}
+	}
+}
+
+// TestBatchInferenceLoadErrors: a batch-inference module that cannot be
+// served fails its deploy saying why.
+func TestBatchInferenceLoadErrors(t *testing.T) {
+	t.Setenv("EAS_PYTHON", pyvenv.Python(t, "batch-inference"))
+	mod := filepath.Join(testdataDir(t), "bi_examples.py")
+	none := teststack.WriteFile(t, t.TempDir(), "plain.py", "import batch_inference\n\nclass NotDecorated:\n    def predict_batch(self, x):\n        return x\n")
+	st := teststack.Start(t, echoSpec)
+	for _, tc := range []struct {
+		name, js string
+		want     string
+	}{
+		{"several", spec("several", "python", mod, ""), "defines several @batching classes (BucketSeqModel, ConcatModel,"},
+		{"noclass", spec("noclass", "python", mod, `"model_config": {"class": "Nope"},`), "model_config.class 'Nope': bi_examples.py defines no such class"},
+		{"undecorated", spec("undecorated", "python", none, `"model_config": {"class": "NotDecorated"},`), "'NotDecorated' is not decorated with batch_inference's @batching"},
+		{"nodecorated", spec("nodecorated", "python", none, ""), "plain.py defines no class decorated with @batching"},
+		{"badargs", spec("badargs", "python", mod, `"model_config": {"class": "MatMulModel"},`), "TypeError"},
+	} {
+		s, err := servicejson.Parse([]byte(tc.js))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err = st.Manager.Deploy(t.Context(), s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
 	}
 }
