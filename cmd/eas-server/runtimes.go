@@ -4,15 +4,20 @@ import (
 	"context"
 	"os/signal"
 
+	"github.com/eas-server/eas-server/engines/libtf"
 	"github.com/eas-server/eas-server/processors/onnx"
 )
 
 // configureRuntimes hands native-library locations to the processors that
-// need them. The library itself is opened at the first ONNX deploy, so a
-// missing one fails those services only.
+// need them. Each library itself is opened at the first deploy that needs
+// it (ONNX, or a tensorflow_* service on libtensorflow), so a missing one
+// fails those services only.
 func configureRuntimes(f serveFlags) error {
 	if f.onnxRuntime != "" {
 		onnx.SetLibraryPath(f.onnxRuntime)
+	}
+	if f.tensorflowLib != "" {
+		libtf.SetLibraryPath(f.tensorflowLib)
 	}
 	return nil
 }

@@ -39,10 +39,13 @@ type serveFlags struct {
 	delay       time.Duration // --shutdown-delay: not-ready but serving
 	strictReady bool
 	onnxRuntime string
-	cacheBytes  int64
-	maxModel    int64
-	queueBroker string // --queue-broker: asynchronous services' queues on NATS JetStream
-	queueSync   bool   // --queue-fsync-each-put
+	// tensorflowLib is --tensorflow-lib: libtensorflow_cc.so.2 for
+	// tensorflow_* services with model_config.runtime libtensorflow/auto.
+	tensorflowLib string
+	cacheBytes    int64
+	maxModel      int64
+	queueBroker   string // --queue-broker: asynchronous services' queues on NATS JetStream
+	queueSync     bool   // --queue-fsync-each-put
 	// downloadIdle and downloadTimeout bound model downloads.
 	downloadIdle, downloadTimeout time.Duration
 	grpcListen                    string
@@ -105,6 +108,7 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&f.accessLog, "access-log", false, "log one line per data-plane request (method, path, service, version, status, latency, request id, remote address, body bytes; never tokens or bodies)")
 	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics, and /readyz's per-service messages, only with the admin token (they name every service and say why each failed)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
+	fl.StringVar(&f.tensorflowLib, "tensorflow-lib", "", "path of TensorFlow's libtensorflow_cc.so.2, or its folder (a pip wheel's site-packages/tensorflow), for tensorflow_* services with model_config.runtime libtensorflow or auto (default: $EAS_TENSORFLOW_LIB, then third_party/tensorflow, then the Python site-packages processors/tensorflow/README.md lists)")
 	return cmd
 }
 

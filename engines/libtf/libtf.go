@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/eas-server/eas-server/internal/nativelib"
@@ -43,9 +44,14 @@ const EnvLibraryPath = "EAS_TENSORFLOW_LIB"
 // ErrLibrary marks a failure to find or open libtensorflow.
 var ErrLibrary = errors.New("the libtensorflow runtime needs TensorFlow's library: pip install tensorflow-cpu (or tensorflow), or set " + EnvLibraryPath + " to its libtensorflow_cc.so.2")
 
-// Explicit, when not empty, is the library's path (file or directory) set by
-// the server's --tensorflow-lib; it takes precedence over EnvLibraryPath.
-var Explicit string
+// explicit is the path SetLibraryPath set.
+var explicit atomic.Pointer[string]
+
+// SetLibraryPath sets where the library is (the file, or the directory
+// holding it): the server's --tensorflow-lib. It takes precedence over
+// EnvLibraryPath and is the only place looked at; "" unsets it. It applies
+// to opens after it, so set it before the first load.
+func SetLibraryPath(path string) { explicit.Store(&path) }
 
 var (
 	libMu  sync.Mutex
@@ -57,20 +63,23 @@ type api struct {
 	c             *C.eas_tf_api // in C memory: cgo calls take it whole
 }
 
-// Search says where the library is looked for: Explicit, else
+// Search says where the library is looked for: SetLibraryPath's path, else
 // $EAS_TENSORFLOW_LIB, alone when set; else third_party/tensorflow/
 // beside or above the executable and the working directory, then the
 // tensorflow package of the Python site-packages folders SitePackages lists.
 func Search() nativelib.Search {
-	explicit := Explicit
-	if explicit == "" {
-		explicit = os.Getenv(EnvLibraryPath)
+	path := ""
+	if p := explicit.Load(); p != nil {
+		path = *p
+	}
+	if path == "" {
+		path = os.Getenv(EnvLibraryPath)
 	}
 	var sys []string
 	for _, dir := range SitePackages() {
 		sys = append(sys, filepath.Join(dir, "tensorflow", LibraryFile))
 	}
-	return nativelib.Search{Explicit: explicit, Dir: "tensorflow", File: LibraryFile, System: sys}
+	return nativelib.Search{Explicit: path, Dir: "tensorflow", File: LibraryFile, System: sys}
 }
 
 // SitePackages lists, in order, the Python package folders searched for a

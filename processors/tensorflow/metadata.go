@@ -69,6 +69,7 @@ func (m *Model) Metadata() processors.Metadata {
 		"signature_name": m.defaultSig,
 		"signatures":     sigs,
 		"source":         m.source,
+		"runtime":        m.runtime,
 	}
 	if len(refused) > 0 {
 		md.Extra["refused_signatures"] = refused

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/eas-server/eas-server/engines/libtf"
 	"github.com/eas-server/eas-server/engines/savedmodel"
 	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/internal/badinput"
@@ -62,7 +63,8 @@ type signature struct {
 	inputs    []tf2onnx.Port
 	outputs   []tf2onnx.Port
 	batchable bool
-	rt        *onnx.Model
+	rt        *onnx.Model    // the ONNX runtime's session, or
+	sess      *libtf.Session // the libtensorflow session (shared by every signature)
 }
 
 // Model is a SavedModel whose signatures run on ONNX Runtime. Run, Decode,
@@ -77,6 +79,10 @@ type Model struct {
 	refused    map[string]error // signatures that could not be translated
 	defaultSig string
 	source     string // "savedmodel" or the .onnx file served directly
+
+	rc      runtimeConfig  // model_config.runtime and what libtensorflow reads
+	session *libtf.Session // the libtensorflow session, when it serves
+	runtime string         // what serves: "onnx", or "libtensorflow <version>"
 }
 
 // New returns an unconfigured model for code.
@@ -91,6 +97,14 @@ func (m *Model) Configure(spec processors.Spec) error {
 		m.code, m.info = spec.Code, ci
 	}
 	m.spec = spec
+	rc, err := parseRuntime(spec.ModelConfig)
+	if err != nil {
+		return err
+	}
+	if rc.runtime == RuntimeLibTF && m.info.gpu {
+		return fmt.Errorf("model_config: runtime %q runs on the CPU only; use %s for it, or runtime %q for ONNX Runtime's CUDA provider", RuntimeLibTF, m.info.cpu, RuntimeONNX)
+	}
+	m.rc = rc
 	if spec.ModelSource == "" {
 		return fmt.Errorf("model_path: required for processor %q; point it at the SavedModel directory (the one holding saved_model.pb, or its parent holding version directories)", m.code)
 	}
@@ -105,6 +119,7 @@ func (m *Model) Configure(spec processors.Spec) error {
 	probeSpec := spec
 	probeSpec.ModelSource = "model.onnx"
 	probeSpec.ModelEntry = ""
+	probeSpec.ModelConfig = rc.onnxOnlyConfig
 	return probe.Configure(probeSpec)
 }
 
@@ -115,13 +130,17 @@ var onnxExport = processors.ModelFile{Kind: ".onnx", Exts: []string{".onnx"}, Ma
 
 func isONNXName(name string) bool { return strings.EqualFold(filepath.Ext(name), ".onnx") }
 
-// Load reads the SavedModel, translates its signatures and starts one ONNX
-// Runtime session per served signature.
+// Load reads the SavedModel and serves it on the runtime model_config
+// chose: translated, one ONNX Runtime session per served signature; on
+// libtensorflow; or (auto) translated, falling back to libtensorflow when the
+// translator refuses a signature.
 func (m *Model) Load(ctx context.Context, files processors.Files) error {
-	if f, err := onnxExport.Find(files.ModelPath, m.spec.ModelEntry); err != nil {
-		return err
-	} else if f != "" {
-		return m.loadONNX(ctx, f)
+	if m.rc.runtime != RuntimeLibTF {
+		if f, err := onnxExport.Find(files.ModelPath, m.spec.ModelEntry); err != nil {
+			return err
+		} else if f != "" {
+			return m.loadONNX(ctx, f)
+		}
 	}
 	if err := checkSavedModel(files.ModelPath, m.spec.ModelLimit()); err != nil {
 		return err
@@ -130,7 +149,47 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		return err
 	}
+	if m.rc.runtime == RuntimeLibTF {
+		return m.loadLibTF(ctx, sm)
+	}
+	err = m.loadTranslated(ctx, sm)
+	var te *translationError
+	if m.rc.runtime != RuntimeAuto || m.info.gpu || !(errors.As(err, &te) || err == nil && len(m.refused) > 0) {
+		return err
+	}
+	// auto: the translator refused a signature; TensorFlow itself may
+	// serve them all.
+	why := err
+	if why == nil {
+		var msgs []string
+		for _, name := range sm.SignatureNames() {
+			if e := m.refused[name]; e != nil {
+				msgs = append(msgs, e.Error())
+			}
+		}
+		why = errors.New(strings.Join(msgs, "; "))
+	}
+	lerr := m.loadLibTF(ctx, sm)
+	if lerr != nil {
+		if err != nil {
+			return fmt.Errorf("%w; runtime auto tried libtensorflow instead: %v", err, lerr)
+		}
+		m.spec.Report(true, "TensorFlowRuntime", fmt.Sprintf("the ONNX translator refused %d signatures (%v); libtensorflow could not serve them either (%v): they are not served", len(m.refused), why, lerr))
+		return nil
+	}
+	msg := fmt.Sprintf("the ONNX translator refused it (%v); serving the SavedModel on %s (%s) instead", why, m.runtime, libtfLibrary())
+	if m.spec.Logger != nil {
+		m.spec.Logger.Warn("tensorflow runtime auto: falling back to libtensorflow", "reason", why)
+	}
+	m.spec.Report(false, "TensorFlowRuntime", msg)
+	return nil
+}
+
+// loadTranslated translates every signature and starts their ONNX Runtime
+// sessions.
+func (m *Model) loadTranslated(ctx context.Context, sm *savedmodel.Model) error {
 	m.source = "savedmodel"
+	m.runtime = RuntimeONNX
 	m.sigs, m.refused = map[string]*signature{}, map[string]error{}
 	names := sm.SignatureNames()
 	if len(names) == 0 {
@@ -153,7 +212,7 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 		if err != nil {
 			if name == m.defaultSig {
 				m.Close()
-				return err
+				return &translationError{err}
 			}
 			m.refused[name] = err
 			if m.spec.Logger != nil {
@@ -176,7 +235,7 @@ func (m *Model) Load(ctx context.Context, files processors.Files) error {
 		for _, name := range names {
 			msgs = append(msgs, m.refused[name].Error())
 		}
-		return fmt.Errorf("no signature of the SavedModel can be served: %s", strings.Join(msgs, "; "))
+		return &translationError{fmt.Errorf("no signature of the SavedModel can be served: %s", strings.Join(msgs, "; "))}
 	}
 	if m.spec.Logger != nil {
 		m.spec.Logger.Info("tensorflow savedmodel loaded", "dir", sm.Dir, "signatures", len(m.sigs), "refused", len(m.refused))
@@ -214,6 +273,9 @@ func (m *Model) startRuntime(ctx context.Context, model []byte) (*onnx.Model, er
 	rt := onnx.NewRuntime(m.code, m.info.gpu, m.info.cpu)
 	spec := m.spec
 	spec.ModelSource, spec.ModelEntry = "model.onnx", ""
+	if m.rc.runtime != "" {
+		spec.ModelConfig = m.rc.onnxOnlyConfig // without "runtime"
+	}
 	if err := rt.Configure(spec); err != nil {
 		return nil, err
 	}
@@ -256,6 +318,7 @@ func (m *Model) loadONNX(ctx context.Context, file string) error {
 	m.refused = map[string]error{}
 	m.defaultSig = sig.name
 	m.source = filepath.Base(file)
+	m.runtime = RuntimeONNX
 	return nil
 }
 
@@ -268,6 +331,10 @@ func (m *Model) Close() error {
 		}
 	}
 	m.sigs = nil
+	if m.session != nil {
+		errs = append(errs, m.session.Close())
+		m.session = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -281,7 +348,8 @@ var errNotLoaded = errors.New("tensorflow model is not loaded")
 type request struct {
 	sig     *signature
 	outputs []string      // output_filter as signature keys; nil = all
-	payload *onnx.Payload // the ONNX runtime's payload
+	payload *onnx.Payload // the ONNX runtime's payload, or
+	feeds   []libtf.Feed  // libtensorflow's inputs
 }
 
 // result is one request's outputs, named and shaped as the signature
@@ -317,6 +385,13 @@ func (m *Model) check(ctx context.Context, name string, inputs []tensor.Tensor, 
 	s, err := m.lookup(name)
 	if err != nil {
 		return nil, err
+	}
+	if s.sess != nil {
+		feeds, err := s.checkLibTF(inputs, outputs)
+		if err != nil {
+			return nil, err
+		}
+		return &request{sig: s, outputs: outputs, feeds: feeds}, nil
 	}
 	tp, err := s.prepare(inputs, outputs)
 	if err != nil {
@@ -573,6 +648,9 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 	} else {
 		outs = make([]*processors.TensorResult, len(batch))
 		for i, r := range batch {
+			if r.sig.sess != nil {
+				continue
+			}
 			o, err := r.sig.rt.Run(ctx, []*onnx.Payload{r.payload})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -586,6 +664,12 @@ func (m *Model) Run(ctx context.Context, batch []*request) ([]*result, error) {
 	}
 	results := make([]*result, len(batch))
 	for i, o := range outs {
+		if r := batch[i]; r.sig.sess != nil {
+			if results[i], errs[i] = r.sig.runLibTF(r); errs[i] != nil && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
 		if errs[i] == nil {
 			results[i], errs[i] = batch[i].sig.finish(batch[i].outputs, o.Outputs)
 		}

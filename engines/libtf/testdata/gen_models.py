@@ -8,6 +8,7 @@ OUT_DIR/dense/    a small Keras network (exported by keras.export.ExportArchive)
                   [-1,3]; and signature "mixed": i int64 [-1], b bool [-1],
                   s string [-1] -> i2 = i*3 (int64), nb = !b (bool),
                   up = upper(s) (string), n = len(s) (int32).
+OUT_DIR/plain/    the same network with serving_default alone (it translates).
 OUT_DIR/table/    what tf2onnx refuses: serving_default looks words up in a
                   tf.lookup.StaticHashTable and doubles x three times in a
                   tf.while_loop: words string [-1] -> ids int64,
@@ -90,6 +91,10 @@ archive.add_endpoint("mixed", mixed, input_signature=[
     tf.TensorSpec([None], tf.string, name="s"),
 ])
 archive.write_out(os.path.join(out, "dense"), verbose=False)
+plain = keras.export.ExportArchive()
+plain.track(net)
+plain.add_endpoint("serving_default", serve, input_signature=[tf.TensorSpec([None, 5], tf.float32, name="x")])
+plain.write_out(os.path.join(out, "plain"), verbose=False)
 table = Table()
 tf.saved_model.save(table, os.path.join(out, "table"), signatures={"serving_default": table.serve})
 
@@ -98,6 +103,9 @@ ref = {
         "serving_default": case(serve, x=rng.standard_normal((4, 5)).astype(np.float32)),
         "mixed": case(mixed, i=np.array([1, -2, 40], np.int64), b=np.array([True, False, True]),
                       s=np.array([b"ab", b"", "h\u00e9llo".encode()], object)),
+    },
+    "plain": {
+        "serving_default": case(serve, x=rng.standard_normal((2, 5)).astype(np.float32)),
     },
     "table": {
         "serving_default": case(table.serve, words=np.array([b"pear", b"kiwi", b"plum", b"apple"], object),
