@@ -37,11 +37,12 @@ run: build examples
 ## the Kubernetes test tools of scripts/build-k8s-tools.sh). The CUDA
 ## provider too (as make deps GPU=1), so that the GPU codes' deploy errors
 ## are checked against the real provider on machines without a GPU. The
-## official Python clients' virtual environments (scripts/python-venv.sh).
+## official Python clients' virtual environments and TensorFlow's (for the
+## libtensorflow runtime's tests; 43 s and 1.6 GB), by scripts/python-venv.sh.
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
-	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch
+	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
 # drop items), so TestZeroAllocations skips under -race and the allocation
