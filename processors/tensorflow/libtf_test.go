@@ -10,6 +10,7 @@ import (
 
 	"github.com/eas-server/eas-server/engines/libtf/libtftest"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/processors/tensorflow"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/tfpb"
@@ -179,5 +180,35 @@ func compare(t *testing.T, what string, got []tensor.Tensor, want map[string]ten
 	}
 	if len(got) != len(want) {
 		t.Errorf("%s: outputs %v, want %d", what, names, len(want))
+	}
+}
+
+// BenchmarkRuntimes serves the same small Keras network (Dense 5->8 relu,
+// Dense 8->3) translated to ONNX and on libtensorflow, and times one
+// EAS TF protobuf request of one row through the router, sequentially:
+//
+//	go test -run '^$' -bench Runtimes -benchtime 3s ./processors/tensorflow/
+func BenchmarkRuntimes(b *testing.B) {
+	env := libtftest.Setup(b)
+	dir, refs := libtftest.Models(b, env)
+	c := refs["plain"]["serving_default"]
+	x := c.Inputs["x"]
+	row := tensor.FromBytes("x", tensor.Float32, []int64{1, 5}, x.Data[:5*4])
+	body, err := tfpb.EncodeRequest("", []tensor.Tensor{row}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, rt := range []string{tensorflow.RuntimeONNX, tensorflow.RuntimeLibTF} {
+		b.Run(rt, func(b *testing.B) {
+			st := teststack.New(b, teststack.Options{}, fmt.Sprintf(
+				`{"name":"m","processor":"tensorflow_cpu_2.7","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1},"model_config":{"runtime":%q}}`,
+				filepath.Join(dir, "plain"), rt))
+			url := st.URL + "/api/predict/m"
+			for b.Loop() {
+				if code, resp, _ := teststack.Do(b, http.MethodPost, url, "T", body); code != http.StatusOK {
+					b.Fatalf("%d %s", code, resp)
+				}
+			}
+		})
 	}
 }

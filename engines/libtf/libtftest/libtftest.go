@@ -27,7 +27,7 @@ type Env struct {
 // Setup finds the environment (skipping, or failing under
 // EAS_REQUIRE_PYTHON=1, without it) and points EAS_TENSORFLOW_LIB at its
 // library for the test.
-func Setup(t *testing.T) Env {
+func Setup(t testing.TB) Env {
 	t.Helper()
 	py := pyvenv.Python(t, "tensorflow")
 	libs, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(py)), "lib", "python3*", "site-packages", "tensorflow", "libtensorflow_cc.so.2"))
@@ -45,7 +45,7 @@ type Case struct {
 
 // Models has TensorFlow write the test SavedModels into a temporary
 // directory and returns it with the references: model -> signature -> case.
-func Models(t *testing.T, env Env) (string, map[string]map[string]Case) {
+func Models(t testing.TB, env Env) (string, map[string]map[string]Case) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(require.RepoRoot(), "engines", "libtf", "testdata", "gen_models.py")
@@ -86,7 +86,7 @@ type jsonTensor struct {
 	Data  []json.RawMessage `json:"data"`
 }
 
-func (j jsonTensor) tensor(t *testing.T, name string) tensor.Tensor {
+func (j jsonTensor) tensor(t testing.TB, name string) tensor.Tensor {
 	t.Helper()
 	dec := func(i int, v any) {
 		if err := json.Unmarshal(j.Data[i], v); err != nil {
