@@ -19,6 +19,7 @@ import (
 
 // readmeBlock is one ```sh block of README.md.
 type readmeBlock struct {
+	file string // "" for README.md
 	line int    // of the opening fence
 	text string // the commands
 	// skip is the reason a block is not run (a marker before it:
@@ -28,6 +29,13 @@ type readmeBlock struct {
 	// <!-- readme-test: http-errors: REASON -->), for an example that
 	// shows one.
 	httpErrors bool
+}
+
+func (b readmeBlock) where() string {
+	if b.file == "" {
+		return "README.md"
+	}
+	return b.file
 }
 
 var readmeMarker = regexp.MustCompile(`^<!-- readme-test: (skip|http-errors): (.+) -->$`)
@@ -95,6 +103,16 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 	blocks := readmeBlocks(t, filepath.Join(root, "README.md"))
 	if len(blocks) < 10 {
 		t.Fatalf("found %d sh blocks in README.md; the parser or the README changed", len(blocks))
+	}
+	// The docs a user follows against the same server; docs/development.md
+	// (fuzzing, benchmarks, make itself) and docs/kubernetes.md (a cluster)
+	// are a developer's and an operator's, run elsewhere.
+	for _, doc := range []string{"docs/custom-processors.md"} {
+		more := readmeBlocks(t, filepath.Join(root, doc))
+		for i := range more {
+			more[i].file = doc
+		}
+		blocks = append(blocks, more...)
 	}
 
 	// The reader's folder: the repository's entries as links, bin/ and
@@ -171,7 +189,7 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 	var skipped []string
 	for _, b := range blocks {
 		if b.skip != "" {
-			skipped = append(skipped, fmt.Sprintf("line %d: %s", b.line, b.skip))
+			skipped = append(skipped, fmt.Sprintf("%s line %d: %s", b.where(), b.line, b.skip))
 			continue
 		}
 		script := strings.NewReplacer("localhost:8080", addr, "127.0.0.1:8080", addr).Replace(b.text)
@@ -182,7 +200,7 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 		cmd.Dir, cmd.Env = dir, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Errorf("README.md line %d: the block fails (%v):\n%s\noutput:\n%s", b.line, err, b.text, out)
+			t.Errorf("%s line %d: the block fails (%v):\n%s\noutput:\n%s", b.where(), b.line, err, b.text, out)
 		}
 	}
 	t.Logf("README blocks not run here: %s", strings.Join(skipped, "; "))
