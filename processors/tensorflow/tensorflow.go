@@ -1,8 +1,12 @@
 // Package tensorflow serves TensorFlow SavedModels for the tensorflow_cpu_*
-// and tensorflow_gpu_* processor codes without libtensorflow: at load each
-// serving signature is translated to ONNX (package tf2onnx) and run by the
-// ONNX processor's runtime; requests speak the EAS TensorFlow protobuf
-// (PredictRequest / PredictResponse) and KServe v2.
+// and tensorflow_gpu_* processor codes. By default (model_config.runtime
+// "onnx") without libtensorflow: at load each serving signature is
+// translated to ONNX (package tf2onnx) and run by the ONNX processor's
+// runtime. With runtime "libtensorflow" the SavedModel is loaded by
+// TensorFlow itself, through its C API in a library opened at run time
+// (engines/libtf); "auto" translates and falls back to libtensorflow where
+// the translator refuses (runtime.go). Requests speak the EAS TensorFlow
+// protobuf (PredictRequest / PredictResponse) and KServe v2.
 //
 // A signature that cannot be translated is not served; when it is the
 // default signature (serving_default, or the only one) the deploy fails with
@@ -46,7 +50,7 @@ func init() {
 		codes["tensorflow_gpu_"+v] = codeInfo{gpu: true, cpu: "tensorflow_cpu_" + v}
 	}
 	for code, ci := range codes {
-		desc := "TensorFlow SavedModel translated to ONNX, ONNX Runtime on CPU, EAS TF protobuf"
+		desc := "TensorFlow SavedModel translated to ONNX, ONNX Runtime on CPU (or TensorFlow's own library: model_config.runtime), EAS TF protobuf"
 		if ci.gpu {
 			desc = "TensorFlow SavedModel translated to ONNX, ONNX Runtime CUDA execution provider, EAS TF protobuf"
 		}
