@@ -73,9 +73,12 @@ typedef struct eas_tf_api {
 } eas_tf_api;
 
 static void* eas_tf_open(const char* path, char** err) {
-	// RTLD_GLOBAL: libtensorflow_framework's kernels registry is shared
-	// with the _cc library, which loads it as a dependency anyway.
-	void* h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	// RTLD_LOCAL: TensorFlow's symbols (its own protobuf and abseil among
+	// them) stay out of the global scope, so libraries opened later (ONNX
+	// Runtime, libtorch) do not bind to them. libtensorflow_framework.so.2
+	// comes in as the _cc library's dependency and dlsym on this handle
+	// searches it too.
+	void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
 		const char* e = dlerror();
 		*err = strdup(e ? e : "dlopen failed");
