@@ -1,0 +1,324 @@
+"""Writes the model-zoo SavedModels of TestTensorFlowZoo and their reference
+outputs (this TensorFlow's own, from the saved signature loaded back), in one
+process (importing TensorFlow is the slow part). Seeded random weights,
+nothing downloaded.
+
+usage: gen_zoo.py OUT_DIR
+
+OUT_DIR/<model>/   one SavedModel per model family, serving_default only:
+  keras_functional   Keras 3 functional model, two inputs (a [-1,6], b [-1,3]),
+                     Concatenate, Dense relu, BatchNormalization, Dense softmax;
+                     model.export
+  keras_subclassed   a keras.Model subclass (Dense, LayerNormalization, a
+                     residual, Dropout inactive at inference); model.export
+  wide_deep          tf.Module taking serialized tf.Example (examples string
+                     [-1]) parsed by tf.io.parse_example: user (string,
+                     to_hash_bucket_fast -> embedding), country (string,
+                     StaticHashTable from a vocabulary file asset ->
+                     embedding), age (float); a wide part on the hashed
+                     user x country cross; -> logits, probabilities
+  deepfm             EasyRec-style DeepFM: one placeholder per feature
+                     (user_id, item_id, category string [-1]; price float
+                     [-1]; hour int64 [-1]), hashed embeddings, first order,
+                     FM second order, a deep MLP -> logits, probs
+  while_rnn          a tanh RNN unrolled by tf.while_loop over the time axis
+                     of x float [-1,-1,4] -> h [-1,8], steps int32
+  bert               a BERT-shaped encoder written as a TF1 graph
+                     (tf.compat.v1 placeholders input_ids, input_mask,
+                     segment_ids int32 [-1,-1]; word/position/type
+                     embeddings, 2 layers of 2-head attention, GELU,
+                     LayerNorm) saved by SavedModelBuilder ->
+                     sequence_output [-1,-1,32], pooled_output [-1,32]
+OUT_DIR/ref.json   {"<model>": {"inputs": {...}, "outputs": {...}}}; each
+                   tensor {"dtype", "shape", "data"}; string data base64.
+"""
+import base64
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+out = sys.argv[1]
+keras.utils.set_random_seed(11)
+rng = np.random.default_rng(5)
+ref = {}
+
+
+def enc(v):
+    v = np.asarray(v)
+    if v.dtype.kind in "SO":
+        data = [base64.b64encode(s if isinstance(s, bytes) else s.encode()).decode()
+                for s in v.reshape(-1).tolist()]
+        return {"dtype": "BYTES", "shape": list(v.shape), "data": data}
+    name = {"float32": "FP32", "int64": "INT64", "int32": "INT32", "bool": "BOOL"}[str(v.dtype)]
+    return {"dtype": name, "shape": list(v.shape), "data": v.reshape(-1).tolist()}
+
+
+def reference(model, **inputs):
+    """Loads the SavedModel back and runs its serving_default on inputs."""
+    sig = tf.saved_model.load(os.path.join(out, model)).signatures["serving_default"]
+    res = sig(**{k: tf.constant(v) for k, v in inputs.items()})
+    ref[model] = {"inputs": {k: enc(v) for k, v in inputs.items()},
+                  "outputs": {k: enc(t.numpy()) for k, t in res.items()}}
+
+
+# Keras functional.
+a = keras.Input(shape=(6,), name="a")
+b = keras.Input(shape=(3,), name="b")
+h = keras.layers.Concatenate()([a, b])
+h = keras.layers.Dense(16, activation="relu")(h)
+h = keras.layers.BatchNormalization()(h)
+y = keras.layers.Dense(4, activation="softmax", name="probs")(h)
+functional = keras.Model([a, b], y)
+# Non-trivial BatchNormalization statistics.
+bn = functional.layers[-2]
+bn.moving_mean.assign(rng.standard_normal(16).astype(np.float32) * 0.1)
+bn.moving_variance.assign(rng.uniform(0.5, 2, 16).astype(np.float32))
+functional.export(os.path.join(out, "keras_functional"), verbose=False)
+reference("keras_functional", a=rng.standard_normal((3, 6)).astype(np.float32),
+          b=rng.standard_normal((3, 3)).astype(np.float32))
+
+
+# Keras subclassed.
+class Residual(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.inp = keras.layers.Dense(12, activation="gelu")
+        self.mid = keras.layers.Dense(12, activation="tanh")
+        self.norm = keras.layers.LayerNormalization()
+        self.drop = keras.layers.Dropout(0.5)
+        self.head = keras.layers.Dense(2)
+
+    def call(self, x, training=False):
+        h = self.inp(x)
+        h = self.norm(h + self.mid(h))
+        return self.head(self.drop(h, training=training))
+
+
+sub = Residual()
+sub(np.zeros((1, 7), np.float32))
+sub.export(os.path.join(out, "keras_subclassed"), verbose=False,
+           input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
+reference("keras_subclassed", x=rng.standard_normal((4, 7)).astype(np.float32))
+
+
+# Wide & deep over tf.Example.
+COUNTRIES = ["cn", "us", "de", "fr", "jp"]
+vocab = os.path.join(out, "countries.txt")
+with open(vocab, "w") as f:
+    f.write("\n".join(COUNTRIES) + "\n")
+
+
+class WideDeep(tf.Module):
+    USERS, CROSS = 50, 64
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(1)
+        self.vocab = tf.saved_model.Asset(vocab)
+        self.table = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocab, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+                                          tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
+            default_value=len(COUNTRIES))  # out of vocabulary: the last row
+        self.user_emb = tf.Variable(r.standard_normal((self.USERS, 6)).astype(np.float32))
+        self.country_emb = tf.Variable(r.standard_normal((len(COUNTRIES) + 1, 4)).astype(np.float32))
+        self.wide = tf.Variable(r.standard_normal((self.CROSS, 1)).astype(np.float32) * 0.1)
+        self.w1 = tf.Variable(r.standard_normal((11, 8)).astype(np.float32) * 0.3)
+        self.b1 = tf.Variable(r.standard_normal(8).astype(np.float32) * 0.1)
+        self.w2 = tf.Variable(r.standard_normal((8, 1)).astype(np.float32) * 0.3)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+        f = tf.io.parse_example(examples, {
+            "user": tf.io.FixedLenFeature([], tf.string, default_value=""),
+            "country": tf.io.FixedLenFeature([], tf.string, default_value=""),
+            "age": tf.io.FixedLenFeature([1], tf.float32, default_value=[30.0]),
+        })
+        user = tf.strings.to_hash_bucket_fast(f["user"], self.USERS)
+        country = self.table.lookup(f["country"])
+        cross = tf.strings.to_hash_bucket_fast(tf.strings.join([f["user"], f["country"]], "_x_"), self.CROSS)
+        deep = tf.concat([tf.gather(self.user_emb, user), tf.gather(self.country_emb, country),
+                          f["age"] / 100.0], axis=1)
+        deep = tf.matmul(tf.nn.relu(tf.matmul(deep, self.w1) + self.b1), self.w2)
+        logits = deep + tf.gather(self.wide, cross)
+        return {"logits": logits, "probabilities": tf.sigmoid(logits)}
+
+
+wd = WideDeep()
+tf.saved_model.save(wd, os.path.join(out, "wide_deep"), signatures={"serving_default": wd.serve})
+os.remove(vocab)  # the SavedModel's assets/ has its copy
+
+
+def example(user=None, country=None, age=None):
+    feat = {}
+    if user is not None:
+        feat["user"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[user.encode()]))
+    if country is not None:
+        feat["country"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[country.encode()]))
+    if age is not None:
+        feat["age"] = tf.train.Feature(float_list=tf.train.FloatList(value=[age]))
+    return tf.train.Example(features=tf.train.Features(feature=feat)).SerializeToString()
+
+
+reference("wide_deep", examples=np.array([
+    example("alice", "cn", 23.0), example("bob", "us", 41.5), example("carol", "mars", 35.0),
+    example("dave", None, None), example(None, "de", 60.0)], object))
+
+
+# DeepFM, EasyRec-style: one placeholder per feature.
+class DeepFM(tf.Module):
+    B, K = 97, 4
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(2)
+        self.emb = {n: tf.Variable(r.standard_normal((self.B, self.K)).astype(np.float32) * 0.5, name=n + "_emb")
+                    for n in ["user_id", "item_id", "category", "hour"]}
+        self.lin = {n: tf.Variable(r.standard_normal((self.B, 1)).astype(np.float32) * 0.1, name=n + "_w")
+                    for n in ["user_id", "item_id", "category", "hour"]}
+        self.price_v = tf.Variable(r.standard_normal((1, self.K)).astype(np.float32), name="price_v")
+        self.price_w = tf.Variable(np.float32(0.2), name="price_w")
+        self.w1 = tf.Variable(r.standard_normal((5 * self.K, 16)).astype(np.float32) * 0.3)
+        self.b1 = tf.Variable(np.zeros(16, np.float32))
+        self.w2 = tf.Variable(r.standard_normal((16, 1)).astype(np.float32) * 0.3)
+        self.bias = tf.Variable(np.float32(-0.1))
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name="user_id"),
+        tf.TensorSpec([None], tf.string, name="item_id"),
+        tf.TensorSpec([None], tf.string, name="category"),
+        tf.TensorSpec([None], tf.float32, name="price"),
+        tf.TensorSpec([None], tf.int64, name="hour"),
+    ])
+    def serve(self, user_id, item_id, category, price, hour):
+        ids = {
+            "user_id": tf.strings.to_hash_bucket_fast(user_id, self.B),
+            "item_id": tf.strings.to_hash_bucket_fast(item_id, self.B),
+            "category": tf.strings.to_hash_bucket_fast(category, self.B),
+            "hour": tf.math.floormod(hour, 24),
+        }
+        names = sorted(ids)
+        vs = [tf.gather(self.emb[n], ids[n]) for n in names]
+        vs.append(price[:, None] * self.price_v)
+        v = tf.stack(vs, axis=1)  # [batch, fields, K]
+        first = tf.add_n([tf.gather(self.lin[n], ids[n])[:, 0] for n in names]) + price * self.price_w
+        s = tf.reduce_sum(v, axis=1)
+        second = 0.5 * tf.reduce_sum(s * s - tf.reduce_sum(v * v, axis=1), axis=1)
+        deep = tf.reshape(v, [-1, 5 * self.K])
+        deep = tf.matmul(tf.nn.relu(tf.matmul(deep, self.w1) + self.b1), self.w2)[:, 0]
+        logits = first + second + deep + self.bias
+        return {"logits": logits, "probs": tf.sigmoid(logits)}
+
+
+fm = DeepFM()
+tf.saved_model.save(fm, os.path.join(out, "deepfm"), signatures={"serving_default": fm.serve})
+reference("deepfm",
+          user_id=np.array([b"u1", b"u2", b"u3", b""], object),
+          item_id=np.array([b"i9", b"i9", b"i4", b"i1"], object),
+          category=np.array([b"shoes", b"books", b"shoes", b"toys"], object),
+          price=np.array([9.5, 120.0, 0.0, 3.25], np.float32),
+          hour=np.array([0, 13, 23, 47], np.int64))
+
+
+# A tanh RNN over tf.while_loop.
+class WhileRNN(tf.Module):
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(4)
+        self.wx = tf.Variable(r.standard_normal((4, 8)).astype(np.float32) * 0.5)
+        self.wh = tf.Variable(r.standard_normal((8, 8)).astype(np.float32) * 0.3)
+        self.b = tf.Variable(r.standard_normal(8).astype(np.float32) * 0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 4], tf.float32, name="x")])
+    def serve(self, x):
+        steps = tf.shape(x)[1]
+        h0 = tf.zeros([tf.shape(x)[0], 8])
+
+        def body(t, h):
+            return t + 1, tf.tanh(tf.matmul(x[:, t], self.wx) + tf.matmul(h, self.wh) + self.b)
+
+        t, h = tf.while_loop(lambda t, h: t < steps, body, (tf.constant(0), h0))
+        return {"h": h, "steps": t}
+
+
+rnn = WhileRNN()
+tf.saved_model.save(rnn, os.path.join(out, "while_rnn"), signatures={"serving_default": rnn.serve})
+reference("while_rnn", x=rng.standard_normal((3, 5, 4)).astype(np.float32))
+
+
+# A BERT-shaped encoder as a TF1 graph.
+def bert(path):
+    H, HEADS, LAYERS, FF, VOCAB, MAXPOS = 32, 2, 2, 64, 100, 16
+    g = tf.Graph()
+    with g.as_default():
+        v1 = tf.compat.v1
+        v1.set_random_seed(3)
+        init = v1.truncated_normal_initializer(stddev=0.2)
+        ids = v1.placeholder(tf.int32, [None, None], name="input_ids")
+        mask = v1.placeholder(tf.int32, [None, None], name="input_mask")
+        seg = v1.placeholder(tf.int32, [None, None], name="segment_ids")
+        batch, seq = tf.shape(ids)[0], tf.shape(ids)[1]
+
+        def layer_norm(x, name):
+            with v1.variable_scope(name):
+                gamma = v1.get_variable("gamma", [H], initializer=v1.random_normal_initializer(1.0, 0.1))
+                beta = v1.get_variable("beta", [H], initializer=init)
+            mean, var = tf.nn.moments(x, [-1], keepdims=True)
+            return (x - mean) * tf.math.rsqrt(var + 1e-12) * gamma + beta
+
+        def dense(x, n, name, act=None):
+            with v1.variable_scope(name):
+                w = v1.get_variable("kernel", [x.shape[-1], n], initializer=init)
+                b = v1.get_variable("bias", [n], initializer=init)
+            # As google-research/bert does: a [batch*seq, H] matrix product
+            # (tf.tensordot would build its Transpose permutation at run time).
+            y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), w) + b
+            if x.shape.rank == 3:
+                y = tf.reshape(y, [batch, seq, n])
+            return act(y) if act else y
+
+        def gelu(x):
+            return 0.5 * x * (1.0 + tf.math.erf(x / np.sqrt(2.0).astype(np.float32)))
+
+        with v1.variable_scope("bert"):
+            with v1.variable_scope("embeddings"):
+                word = v1.get_variable("word_embeddings", [VOCAB, H], initializer=init)
+                typ = v1.get_variable("token_type_embeddings", [2, H], initializer=init)
+                pos = v1.get_variable("position_embeddings", [MAXPOS, H], initializer=init)
+                x = tf.gather(word, ids) + tf.gather(typ, seg) + tf.slice(pos, [0, 0], [seq, -1])[None]
+                x = layer_norm(x, "LayerNorm")
+            bias = (1.0 - tf.cast(mask[:, None, None, :], tf.float32)) * -10000.0
+            dh = H // HEADS
+            for i in range(LAYERS):
+                with v1.variable_scope("layer_%d" % i):
+                    def heads(t):
+                        return tf.transpose(tf.reshape(t, [batch, seq, HEADS, dh]), [0, 2, 1, 3])
+                    q, k, v = (heads(dense(x, H, n)) for n in ("query", "key", "value"))
+                    att = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) / np.sqrt(dh).astype(np.float32) + bias)
+                    ctx = tf.reshape(tf.transpose(tf.matmul(att, v), [0, 2, 1, 3]), [batch, seq, H])
+                    x = layer_norm(x + dense(ctx, H, "attention_output"), "attention_LayerNorm")
+                    x = layer_norm(x + dense(dense(x, FF, "intermediate", gelu), H, "output"), "output_LayerNorm")
+            pooled = dense(x[:, 0], H, "pooler", tf.tanh)
+        with v1.Session(graph=g) as sess:
+            sess.run(v1.global_variables_initializer())
+            builder = v1.saved_model.Builder(path)
+            sig = v1.saved_model.predict_signature_def(
+                {"input_ids": ids, "input_mask": mask, "segment_ids": seg},
+                {"sequence_output": x, "pooled_output": pooled})
+            builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map={"serving_default": sig})
+            builder.save()
+
+
+bert(os.path.join(out, "bert"))
+reference("bert",
+          input_ids=np.array([[5, 17, 42, 99, 3, 0], [7, 7, 1, 0, 0, 0]], np.int32),
+          input_mask=np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], np.int32),
+          segment_ids=np.array([[0, 0, 0, 1, 1, 0], [0, 1, 1, 0, 0, 0]], np.int32))
+
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
