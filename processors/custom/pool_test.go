@@ -87,7 +87,10 @@ func pidOf(t *testing.T, p *pool) (int, error) {
 	return n, nil
 }
 
-func alive(pid int) error {
+// ProcessGone says whether process pid has ended: no such process, or a
+// zombie (an orphan whose reaper has not reaped it yet); the stack tests
+// (package custom_test) use it too.
+func ProcessGone(pid int) error {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return nil
@@ -122,7 +125,7 @@ func TestHungWorkerIsReplaced(t *testing.T) {
 		}
 		return nil
 	})
-	wait.Until(t, 20*time.Second, func() error { return alive(first) })
+	wait.Until(t, 20*time.Second, func() error { return ProcessGone(first) })
 	if err := p.healthy(); err != nil {
 		t.Errorf("healthy after the restart: %v", err)
 	}
@@ -153,7 +156,7 @@ func TestForkedChildCrashDegradesHealth(t *testing.T) {
 	if !errors.As(r.Err, &se) || se.Code != http.StatusInternalServerError {
 		t.Fatalf("crash after a fork: %+v, want a 500 at once (not the deadline)", r)
 	}
-	wait.Until(t, 20*time.Second, func() error { return alive(child) })
+	wait.Until(t, 20*time.Second, func() error { return ProcessGone(child) })
 	wait.Until(t, 20*time.Second, func() error {
 		err := p.healthy()
 		if err == nil || !strings.Contains(err.Error(), "set state 4") {

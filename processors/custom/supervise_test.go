@@ -1,7 +1,6 @@
 package custom_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,21 +11,8 @@ import (
 
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
+	"github.com/eas-server/eas-server/processors/custom"
 )
-
-// processGone says whether process pid has ended: no such process, or a
-// zombie (an orphan whose reaper has not reaped it yet).
-func processGone(pid int) error {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	// The state follows the command's closing parenthesis.
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
-		return nil
-	}
-	return fmt.Errorf("process %d still runs", pid)
-}
 
 // forkThenCrash checks a worker that forked a child (which keeps the
 // worker's socket and output) and then died: the request that killed it
@@ -40,7 +26,7 @@ func forkThenCrash(t *testing.T, st *teststack.Stack, name, die string) {
 	if code != 200 || err != nil {
 		t.Fatalf("fork: %d %q", code, body)
 	}
-	if err := processGone(child); err == nil {
+	if err := custom.ProcessGone(child); err == nil {
 		t.Fatalf("the forked child %d is not running", child)
 	}
 	// keepalive is 10 s: a 408 means the death went unseen.
@@ -51,7 +37,7 @@ func forkThenCrash(t *testing.T, st *teststack.Stack, name, die string) {
 	if code, body := post(t, st, name, "abc"); code != 200 || body != "ABC" {
 		t.Errorf("after the restart: %d %q", code, body)
 	}
-	wait.Until(t, 20*time.Second, func() error { return processGone(child) })
+	wait.Until(t, 20*time.Second, func() error { return custom.ProcessGone(child) })
 }
 
 // TestCppForkedChildThenCrash: a forked child holding the socket does not
