@@ -201,6 +201,26 @@ func (g *flatGraph) inline(n *node) error {
 	return nil
 }
 
+// inlineBody inlines call n (if not yet done) and returns the names of
+// its body's nodes in the flat graph; tables are filled by functions the
+// init op calls for their effect, whose outputs nothing reads.
+func (g *flatGraph) inlineBody(n *node) ([]string, error) {
+	fa := n.attr["f"].GetFunc()
+	if fa == nil || g.funcs[fa.Name] == nil {
+		return nil, fmt.Errorf("call %q names no function of the library", n.name)
+	}
+	if callOps[n.op] {
+		if err := g.inline(n); err != nil {
+			return nil, err
+		}
+	}
+	var body []string
+	for _, nd := range g.funcs[fa.Name].NodeDef {
+		body = append(body, n.name+"/"+nd.Name)
+	}
+	return body, nil
+}
+
 // multiOutputs lists, for ops with several output arguments, each
 // argument's name; a "node:arg:i" input counts outputs from the argument's
 // start. Ops not listed have one output argument (maybe a list).
@@ -212,6 +232,8 @@ var multiOutputs = map[string][]string{
 	"TopK":              {"values", "indices"},
 	"Unique":            {"y", "idx"},
 	"MaxPoolWithArgmax": {"output", "argmax"},
+	"LookupTableFindV2": {"values"},
+	"LookupTableSizeV2": {"size"},
 }
 
 func outputOffset(nd *nodepb.NodeDef, arg string) int {

@@ -115,8 +115,6 @@ var unsupportedWhy = map[string]string{
 	"While":               "control flow is not translated",
 	"StatelessIf":         "control flow is not translated",
 	"If":                  "control flow is not translated",
-	"HashTableV2":         "lookup tables are not translated",
-	"LookupTableFindV2":   "lookup tables are not translated",
 }
 
 // translateConst translates Const.

@@ -33,6 +33,7 @@ const (
 	groupArray
 	groupImage
 	groupExample
+	groupStrings
 )
 
 var groupTitles = [...]string{
@@ -46,6 +47,7 @@ var groupTitles = [...]string{
 	groupArray:      "Shapes, slicing and indexing",
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
+	groupStrings:    "Feature columns: string hashing, lookup tables, buckets",
 }
 
 // opEntry is one TensorFlow op the translation handles.
@@ -223,10 +225,28 @@ var opTable = map[string]opEntry{
 	// tf.Example parsing.
 	"ParseExample":   {(*converter).parseExample, groupExample, "dense features of a signature input"},
 	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense features of a signature input"},
+
+	// Feature columns: string hashing, lookup tables, buckets.
+	"StringToHashBucketFast":   {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"StringToHashBucketStrong": {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"HashTableV2":              {(*converter).translateHashTable, groupStrings, ""},
+	"LookupTableImportV2":      {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
+	"InitializeTableV2":        {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
+	"LookupTableFindV2":        {(*converter).lookupTableFind, groupStrings, "string or int64 keys, int64, string or float values; as LabelEncoder"},
+	"LookupTableSizeV2":        {(*converter).lookupTableSize, groupStrings, ""},
+	"Bucketize":                {(*converter).bucketize, groupStrings, ""},
 }
 
 // translate emits the ONNX nodes for n and records its outputs.
 func (c *converter) translate(n *node) {
+	if !tableReaders[n.op] {
+		for _, in := range n.inputs {
+			if rr, err := c.g.resolve(in); err == nil && c.vals[rr] != nil && c.vals[rr].table != "" {
+				c.unsupported(n, "reads a lookup table handle; only LookupTableFindV2 and LookupTableSizeV2 are translated")
+				return
+			}
+		}
+	}
 	if e, ok := opTable[n.op]; ok {
 		e.translate(c, n)
 		return

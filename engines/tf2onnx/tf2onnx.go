@@ -6,8 +6,10 @@
 // (StatefulPartitionedCall, PartitionedCall) are inlined, the signature's
 // inputs are cut points whatever op produces them, variables become
 // initializers, and each TensorFlow op maps to a few ONNX opset-18 nodes.
-// Ops outside the supported set (control flow, hash tables, string ops,
-// stateful assignments, custom ops) make the translation fail with one
+// Lookup tables filled from constants become ai.onnx.ml LabelEncoders, and
+// string hashing of a signature input runs in Go before the model
+// (HostInput). Ops outside the supported set (control flow, other string
+// ops, stateful assignments, custom ops) make the translation fail with one
 // error naming every such op, so a deploy fails up front instead of at the
 // first request.
 package tf2onnx
@@ -73,6 +75,10 @@ type Port struct {
 	Kind  PortKind
 	// Features are the parsed features of an Examples port, by key.
 	Features []Feature
+	// Host lists the tensors the serving process computes in Go from this
+	// (string) input and feeds as extra ONNX inputs besides the input
+	// itself (see HostInput and HostTensors).
+	Host []HostInput
 	// Value is the ONNX value name of an output: the key, unless an input
 	// has the same key (ONNX names must be unique), then Key + OutputSuffix.
 	// Inputs are always named by their key.
@@ -122,7 +128,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (control flow, lookup tables, string ops, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (control flow, lookup tables not filled from constants, string ops other than hashing a signature input, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 
@@ -163,6 +169,7 @@ type value struct {
 	konst *tensor.Tensor // known constant value, when there is one
 	rank  int            // -1 when unknown
 	port  *inPort        // the signature input this value is, if any
+	table string         // the HashTableV2 node of a table handle
 }
 
 // inPort is a signature input while translating: its ONNX inputs and
@@ -183,6 +190,10 @@ type converter struct {
 	unsup  map[string][]string
 	reason map[string]string
 	fatal  error
+
+	tables     map[string]*tableContents // by HashTableV2 node
+	tableInits map[string][]*node        // initializers by table node; nil until searched
+	usesML     bool                      // the model needs the ai.onnx.ml opset
 
 	onnxbuild.Graph
 }
@@ -236,6 +247,9 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
 		}
 		outVals[i] = c.visit(r)
+		if outVals[i].table != "" {
+			c.fail(fmt.Errorf("output %q is a lookup table handle, not a tensor", k))
+		}
 		if outVals[i].port != nil {
 			outVals[i].port.used = true
 		}
@@ -255,9 +269,15 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			for _, f := range p.Features {
 				graph.Input = append(graph.Input, onnxbuild.ValueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
 			}
+			if len(p.Host) > 0 {
+				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also hashed; only one of the two is supported", p.Key))
+			}
 		} else {
 			graph.Input = append(graph.Input, ip.inputs...)
 			pre = append(pre, ip.nodes...)
+			for _, h := range p.Host {
+				graph.Input = append(graph.Input, onnxbuild.ValueInfo(h.Input, tensor.Int64, hostInputShape(p)))
+			}
 		}
 		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
 			out.Batchable = false
@@ -310,6 +330,11 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 	b, err := onnxbuild.Model(graph, "eas-server tf2onnx")
 	if err != nil {
 		return nil, fmt.Errorf("signature %q: encode onnx model: %w", c.sig, err)
+	}
+	if c.usesML {
+		if b, err = withMLOpset(b); err != nil {
+			return nil, fmt.Errorf("signature %q: encode onnx model: %w", c.sig, err)
+		}
 	}
 	out.Model = b
 	return out, nil

@@ -75,7 +75,7 @@ func TestUnsupportedOpsInOneError(t *testing.T) {
 	if !errors.As(err, &ue) {
 		t.Fatalf("err = %v, want *UnsupportedError", err)
 	}
-	for _, w := range []string{`"predict"`, "TRTEngineOp (engine)", "HashTableV2 (table)", "LookupTableFindV2 (lookup)", "lookup tables"} {
+	for _, w := range []string{`"predict"`, "TRTEngineOp (engine)", "LookupTableFindV2 (lookup)", `table "table" is not filled`} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %s", err, w)
 		}

@@ -1,0 +1,212 @@
+package tf2onnx_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eas-server/eas-server/engines/savedmodel"
+	"github.com/eas-server/eas-server/engines/tf2onnx"
+	"github.com/eas-server/eas-server/internal/pyvenv"
+	"github.com/eas-server/eas-server/internal/require"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// TestFingerprint64Known checks Fingerprint64 and SipHash24 on values
+// TensorFlow 2.21 computed (tf.strings.to_hash_bucket_fast / _strong with
+// 2**62 buckets), one per length class of farmhash's code paths; the venv
+// test below checks many more against TensorFlow itself.
+func TestFingerprint64Known(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want uint64
+	}{
+		{"", 1936946117179621455}, {"a", 3694432073954588131}, {"ab", 3066228220894225694},
+		{"abc", 2640714258260161385}, {"abcd", 1897425971756105985}, {"h\u00e9llo", 3262255192197256439},
+		{strings.Repeat("x", 17), 2082709914559524773}, {strings.Repeat("y", 33), 3999049019338133246},
+		{strings.Repeat("z", 65), 3688229565335330613}, {strings.Repeat("q", 1000), 4178784377876605292},
+	} {
+		if got := tf2onnx.Fingerprint64([]byte(tc.s)) % (1 << 62); got != tc.want {
+			t.Errorf("Fingerprint64(%q) %% 2**62 = %d, TensorFlow %d", tc.s, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		s    string
+		want uint64
+	}{
+		{"", 443797209252341627}, {"abcdefg", 957890530879302020}, {"abcdefgh", 2649018002260510108},
+		{"abcdefghi", 545485191183657959}, {strings.Repeat("z", 65), 1522482378448811398},
+	} {
+		if got := tf2onnx.SipHash24([2]uint64{1, 2}, []byte(tc.s)) % (1 << 62); got != tc.want {
+			t.Errorf("SipHash24({1,2}, %q) %% 2**62 = %d, TensorFlow %d", tc.s, got, tc.want)
+		}
+	}
+}
+
+// genStrings has the tensorflow venv's TensorFlow write the string-feature
+// SavedModel and its references (testdata/gen_strings.py).
+func genStrings(t *testing.T) string {
+	t.Helper()
+	py := pyvenv.Python(t, "tensorflow")
+	dir := t.TempDir()
+	script := filepath.Join(require.RepoRoot(), "engines", "tf2onnx", "testdata", "gen_strings.py")
+	if out, err := exec.Command(py, script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("gen_strings.py: %v\n%s", err, out)
+	}
+	return dir
+}
+
+type refTensor struct {
+	DType string            `json:"dtype"`
+	Shape []int64           `json:"shape"`
+	Data  []json.RawMessage `json:"data"`
+	B64   []string          `json:"b64"`
+}
+
+func (r refTensor) tensor(t *testing.T, name string) tensor.Tensor {
+	t.Helper()
+	var out tensor.Tensor
+	var err error
+	switch r.DType {
+	case "BYTES":
+		out = tensor.Tensor{Name: name, DType: tensor.String, Shape: r.Shape}
+		for _, s := range r.B64 {
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Strings = append(out.Strings, b)
+		}
+		return out
+	case "FP32":
+		v := make([]float32, len(r.Data))
+		for i := range v {
+			err = json.Unmarshal(r.Data[i], &v[i])
+		}
+		out = tensor.FromFloat32(name, r.Shape, v)
+	case "INT64":
+		v := make([]int64, len(r.Data))
+		for i := range v {
+			err = json.Unmarshal(r.Data[i], &v[i])
+		}
+		out = tensor.FromInt64(name, r.Shape, v)
+	case "INT32":
+		v := make([]int32, len(r.Data))
+		for i := range v {
+			err = json.Unmarshal(r.Data[i], &v[i])
+		}
+		out = tensor.FromInt32(name, r.Shape, v)
+	default:
+		t.Fatalf("%s: dtype %s", name, r.DType)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return out
+}
+
+// TestStringFeaturesAgainstTensorFlow: Fingerprint64 agrees with
+// TensorFlow's to_hash_bucket_fast on many strings (empty, every length to
+// 139, long, non-ASCII, invalid UTF-8), and a SavedModel with hashed
+// string features, string->int64 and int64->int64 tables, a table's size
+// and Bucketize, written by TensorFlow, translates and computes what
+// TensorFlow computed, host inputs included.
+func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
+	dir := genStrings(t)
+
+	t.Run("Fingerprint64", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "fingerprint.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fp struct {
+			Strings []string
+			Buckets map[string][]uint64
+		}
+		if err := json.Unmarshal(b, &fp); err != nil {
+			t.Fatal(err)
+		}
+		if len(fp.Strings) < 100 || len(fp.Buckets) == 0 {
+			t.Fatalf("fingerprint.json has %d strings, %d bucket counts", len(fp.Strings), len(fp.Buckets))
+		}
+		for nb, want := range fp.Buckets {
+			var n uint64
+			if err := json.Unmarshal([]byte(nb), &n); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range fp.Strings {
+				raw, err := base64.StdEncoding.DecodeString(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := tf2onnx.Fingerprint64(raw) % n; got != want[i] {
+					t.Errorf("string %d (%d bytes) into %d buckets: %d, TensorFlow %d", i, len(raw), n, got, want[i])
+				}
+			}
+		}
+	})
+
+	t.Run("features", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]struct{ Inputs, Outputs map[string]refTensor }
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		c := ref["features"]["serving_default"]
+		m, err := savedmodel.Load(filepath.Join(dir, "features"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := tf2onnx.Convert(m, "serving_default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var feeds []tensor.Tensor
+		for _, p := range ts.Inputs {
+			in := c.Inputs[p.Key].tensor(t, p.Key)
+			host, err := p.HostTensors(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Kind == tf2onnx.Scalar {
+				in.Shape = []int64{1}
+			}
+			feeds = append(append(feeds, in), host...)
+		}
+		if !slices.ContainsFunc(ts.Inputs, func(p tf2onnx.Port) bool { return p.Key == "words" && len(p.Host) == 2 }) {
+			t.Errorf("words should have two host inputs (fast and strong hashing): %+v", ts.Inputs)
+		}
+		got := run(t, ts.Model, feeds...)
+		if len(got) != len(ts.Outputs) {
+			t.Fatalf("%d outputs, want %d", len(got), len(ts.Outputs))
+		}
+		for _, p := range ts.Outputs {
+			i := slices.IndexFunc(got, func(g tensor.Tensor) bool { return g.Name == p.Value })
+			if i < 0 {
+				t.Errorf("no output %q", p.Value)
+				continue
+			}
+			g := got[i]
+			if p.Kind == tf2onnx.Scalar {
+				g.Shape = []int64{}
+			}
+			want := c.Outputs[p.Key].tensor(t, p.Key)
+			g.Name = want.Name
+			tol := tensor.Exact
+			if want.DType == tensor.Float32 {
+				tol = tensor.F32Accumulated
+			}
+			if err := tensor.Close(g, want, tol); err != nil {
+				t.Errorf("output %s: %v", p.Key, err)
+			}
+		}
+	})
+}
