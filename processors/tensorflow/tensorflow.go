@@ -487,6 +487,13 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 			}
 			p.Inputs = append(p.Inputs, feats...)
 		}
+		// String ops ONNX has no operator for (string hashing) run here,
+		// on the request's strings; the model takes their int64 results.
+		host, err := port.HostTensors(t)
+		if err != nil {
+			return nil, badinput.Errorf("signature %q input %q: %v", s.name, t.Name, err)
+		}
+		p.Inputs = append(p.Inputs, host...)
 	}
 	for _, in := range s.inputs {
 		if !seen[in.Key] {

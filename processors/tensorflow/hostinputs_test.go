@@ -1,0 +1,102 @@
+package tensorflow
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/eas-server/eas-server/internal/pyvenv"
+	"github.com/eas-server/eas-server/internal/require"
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// TestHostInputsServed serves the string-feature SavedModel of
+// engines/tf2onnx/testdata/gen_strings.py (hashed string features, a scalar
+// string input, lookup tables, Bucketize), written by the tensorflow venv's
+// TensorFlow, on the default ONNX runtime: the request's strings are hashed
+// in Go before the model (prepare), and every output equals TensorFlow's.
+func TestHostInputsServed(t *testing.T) {
+	py := pyvenv.Python(t, "tensorflow")
+	dir := t.TempDir()
+	script := filepath.Join(require.RepoRoot(), "engines", "tf2onnx", "testdata", "gen_strings.py")
+	if out, err := exec.Command(py, script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("gen_strings.py: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type jt struct {
+		DType string
+		Shape []int64
+		Data  []float64
+		B64   []string
+	}
+	var ref map[string]map[string]struct{ Inputs, Outputs map[string]jt }
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	conv := func(name string, j jt) tensor.Tensor {
+		switch j.DType {
+		case "BYTES":
+			out := tensor.Tensor{Name: name, DType: tensor.String, Shape: j.Shape}
+			for _, s := range j.B64 {
+				raw, err := base64.StdEncoding.DecodeString(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out.Strings = append(out.Strings, raw)
+			}
+			return out
+		case "FP32":
+			v := make([]float32, len(j.Data))
+			for i, x := range j.Data {
+				v[i] = float32(x)
+			}
+			return tensor.FromFloat32(name, j.Shape, v)
+		case "INT64":
+			v := make([]int64, len(j.Data))
+			for i, x := range j.Data {
+				v[i] = int64(x) // the test's integers are exact in float64
+			}
+			return tensor.FromInt64(name, j.Shape, v)
+		case "INT32":
+			v := make([]int32, len(j.Data))
+			for i, x := range j.Data {
+				v[i] = int32(x)
+			}
+			return tensor.FromInt32(name, j.Shape, v)
+		}
+		t.Fatalf("%s: dtype %s", name, j.DType)
+		return tensor.Tensor{}
+	}
+	c := ref["features"]["serving_default"]
+	m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "features"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []tensor.Tensor
+	for name, j := range c.Inputs {
+		inputs = append(inputs, conv(name, j))
+	}
+	got, err := predict(t, m, "serving_default", inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(c.Outputs) {
+		t.Errorf("%d outputs, TensorFlow has %d", len(got), len(c.Outputs))
+	}
+	for name, j := range c.Outputs {
+		want := conv(name, j)
+		tol := tensor.Exact
+		if want.DType == tensor.Float32 {
+			tol = tensor.F32Accumulated
+		}
+		if err := tensor.Close(got[name], want, tol); err != nil {
+			t.Errorf("output %s: %v", name, err)
+		}
+	}
+}
