@@ -38,7 +38,7 @@ var zooModels = []struct{ dir, family string }{
 }
 
 const (
-	zooBegin = "<!-- BEGIN zoo-coverage: checked by TestTensorFlowZoo (go test -run TestTensorFlowZoo -update-zoo ./processors/tensorflow/ rewrites it); do not edit -->"
+	zooBegin = "<!-- BEGIN zoo-coverage: checked by TestTensorFlowZoo (go test ./processors/tensorflow/ -run TestTensorFlowZoo -update-zoo rewrites it); do not edit -->"
 	zooEnd   = "<!-- END zoo-coverage -->"
 )
 
@@ -169,7 +169,7 @@ func TestTensorFlowZoo(t *testing.T) {
 		t.Logf("README.md's coverage table rewritten:\n%s", table)
 		return
 	}
-	t.Errorf("README.md's coverage table is not what was measured (go test -run TestTensorFlowZoo -update-zoo ./processors/tensorflow/ rewrites it); measured:\n%s\nREADME.md has:\n%s", table, have)
+	t.Errorf("README.md's coverage table is not what was measured (go test ./processors/tensorflow/ -run TestTensorFlowZoo -update-zoo rewrites it); measured:\n%s\nREADME.md has:\n%s", table, have)
 }
 
 type zooRow struct{ family, onnx, libtf string }
