@@ -132,6 +132,9 @@ func TestTensorFlowZoo(t *testing.T) {
 		case errors.As(err, &ue):
 			ops := make([]string, 0, len(ue.Ops))
 			for op := range ue.Ops {
+				if !strings.Contains(err.Error(), op) {
+					t.Errorf("deploy %s on onnx: the error does not name the refused op %s: %v", m.dir, op, err)
+				}
 				if r := ue.Reasons[op]; r != "" && r != "not supported" {
 					op += "` (" + r + ")"
 				} else {
