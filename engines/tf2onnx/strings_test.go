@@ -55,10 +55,90 @@ func genStrings(t *testing.T) string {
 	py := pyvenv.Python(t, "tensorflow")
 	dir := t.TempDir()
 	script := filepath.Join(require.RepoRoot(), "engines", "tf2onnx", "testdata", "gen_strings.py")
-	if out, err := exec.Command(py, script, dir).CombinedOutput(); err != nil {
+	args := []string{script, dir}
+	if _, err := os.Stat(fixtureTable()); err == nil {
+		args = append(args, fixtureTable())
+	}
+	if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
 		t.Fatalf("gen_strings.py: %v\n%s", err, out)
 	}
 	return dir
+}
+
+// fixtureTable is the conformance SavedModel whose table is filled from a
+// vocabulary asset file.
+func fixtureTable() string {
+	return filepath.Join(require.ConformanceRoot(), "tensorflow", "StaticHashTableModule")
+}
+
+// refCase is one signature's inputs and TensorFlow's outputs.
+type refCase struct{ Inputs, Outputs map[string]refTensor }
+
+// check translates signature serving_default of the SavedModel at dir,
+// runs it on c's inputs (host inputs computed as the serving process
+// does) and compares every output with TensorFlow's.
+func check(t *testing.T, dir string, c refCase) *tf2onnx.Signature {
+	t.Helper()
+	m, err := savedmodel.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tf2onnx.Convert(m, "serving_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var feeds []tensor.Tensor
+	for _, p := range ts.Inputs {
+		in := c.Inputs[p.Key].tensor(t, p.Key)
+		host, err := p.HostTensors(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p.Kind {
+		case tf2onnx.Scalar:
+			in.Shape = []int64{1}
+		case tf2onnx.AnyRank:
+			feeds = append(feeds, tensor.FromInt64(p.Key+tf2onnx.ShapeSuffix, []int64{int64(len(in.Shape))}, in.Shape))
+			in.Shape = []int64{in.NumElements()}
+		}
+		feeds = append(append(feeds, in), host...)
+	}
+	got := run(t, ts.Model, feeds...)
+	if len(ts.Outputs) != len(c.Outputs) {
+		t.Fatalf("signature has %d outputs, TensorFlow %d", len(ts.Outputs), len(c.Outputs))
+	}
+	for _, p := range ts.Outputs {
+		i := slices.IndexFunc(got, func(g tensor.Tensor) bool { return g.Name == p.Value })
+		if i < 0 {
+			t.Errorf("no output %q", p.Value)
+			continue
+		}
+		g := got[i]
+		switch p.Kind {
+		case tf2onnx.Scalar:
+			g.Shape = []int64{}
+		case tf2onnx.AnyRank:
+			j := slices.IndexFunc(got, func(g tensor.Tensor) bool { return g.Name == p.Value+tf2onnx.ShapeSuffix })
+			if j < 0 {
+				t.Fatalf("no output %q", p.Value+tf2onnx.ShapeSuffix)
+			}
+			shape, err := got[j].AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Shape = shape
+		}
+		want := c.Outputs[p.Key].tensor(t, p.Key)
+		g.Name = want.Name
+		tol := tensor.Exact
+		if want.DType == tensor.Float32 {
+			tol = tensor.F32Accumulated
+		}
+		if err := tensor.Close(g, want, tol); err != nil {
+			t.Errorf("output %s: %v", p.Key, err)
+		}
+	}
+	return ts
 }
 
 type refTensor struct {
@@ -156,57 +236,28 @@ func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ref map[string]map[string]struct{ Inputs, Outputs map[string]refTensor }
+		var ref map[string]map[string]refCase
 		if err := json.Unmarshal(b, &ref); err != nil {
 			t.Fatal(err)
 		}
-		c := ref["features"]["serving_default"]
-		m, err := savedmodel.Load(filepath.Join(dir, "features"))
+		ts := check(t, filepath.Join(dir, "features"), ref["features"]["serving_default"])
+		if !slices.ContainsFunc(ts.Inputs, func(p tf2onnx.Port) bool { return p.Key == "words" && len(p.Host) == 3 }) {
+			t.Errorf("words should have three host inputs (fast hashing into 1000 and 3 buckets, strong): %+v", ts.Inputs)
+		}
+	})
+
+	// The conformance fixture's table is filled from an asset file by a
+	// TF 2.4 export (the asset path held in a resource variable).
+	t.Run("StaticHashTableModule", func(t *testing.T) {
+		require.ConformanceDir(t, "tensorflow")
+		b, err := os.ReadFile(filepath.Join(dir, "fixture.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts, err := tf2onnx.Convert(m, "serving_default")
-		if err != nil {
+		var c refCase
+		if err := json.Unmarshal(b, &c); err != nil {
 			t.Fatal(err)
 		}
-		var feeds []tensor.Tensor
-		for _, p := range ts.Inputs {
-			in := c.Inputs[p.Key].tensor(t, p.Key)
-			host, err := p.HostTensors(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Kind == tf2onnx.Scalar {
-				in.Shape = []int64{1}
-			}
-			feeds = append(append(feeds, in), host...)
-		}
-		if !slices.ContainsFunc(ts.Inputs, func(p tf2onnx.Port) bool { return p.Key == "words" && len(p.Host) == 2 }) {
-			t.Errorf("words should have two host inputs (fast and strong hashing): %+v", ts.Inputs)
-		}
-		got := run(t, ts.Model, feeds...)
-		if len(got) != len(ts.Outputs) {
-			t.Fatalf("%d outputs, want %d", len(got), len(ts.Outputs))
-		}
-		for _, p := range ts.Outputs {
-			i := slices.IndexFunc(got, func(g tensor.Tensor) bool { return g.Name == p.Value })
-			if i < 0 {
-				t.Errorf("no output %q", p.Value)
-				continue
-			}
-			g := got[i]
-			if p.Kind == tf2onnx.Scalar {
-				g.Shape = []int64{}
-			}
-			want := c.Outputs[p.Key].tensor(t, p.Key)
-			g.Name = want.Name
-			tol := tensor.Exact
-			if want.DType == tensor.Float32 {
-				tol = tensor.F32Accumulated
-			}
-			if err := tensor.Close(g, want, tol); err != nil {
-				t.Errorf("output %s: %v", p.Key, err)
-			}
-		}
+		check(t, fixtureTable(), c)
 	})
 }

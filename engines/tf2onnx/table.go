@@ -227,14 +227,15 @@ var opTable = map[string]opEntry{
 	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense features of a signature input"},
 
 	// Feature columns: string hashing, lookup tables, buckets.
-	"StringToHashBucketFast":   {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
-	"StringToHashBucketStrong": {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
-	"HashTableV2":              {(*converter).translateHashTable, groupStrings, ""},
-	"LookupTableImportV2":      {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
-	"InitializeTableV2":        {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
-	"LookupTableFindV2":        {(*converter).lookupTableFind, groupStrings, "string or int64 keys, int64, string or float values; as LabelEncoder"},
-	"LookupTableSizeV2":        {(*converter).lookupTableSize, groupStrings, ""},
-	"Bucketize":                {(*converter).bucketize, groupStrings, ""},
+	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"StringToHashBucketStrong":      {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"HashTableV2":                   {(*converter).translateHashTable, groupStrings, ""},
+	"LookupTableImportV2":           {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
+	"InitializeTableV2":             {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
+	"InitializeTableFromTextFileV2": {(*converter).translateTableInit, groupStrings, "an asset file, run at load"},
+	"LookupTableFindV2":             {(*converter).lookupTableFind, groupStrings, "string or int64 keys, int64, string or float values; as LabelEncoder"},
+	"LookupTableSizeV2":             {(*converter).lookupTableSize, groupStrings, ""},
+	"Bucketize":                     {(*converter).bucketize, groupStrings, ""},
 }
 
 // translate emits the ONNX nodes for n and records its outputs.

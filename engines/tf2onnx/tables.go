@@ -27,7 +27,7 @@ const (
 )
 
 // tableInitOps fill a table from key and value tensors.
-var tableInitOps = map[string]bool{"LookupTableImportV2": true, "InitializeTableV2": true}
+var tableInitOps = map[string]bool{"LookupTableImportV2": true, "InitializeTableV2": true, "InitializeTableFromTextFileV2": true}
 
 // tableReaders are the ops that may read a table handle.
 var tableReaders = map[string]bool{
@@ -104,7 +104,7 @@ func (c *converter) findTableInits() {
 			}
 			work = append(work, body...)
 		}
-		if tableInitOps[n.op] && len(n.inputs) == 3 {
+		if tableInitOps[n.op] && len(n.inputs) >= 2 {
 			if t, err := c.g.resolve(n.inputs[0]); err == nil {
 				c.tableInits[t.node] = append(c.tableInits[t.node], n)
 			}
@@ -140,10 +140,19 @@ func (c *converter) readContents(name string) *tableContents {
 		return &tableContents{why: fmt.Sprintf("table %q is filled by %d initializers", name, len(inits))}
 	}
 	init := inits[0]
-	keys, kerr := c.constInput(init, 1)
-	vals, verr := c.constInput(init, 2)
-	if kerr != nil || verr != nil {
-		return &tableContents{why: fmt.Sprintf("table %q: its keys and values must be constants", name)}
+	var keys, vals tensor.Tensor
+	if init.op == "InitializeTableFromTextFileV2" {
+		var err error
+		if keys, vals, err = c.readVocabulary(c.g.nodes[name], init); err != nil {
+			return &tableContents{why: fmt.Sprintf("table %q: %v", name, err)}
+		}
+	} else {
+		var kerr, verr error
+		keys, kerr = c.constInput(init, 1)
+		vals, verr = c.constInput(init, 2)
+		if kerr != nil || verr != nil {
+			return &tableContents{why: fmt.Sprintf("table %q: its keys and values must be constants", name)}
+		}
 	}
 	if len(keys.Shape) != 1 || len(vals.Shape) != 1 || keys.Shape[0] != vals.Shape[0] {
 		return &tableContents{why: fmt.Sprintf("table %q: keys %v and values %v must be vectors of one length (tables of vector values are not translated)", name, keys.Shape, vals.Shape)}

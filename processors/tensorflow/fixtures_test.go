@@ -214,7 +214,6 @@ func TestFixturesRefused(t *testing.T) {
 	}{
 		{"tftrt_2.0_saved_model", []string{"TRTEngineOp", `"serving_default"`}},
 		{"SimpleWhileLoop", []string{"While", `"serving_default"`}},
-		{"StaticHashTableModule", []string{"LookupTableFindV2", `"serving_default"`}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.ReplaceAll(tc.dir, "/", "_"), func(t *testing.T) {

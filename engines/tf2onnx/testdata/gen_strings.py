@@ -1,7 +1,7 @@
 """Writes the SavedModels of tf2onnx's string-feature and lookup-table tests,
 and TensorFlow's own outputs for them, computed in process.
 
-usage: gen_strings.py OUT_DIR
+usage: gen_strings.py OUT_DIR [FIXTURE_DIR]
 
 OUT_DIR/fingerprint.json  {"strings": [base64...], "buckets": {"N": [...]}}:
                           tf.strings.to_hash_bucket_fast of each string for
@@ -17,7 +17,13 @@ OUT_DIR/features/         tf.Module, signature serving_default:
                           w_hash (a scalar's bucket), w_id (a scalar's id),
                           strong (to_hash_bucket_strong(words, 97, key)),
                           x_bucket, id_bucket (Bucketize of x float32 [-1]
-                          and of ids).
+                          and of ids), vocab_line, vocab_col, vocab_oov
+                          (tables from a vocabulary asset file: line
+                          numbers, a column, a vocabulary with OOV buckets).
+OUT_DIR/fixture.json      with a second argument, a SavedModel directory
+                          whose serving_default takes word string [-1]
+                          (the conformance StaticHashTableModule): its
+                          outputs for a few words, as ref.json's cases.
 OUT_DIR/ref.json          {"features": {"serving_default": {"inputs", "outputs"}}},
                           tensors as {"dtype", "shape", "data"} (strings as
                           base64 in "b64").
@@ -58,6 +64,19 @@ class Features(tf.Module):
                 tf.constant([7, -3, 1 << 40], tf.int64), tf.constant([1, 2, 3], tf.int64)),
             default_value=0)
         self.emb = tf.Variable(rng.standard_normal((1000, 4)).astype(np.float32))
+        vocab = os.path.join(out, "vocab.txt")
+        with open(vocab, "wb") as f:
+            f.write("apple\t5\npear\t6\r\nh\u00e9llo\t7\nkiwi\t8\n".encode())
+        # A vocabulary file: the word (column 0) -> its line number, and
+        # the word -> column 1; a vocabulary table with hashed OOV buckets.
+        self.vocab = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocab, tf.string, 0, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+                                          delimiter="\t"), default_value=-7)
+        self.column = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocab, tf.string, 0, tf.int64, 1, delimiter="\t"), default_value=0)
+        self.oov = tf.lookup.StaticVocabularyTable(
+            tf.lookup.TextFileInitializer(vocab, tf.string, 0, tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER,
+                                          delimiter="\t"), num_oov_buckets=3)
 
     @tf.function(input_signature=[
         tf.TensorSpec([None], tf.string, name="words"),
@@ -78,6 +97,9 @@ class Features(tf.Module):
             "strong": tf.strings.to_hash_bucket_strong(words, 97, [3, 1 << 60]),
             "x_bucket": tf.raw_ops.Bucketize(input=x, boundaries=[-1.0, 0.0, 0.5, 2.0]),
             "id_bucket": tf.raw_ops.Bucketize(input=ids, boundaries=[0.0, 7.5, 1e12]),
+            "vocab_line": self.vocab.lookup(words),
+            "vocab_col": self.column.lookup(words),
+            "vocab_oov": self.oov.lookup(words),
         }
 
 
@@ -104,3 +126,10 @@ ref = {"features": {"serving_default": case(
     x=np.array([-3, -1, -0.5, 0, 0.25, 0.5, 1.5, 2, 1e30], np.float32))}}
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
+
+if len(sys.argv) > 2:
+    fixture = tf.saved_model.load(sys.argv[2]).signatures["serving_default"]
+    word = np.array([b"foo", b"bar", b"baz", b"wombat", b"kiwi", b""], object)
+    res = fixture(word=tf.constant(word))
+    with open(os.path.join(out, "fixture.json"), "w") as f:
+        json.dump({"inputs": {"word": enc(word)}, "outputs": {k: enc(t.numpy()) for k, t in res.items()}}, f)
