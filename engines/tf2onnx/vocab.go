@@ -49,38 +49,54 @@ func (c *converter) readVocabulary(table, init *node) (keys, vals tensor.Tensor,
 	if len(data) > maxVocabBytes {
 		return keys, vals, fmt.Errorf("vocabulary file %s is larger than %d bytes", filepath.Base(path), maxVocabBytes)
 	}
+	keys, vals, err = parseVocabulary(data, kt, vt, vocabSpec{
+		size: init.i("vocab_size", -1), delim: init.s("delimiter", "\t"), offset: init.i("offset", 0),
+		key: init.i("key_index", wholeLine), value: init.i("value_index", lineNumber),
+	})
+	if err != nil {
+		return keys, vals, fmt.Errorf("vocabulary file %s %w", filepath.Base(path), err)
+	}
+	return keys, vals, nil
+}
+
+// vocabSpec is how InitializeTableFromTextFileV2 reads its file.
+type vocabSpec struct {
+	size       int64 // lines read; -1 = all
+	delim      string
+	offset     int64 // added to line numbers
+	key, value int64 // column indexes, or wholeLine, lineNumber
+}
+
+// parseVocabulary reads a vocabulary file's keys and values.
+func parseVocabulary(data []byte, kt, vt tensor.DType, spec vocabSpec) (keys, vals tensor.Tensor, err error) {
 	lines := strings.Split(string(data), "\n")
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	size := init.i("vocab_size", -1)
-	if size >= 0 {
-		if int64(len(lines)) < size {
-			return keys, vals, fmt.Errorf("vocabulary file %s has %d lines, vocab_size is %d", filepath.Base(path), len(lines), size)
+	if spec.size >= 0 {
+		if int64(len(lines)) < spec.size {
+			return keys, vals, fmt.Errorf("has %d lines, vocab_size is %d", len(lines), spec.size)
 		}
-		lines = lines[:size]
+		lines = lines[:spec.size]
 	}
-	delim := init.s("delimiter", "\t")
-	offset := init.i("offset", 0)
-	ki, vi := init.i("key_index", wholeLine), init.i("value_index", lineNumber)
 	keys = tensor.Tensor{DType: kt, Shape: []int64{int64(len(lines))}}
 	vals = tensor.Tensor{DType: vt, Shape: []int64{int64(len(lines))}}
 	for i, line := range lines {
 		line = strings.TrimSuffix(line, "\r")
 		if line == "" {
-			return keys, vals, fmt.Errorf("vocabulary file %s has an empty line (%d), which is not translated", filepath.Base(path), i+1)
+			return keys, vals, fmt.Errorf("has an empty line (%d), which is not translated", i+1)
 		}
 		var cols []string
-		if delim != "" {
-			cols = strings.Split(line, delim)
+		if spec.delim != "" {
+			cols = strings.Split(line, spec.delim)
 		} else {
 			cols = []string{line}
 		}
-		if err := appendField(&keys, line, cols, ki, int64(i)+offset); err != nil {
-			return keys, vals, fmt.Errorf("vocabulary file %s line %d: %w", filepath.Base(path), i+1, err)
+		if err := appendField(&keys, line, cols, spec.key, int64(i)+spec.offset); err != nil {
+			return keys, vals, fmt.Errorf("line %d: %w", i+1, err)
 		}
-		if err := appendField(&vals, line, cols, vi, int64(i)+offset); err != nil {
-			return keys, vals, fmt.Errorf("vocabulary file %s line %d: %w", filepath.Base(path), i+1, err)
+		if err := appendField(&vals, line, cols, spec.value, int64(i)+spec.offset); err != nil {
+			return keys, vals, fmt.Errorf("line %d: %w", i+1, err)
 		}
 	}
 	return keys, vals, nil
