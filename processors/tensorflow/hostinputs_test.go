@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
@@ -97,6 +99,46 @@ func TestHostInputsServed(t *testing.T) {
 		}
 		if err := tensor.Close(got[name], want, tol); err != nil {
 			t.Errorf("output %s: %v", name, err)
+		}
+	}
+}
+
+// TestHostInputsBatched: requests to a batchable signature that hashes its
+// string input are merged into one run, their host inputs with them, and
+// each gets its own buckets back.
+func TestHostInputsBatched(t *testing.T) {
+	b := newBuilder()
+	w := b.input(t, "words", tensor.String, []int64{-1})
+	h := b.node("StringToHashBucketFast", []string{w}, map[string]any{"num_buckets": int64(1000)})
+	b.outShapes = map[string][]int64{"h": {-1}}
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"h": h + ":0"}, map[string]tensor.DType{"h": tensor.Int64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := [][]string{{"apple", ""}, {"h\u00e9llo"}, {"pear", "plum", "kiwi"}}
+	batch := make([]*request, len(asks))
+	for i, words := range asks {
+		if batch[i], err = decode(t, m, "serving_default", []tensor.Tensor{tensor.FromStrings("words", []int64{int64(len(words))}, words)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !batch[0].sig.batchable {
+		t.Fatal("the signature is not batchable: Run would not merge")
+	}
+	res, err := m.Run(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, words := range asks {
+		want := make([]int64, len(words))
+		for j, s := range words {
+			want[j] = int64(tf2onnx.Fingerprint64([]byte(s)) % 1000)
+		}
+		if len(res[i].outputs) != 1 {
+			t.Fatalf("request %d: outputs %v", i, res[i].outputs)
+		}
+		if err := tensor.Close(res[i].outputs[0], tensor.FromInt64("h", []int64{int64(len(words))}, want), tensor.Exact); err != nil {
+			t.Errorf("request %d: %v", i, err)
 		}
 	}
 }
