@@ -17,7 +17,8 @@ OUT_DIR/features/         tf.Module, signature serving_default:
                           w_hash (a scalar's bucket), w_id (a scalar's id),
                           strong (to_hash_bucket_strong(words, 97, key)),
                           x_bucket, id_bucket (Bucketize of x float32 [-1]
-                          and of ids), vocab_line, vocab_col, vocab_oov
+                          and of ids; nan_bucket: x's largest element made
+                          NaN), vocab_line, vocab_col, vocab_oov
                           (tables from a vocabulary asset file: line
                           numbers, a column, a vocabulary with OOV buckets).
 OUT_DIR/fixture.json      with a second argument, a SavedModel directory
@@ -97,6 +98,10 @@ class Features(tf.Module):
             "strong": tf.strings.to_hash_bucket_strong(words, 97, [3, 1 << 60]),
             "x_bucket": tf.raw_ops.Bucketize(input=x, boundaries=[-1.0, 0.0, 0.5, 2.0]),
             "id_bucket": tf.raw_ops.Bucketize(input=ids, boundaries=[0.0, 7.5, 1e12]),
+            # NaN made in the graph (JSON carries no NaN): it is below no
+            # boundary, so TensorFlow's upper_bound puts it last.
+            "nan_bucket": tf.raw_ops.Bucketize(input=tf.where(x > 1e29, tf.constant(float("nan")), x),
+                                               boundaries=[-1.0, 0.0, 0.5, 2.0]),
             "vocab_line": self.vocab.lookup(words),
             "vocab_col": self.column.lookup(words),
             "vocab_oov": self.oov.lookup(words),
