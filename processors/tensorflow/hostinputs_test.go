@@ -142,3 +142,36 @@ func TestHostInputsBatched(t *testing.T) {
 		}
 	}
 }
+
+// TestHostInputsShapes: a hashed string input of unknown rank (it travels
+// flattened, with its shape beside it) and a scalar one come back with
+// their own shapes.
+func TestHostInputsShapes(t *testing.T) {
+	b := newBuilder()
+	w := b.input(t, "words", tensor.String, nil)
+	s := b.input(t, "one", tensor.String, []int64{})
+	hw := b.node("StringToHashBucketFast", []string{w}, map[string]any{"num_buckets": int64(77)})
+	hs := b.node("StringToHashBucketFast", []string{s}, map[string]any{"num_buckets": int64(5)})
+	b.outShapes = map[string][]int64{"hs": {}}
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"hw": hw + ":0", "hs": hs + ":0"}, map[string]tensor.DType{"hw": tensor.Int64, "hs": tensor.Int64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"a", "bb", "", "h\u00e9llo", "e", "f"}
+	bucket := func(s string, n uint64) int64 { return int64(tf2onnx.Fingerprint64([]byte(s)) % n) }
+	want := make([]int64, len(words))
+	for i, w := range words {
+		want[i] = bucket(w, 77)
+	}
+	got, err := predict(t, m, "serving_default", []tensor.Tensor{
+		tensor.FromStrings("words", []int64{2, 1, 3}, words), tensor.FromStrings("one", []int64{}, []string{"plum"})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.Close(got["hw"], tensor.FromInt64("hw", []int64{2, 1, 3}, want), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+	if err := tensor.Close(got["hs"], tensor.FromInt64("hs", []int64{}, []int64{bucket("plum", 5)}), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+}
