@@ -280,6 +280,14 @@ func (c *converter) translateRsqrt(n *node) {
 	c.set(n, 0, c.same(n, c.Op1("Reciprocal", c.Op1("Sqrt", x.name))))
 }
 
+// translateErfc translates Erfc as 1 - Erf(x): ONNX has Erf only. It loses
+// the relative precision of erfc's far tail (x > 4 or so), where gelu
+// multiplies it by x/2 anyway.
+func (c *converter) translateErfc(n *node) {
+	x := c.in(n, 0)
+	c.set(n, 0, c.same(n, c.Op1("Sub", c.scalar(n, x.dtype, 1), c.Op1("Erf", x.name))))
+}
+
 // translateNotEqual translates NotEqual.
 func (c *converter) translateNotEqual(n *node) {
 	a, b := c.in(n, 0), c.in(n, 1)

@@ -111,6 +111,7 @@ var opTable = map[string]opEntry{
 	"Log1p":             {(*converter).translateLog1pExpm1, groupMath, ""},
 	"Expm1":             {(*converter).translateLog1pExpm1, groupMath, ""},
 	"Erf":               {unaryOp("Erf", false), groupMath, ""},
+	"Erfc":              {(*converter).translateErfc, groupMath, "as 1 - Erf"},
 	"Sin":               {unaryOp("Sin", false), groupMath, ""},
 	"Cos":               {unaryOp("Cos", false), groupMath, ""},
 	"Tan":               {unaryOp("Tan", false), groupMath, ""},
