@@ -42,7 +42,8 @@ const LibraryFile = "libtensorflow_cc.so.2"
 const EnvLibraryPath = "EAS_TENSORFLOW_LIB"
 
 // ErrLibrary marks a failure to find or open libtensorflow.
-var ErrLibrary = errors.New("the libtensorflow runtime needs TensorFlow's library: pip install tensorflow-cpu (or tensorflow), or set " + EnvLibraryPath + " to its libtensorflow_cc.so.2")
+var ErrLibrary = errors.New("the libtensorflow runtime needs TensorFlow's library, libtensorflow_cc.so.2 of the tensorflow-cpu wheel " +
+	"(bash scripts/python-venv.sh tensorflow makes a venv with the pinned one, where it is looked for); or set " + EnvLibraryPath + " to the file")
 
 // explicit is the path SetLibraryPath set.
 var explicit atomic.Pointer[string]

@@ -16,8 +16,9 @@ import (
 // torchvision's operator library is (the file, e.g. torchvision/_C.so).
 const EnvTorchVisionLib = "EAS_TORCHVISION_LIB"
 
-// torchVisionGlobs are where Debian's python3-torchvision and a pip install
-// into the system Python keep torchvision's operator library.
+// torchVisionGlobs are where Debian's python3-torchvision (which
+// scripts/install-test-deps.sh installs) and a system-wide torchvision keep
+// torchvision's operator library.
 var torchVisionGlobs = []string{
 	"/usr/lib/python3/dist-packages/torchvision/_C*.so",
 	"/usr/local/lib/python3*/dist-packages/torchvision/_C*.so",

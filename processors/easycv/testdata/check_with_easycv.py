@@ -3,19 +3,14 @@
 usage: PYTHON check_with_easycv.py OUTDIR   (OUTDIR: what gen_yolox.py wrote)
 
 Not run by the tests (EasyCV is not a test dependency); run by hand after
-changing gen_yolox.py. PYTHON is a throwaway venv over Debian's torch (pip's
+changing gen_yolox.py. PYTHON is a venv over Debian's torch (pip's
 EasyCV pins a CUDA-era stack; installed without its dependencies it runs on
 Debian's torch 1.13):
 
-  /usr/bin/python3 -m venv --system-site-packages /tmp/ecv
-  /tmp/ecv/bin/pip install --no-deps pai-easycv==0.11.7
-  /tmp/ecv/bin/pip download --no-deps -d /tmp/dl mmcv==1.7.2
-  MMCV_WITH_OPS=0 /tmp/ecv/bin/pip install --no-build-isolation --no-deps /tmp/dl/mmcv-1.7.2.tar.gz
-  /tmp/ecv/bin/pip install --no-deps onnxruntime addict yapf==0.40.1 yacs tqdm wget \
-      rapidfuzz shapely prettytable imgaug imageio scikit-image lazy_loader lmdb pyclipper \
-      json_tricks pycocotools timm pytorch_metric_learning einops fvcore iopath portalocker \
-      termcolor tabulate cityscapesscripts
-  (and pip uninstall numpy if one got in: Debian's cv2 needs Debian's numpy)
+  bash scripts/python-venv.sh easycv-check   # the pinned scripts/requirements/easycv-check.txt
+  V=~/.cache/eas-server/pyvenv/easycv-check
+  MMCV_WITH_OPS=0 $V/bin/pip install --no-build-isolation --no-deps mmcv==1.7.2
+  $V/bin/python processors/easycv/testdata/check_with_easycv.py OUTDIR
 
 What EasyCV imports but YoloXPredictor never calls is stubbed below:
 mmcv's compiled ops (3D detection), xtcocotools (keypoint metrics),
