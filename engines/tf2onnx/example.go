@@ -17,14 +17,8 @@ func (c *converter) parseExample(n *node) {
 		c.unsupported(n, "no serialized input")
 		return
 	}
-	rr, err := c.g.resolve(n.inputs[0])
-	if err != nil {
-		c.fail(err)
-		return
-	}
-	src := c.vals[rr]
-	if src == nil || src.port == nil || src.port.p.DType != tensor.String {
-		c.unsupported(n, "tf.Example parsing is translated only when the serialized protos are a signature input")
+	src := c.stringSignatureInput(n, "tf.Example parsing is translated only when the serialized protos are a signature input")
+	if src == nil {
 		return
 	}
 	var nsparse int64

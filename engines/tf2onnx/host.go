@@ -69,6 +69,23 @@ func hostInputShape(p *Port) []int64 {
 	return p.Shape
 }
 
+// stringSignatureInput is n's first input when it is a string signature
+// input, which the serving process can work on in Go before the model;
+// otherwise it refuses n, saying why, and returns nil.
+func (c *converter) stringSignatureInput(n *node, why string) *value {
+	rr, err := c.g.resolve(n.inputs[0])
+	if err != nil {
+		c.fail(err)
+		return nil
+	}
+	src := c.vals[rr]
+	if src == nil || src.port == nil || src.port.p.DType != tensor.String {
+		c.unsupported(n, why)
+		return nil
+	}
+	return src
+}
+
 // stringToHashBucket translates StringToHashBucketFast and
 // StringToHashBucketStrong of a string signature input into a host input:
 // the hashing runs in Go before the model (HostInput), the graph reads its
@@ -78,14 +95,8 @@ func (c *converter) stringToHashBucket(n *node) {
 		c.unsupported(n, "expected one input")
 		return
 	}
-	rr, err := c.g.resolve(n.inputs[0])
-	if err != nil {
-		c.fail(err)
-		return
-	}
-	src := c.vals[rr]
-	if src == nil || src.port == nil || src.port.p.DType != tensor.String {
-		c.unsupported(n, "string hashing is translated only when it reads a string signature input directly (it runs in Go before the ONNX model)")
+	src := c.stringSignatureInput(n, "string hashing is translated only when it reads a string signature input directly (it runs in Go before the ONNX model)")
+	if src == nil {
 		return
 	}
 	h := HostInput{Op: n.op, Buckets: n.i("num_buckets", 0)}

@@ -209,15 +209,8 @@ func (s *signature) checkLibTF(inputs []tensor.Tensor, outputs []string) ([]libt
 		}
 		feeds = append(feeds, libtf.Feed{Name: port.Value, Value: t})
 	}
-	for _, in := range s.inputs {
-		if !seen[in.Key] {
-			return nil, badinput.Errorf("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
-		}
-	}
-	for _, o := range outputs {
-		if !slices.ContainsFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == o }) {
-			return nil, badinput.Errorf("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
-		}
+	if err := checkRequest(s.name, s.inputs, s.outputs, seen, outputs); err != nil {
+		return nil, err
 	}
 	return feeds, nil
 }

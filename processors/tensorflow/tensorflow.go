@@ -495,15 +495,8 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 		}
 		p.Inputs = append(p.Inputs, host...)
 	}
-	for _, in := range s.inputs {
-		if !seen[in.Key] {
-			return nil, badinput.Errorf("signature %q: missing input %q; its inputs are %s", s.name, in.Key, describe(s.inputs))
-		}
-	}
-	for _, o := range outputs {
-		if !slices.ContainsFunc(s.outputs, func(p tf2onnx.Port) bool { return p.Key == o }) {
-			return nil, badinput.Errorf("signature %q has no output %q; its outputs are %s", s.name, o, describe(s.outputs))
-		}
+	if err := checkRequest(s.name, s.inputs, s.outputs, seen, outputs); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -598,6 +591,23 @@ func int64Vector(name string, v []int64) tensor.Tensor {
 		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
 	}
 	return tensor.Tensor{Name: name, DType: tensor.Int64, Shape: []int64{int64(len(v))}, Data: b}
+}
+
+// checkRequest is what both runtimes check of a request once its inputs
+// are read: every input of the signature was given (seen), and every
+// output asked for exists.
+func checkRequest(sig string, inputs, outs []tf2onnx.Port, seen map[string]bool, asked []string) error {
+	for _, in := range inputs {
+		if !seen[in.Key] {
+			return badinput.Errorf("signature %q: missing input %q; its inputs are %s", sig, in.Key, describe(inputs))
+		}
+	}
+	for _, o := range asked {
+		if !slices.ContainsFunc(outs, func(p tf2onnx.Port) bool { return p.Key == o }) {
+			return badinput.Errorf("signature %q has no output %q; its outputs are %s", sig, o, describe(outs))
+		}
+	}
+	return nil
 }
 
 func describe(ps []tf2onnx.Port) string {
