@@ -17,8 +17,9 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// refTensor is a tensor as testdata/bi_reference.py reads and writes it.
-type refTensor struct {
+// RefTensor is a tensor as KServe v2 JSON and testdata/bi_reference.py
+// write it; the stack tests (package custom_test) use it too.
+type RefTensor struct {
 	Name     string    `json:"name,omitempty"`
 	Shape    []int64   `json:"shape"`
 	Datatype string    `json:"datatype"`
@@ -34,8 +35,8 @@ type refTensor struct {
 func TestBatchFrameAsModelHost(t *testing.T) {
 	venv := pyvenv.Python(t, "batch-inference")
 	r := rand.New(rand.NewPCG(35, 2))
-	rt := func(name string, shape ...int64) refTensor {
-		t := refTensor{Name: name, Shape: shape, Datatype: "FP32"}
+	rt := func(name string, shape ...int64) RefTensor {
+		t := RefTensor{Name: name, Shape: shape, Datatype: "FP32"}
 		n := int64(1)
 		for _, d := range shape {
 			n *= d
@@ -47,22 +48,22 @@ func TestBatchFrameAsModelHost(t *testing.T) {
 	}
 	type batchCase struct {
 		class, config string
-		requests      [][]refTensor
+		requests      [][]RefTensor
 	}
 	cases := []batchCase{
-		{class: "SeqModel", requests: [][]refTensor{{rt("seq", 1, 2)}, {rt("seq", 1, 7)}, {rt("seq", 2, 4)}}},
-		{class: "BucketSeqModel", requests: [][]refTensor{{rt("seq", 1, 1, 8)}, {rt("seq", 1, 1, 4)}, {rt("seq", 1, 1, 9)},
+		{class: "SeqModel", requests: [][]RefTensor{{rt("seq", 1, 2)}, {rt("seq", 1, 7)}, {rt("seq", 2, 4)}}},
+		{class: "BucketSeqModel", requests: [][]RefTensor{{rt("seq", 1, 1, 8)}, {rt("seq", 1, 1, 4)}, {rt("seq", 1, 1, 9)},
 			{rt("seq", 1, 1, 5)}, {rt("seq", 1, 1, 2)}, {rt("seq", 3, 1, 3)}}},
-		{class: "CustomBatcherModel", requests: [][]refTensor{{rt("x", 1, 2, 3), rt("y", 1, 3, 2)}, {rt("x", 2, 2, 3), rt("y", 2, 3, 2)}}},
+		{class: "CustomBatcherModel", requests: [][]RefTensor{{rt("x", 1, 2, 3), rt("y", 1, 3, 2)}, {rt("x", 2, 2, 3), rt("y", 2, 3, 2)}}},
 		{class: "MatMulModel", config: `"init_args": [[[1, 2, 3], [4, 5, 6], [7, 8, 9.5]]]`,
-			requests: [][]refTensor{{rt("x", 1, 3, 3)}, {rt("x", 2, 3, 3)}, {rt("x", 1, 3, 3)}}},
-		{class: "TwoOutputs", config: `"init_kwargs": {"scale": 0.5}`, requests: [][]refTensor{{rt("x", 1, 4)}, {rt("x", 3, 4)}}},
+			requests: [][]RefTensor{{rt("x", 1, 3, 3)}, {rt("x", 2, 3, 3)}, {rt("x", 1, 3, 3)}}},
+		{class: "TwoOutputs", config: `"init_kwargs": {"scale": 0.5}`, requests: [][]RefTensor{{rt("x", 1, 4)}, {rt("x", 3, 4)}}},
 	}
 	entry, err := filepath.Abs(filepath.Join("testdata", "bi_examples.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([][][]refTensor, len(cases))
+	want := make([][][]RefTensor, len(cases))
 	for i, c := range cases {
 		job := map[string]any{"module": entry, "class": c.class, "requests": c.requests, "together": true}
 		if c.config != "" {

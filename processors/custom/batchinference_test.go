@@ -13,24 +13,21 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/processors/custom"
 	"github.com/eas-server/eas-server/servicejson"
 	"github.com/eas-server/eas-server/tensor"
 	"github.com/eas-server/eas-server/wire/kserve"
 	"github.com/eas-server/eas-server/wire/kservegrpc"
 	"github.com/eas-server/eas-server/wire/tfpb"
-	"google.golang.org/grpc/metadata"
 )
 
 // jt is a tensor as KServe v2 JSON writes it.
-type jt struct {
-	Name     string    `json:"name,omitempty"`
-	Shape    []int64   `json:"shape"`
-	Datatype string    `json:"datatype"`
-	Data     []float64 `json:"data"`
-}
+type jt = custom.RefTensor
 
 // biCase is one of batch-inference's example classes (testdata/bi_examples.py)
 // and the requests it gets.
