@@ -181,16 +181,20 @@ func TestEncodePair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 6 pieces for 4 places: a loses two (the longer first, b on a tie).
-	if !slices.Equal(e.IDs, []int32{2, 10, 11, 3, 20, 3, 0}) || !slices.Equal(e.TypeIDs, []int32{0, 0, 0, 0, 1, 1, 0}) || !slices.Equal(e.Mask, []int32{1, 1, 1, 1, 1, 1, 0}) {
+	// 6 pieces for 4 places: a, the longer, loses two.
+	if !slices.Equal(e.IDs, []int32{2, 10, 11, 3, 20, 21, 3}) || !slices.Equal(e.TypeIDs, []int32{0, 0, 0, 0, 1, 1, 1}) || !slices.Equal(e.Mask, []int32{1, 1, 1, 1, 1, 1, 1}) {
 		t.Errorf("pair: %+v", e)
 	}
 	e, _ = b.EncodePair([]int32{10, 11, 12}, []int32{20, 21, 22}, true, 7, false)
-	if !slices.Equal(e.IDs, []int32{2, 10, 11, 3, 20, 21, 3}) {
+	if !slices.Equal(e.IDs, []int32{2, 10, 11, 3, 20, 21, 3}) { // b first on a tie, then a
 		t.Errorf("tie: %v", e.IDs)
 	}
 	e, _ = b.EncodePair([]int32{10, 11, 12}, nil, false, 4, true)
 	if !slices.Equal(e.IDs, []int32{2, 10, 11, 3}) || !slices.Equal(e.Mask, []int32{1, 1, 1, 1}) {
+		t.Errorf("single: %+v", e)
+	}
+	e, _ = b.EncodePair([]int32{10}, nil, false, 5, true)
+	if !slices.Equal(e.IDs, []int32{2, 10, 3, 0, 0}) || !slices.Equal(e.Mask, []int32{1, 1, 1, 0, 0}) {
 		t.Errorf("single: %+v", e)
 	}
 	if _, err := b.EncodePair(nil, nil, true, 2, true); err == nil {
