@@ -71,6 +71,8 @@ var knownCodes = func() map[string]codeInfo {
 	add("triton", "triton", "", "", "")
 	add("echo", "echo", "", "", "")
 	add("easycv", "easycv", "", "", "")
+	add("easytransfer_cpu", "easytransfer", "cpu", "", "easytransfer_gpu")
+	add("easytransfer_gpu", "easytransfer", "gpu", "", "easytransfer_cpu")
 	return m
 }()
 

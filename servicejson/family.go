@@ -33,6 +33,7 @@ var familyAliases = map[string]string{
 	"lightgbm": "lightgbm", "lgbm": "lightgbm", "lgb": "lightgbm",
 	"sklearn": "sklearn", "scikit-learn": "sklearn", "scikit_learn": "sklearn", "scikitlearn": "sklearn",
 	"onnx": "onnx", "caffe": "caffe", "xgb": "xgb",
+	"easytransfer": "easytransfer",
 }
 
 // familyCode splits a code-like string: family, an optional device (cpu,

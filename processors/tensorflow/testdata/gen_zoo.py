@@ -43,6 +43,9 @@ import numpy as np
 import tensorflow as tf
 import keras
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tf1bert  # noqa: E402
+
 out = sys.argv[1]
 keras.utils.set_random_seed(11)
 rng = np.random.default_rng(5)
@@ -251,59 +254,16 @@ tf.saved_model.save(rnn, os.path.join(out, "while_rnn"), signatures={"serving_de
 reference("while_rnn", x=rng.standard_normal((3, 5, 4)).astype(np.float32))
 
 
-# A BERT-shaped encoder as a TF1 graph.
+# A BERT-shaped encoder as a TF1 graph (tf1bert.py).
 def bert(path):
-    H, HEADS, LAYERS, FF, VOCAB, MAXPOS = 32, 2, 2, 64, 100, 16
     g = tf.Graph()
     with g.as_default():
         v1 = tf.compat.v1
         v1.set_random_seed(3)
-        init = v1.truncated_normal_initializer(stddev=0.2)
         ids = v1.placeholder(tf.int32, [None, None], name="input_ids")
         mask = v1.placeholder(tf.int32, [None, None], name="input_mask")
         seg = v1.placeholder(tf.int32, [None, None], name="segment_ids")
-        batch, seq = tf.shape(ids)[0], tf.shape(ids)[1]
-
-        def layer_norm(x, name):
-            with v1.variable_scope(name):
-                gamma = v1.get_variable("gamma", [H], initializer=v1.random_normal_initializer(1.0, 0.1))
-                beta = v1.get_variable("beta", [H], initializer=init)
-            mean, var = tf.nn.moments(x, [-1], keepdims=True)
-            return (x - mean) * tf.math.rsqrt(var + 1e-12) * gamma + beta
-
-        def dense(x, n, name, act=None):
-            with v1.variable_scope(name):
-                w = v1.get_variable("kernel", [x.shape[-1], n], initializer=init)
-                b = v1.get_variable("bias", [n], initializer=init)
-            # As google-research/bert does: a [batch*seq, H] matrix product
-            # (tf.tensordot would build its Transpose permutation at run time).
-            y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), w) + b
-            if x.shape.rank == 3:
-                y = tf.reshape(y, [batch, seq, n])
-            return act(y) if act else y
-
-        def gelu(x):
-            return 0.5 * x * (1.0 + tf.math.erf(x / np.sqrt(2.0).astype(np.float32)))
-
-        with v1.variable_scope("bert"):
-            with v1.variable_scope("embeddings"):
-                word = v1.get_variable("word_embeddings", [VOCAB, H], initializer=init)
-                typ = v1.get_variable("token_type_embeddings", [2, H], initializer=init)
-                pos = v1.get_variable("position_embeddings", [MAXPOS, H], initializer=init)
-                x = tf.gather(word, ids) + tf.gather(typ, seg) + tf.slice(pos, [0, 0], [seq, -1])[None]
-                x = layer_norm(x, "LayerNorm")
-            bias = (1.0 - tf.cast(mask[:, None, None, :], tf.float32)) * -10000.0
-            dh = H // HEADS
-            for i in range(LAYERS):
-                with v1.variable_scope("layer_%d" % i):
-                    def heads(t):
-                        return tf.transpose(tf.reshape(t, [batch, seq, HEADS, dh]), [0, 2, 1, 3])
-                    q, k, v = (heads(dense(x, H, n)) for n in ("query", "key", "value"))
-                    att = tf.nn.softmax(tf.matmul(q, k, transpose_b=True) / np.sqrt(dh).astype(np.float32) + bias)
-                    ctx = tf.reshape(tf.transpose(tf.matmul(att, v), [0, 2, 1, 3]), [batch, seq, H])
-                    x = layer_norm(x + dense(ctx, H, "attention_output"), "attention_LayerNorm")
-                    x = layer_norm(x + dense(dense(x, FF, "intermediate", gelu), H, "output"), "output_LayerNorm")
-            pooled = dense(x[:, 0], H, "pooler", tf.tanh)
+        x, pooled, _ = tf1bert.encoder(ids, mask, seg)
         with v1.Session(graph=g) as sess:
             sess.run(v1.global_variables_initializer())
             builder = v1.saved_model.Builder(path)
