@@ -27,7 +27,7 @@ import (
 	"github.com/eas-server/eas-server/engines/savedmodel"
 	"github.com/eas-server/eas-server/engines/tokenizer"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/processors/tensorflow"
+	_ "github.com/eas-server/eas-server/processors/tensorflow" // registers the tensorflow_* codes processors.New makes
 	"github.com/eas-server/eas-server/tensor"
 )
 
@@ -263,10 +263,7 @@ var (
 	_ processors.Closer                   = (*App)(nil)
 )
 
-// ensure the tensorflow processor is registered for processors.New.
-var _ = tensorflow.Runtimes
-
-// tensorOf is t's rows [lo, hi) of its first dimension.
+// rows is t's rows [lo, hi) of its first dimension.
 func rows(t tensor.Tensor, lo, hi int64) (tensor.Tensor, error) {
 	parts, err := tensor.Split(t, []int64{lo, hi - lo, t.Shape[0] - hi})
 	if err != nil {
