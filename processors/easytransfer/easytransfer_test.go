@@ -32,7 +32,7 @@ var apps = []string{"text_classify", "text_multi", "text_match", "labeling", "ve
 
 // genApps has the tensorflow venv's TensorFlow write the EasyTransfer
 // exports and their answers.
-func genApps(t *testing.T, env libtftest.Env) (string, map[string]appRef) {
+func genApps(t testing.TB, env libtftest.Env) (string, map[string]appRef) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(require.RepoRoot(), "processors", "easytransfer", "testdata", "gen_apps.py")
@@ -194,4 +194,35 @@ func flatten(raw json.RawMessage) ([]float32, error) {
 		return nil
 	}
 	return out, walk(v)
+}
+
+// BenchmarkRuntimes times the text_classify app (a 2-layer BERT-shaped
+// encoder, sequence length 16) on both runtimes through the router: one
+// text a request, and 32 texts in one list request.
+func BenchmarkRuntimes(b *testing.B) {
+	env := libtftest.Setup(b)
+	dir, refs := genApps(b, env)
+	one := refs["text_classify"].Requests[0]
+	var texts []json.RawMessage
+	for len(texts) < 32 {
+		texts = append(texts, refs["text_classify"].Requests...)
+	}
+	list, _ := json.Marshal(texts[:32])
+	for _, rt := range []string{"onnx", "libtensorflow"} {
+		st := teststack.New(b, teststack.Options{}, fmt.Sprintf(
+			`{"name":"m","processor":"easytransfer_cpu","model_path":%q,"token":"T","metadata":{"instance":1,"cpu":1},"model_config":{"type":"text_classify_bert","runtime":%q}}`,
+			filepath.Join(dir, "text_classify"), rt))
+		for _, tc := range []struct {
+			name string
+			body []byte
+		}{{"one", one}, {"list32", list}} {
+			b.Run(rt+"/"+tc.name, func(b *testing.B) {
+				for b.Loop() {
+					if code, resp, _ := teststack.Do(b, http.MethodPost, st.URL+"/api/predict/m", "T", tc.body); code != http.StatusOK {
+						b.Fatalf("%d %s", code, resp)
+					}
+				}
+			})
+		}
+	}
 }
