@@ -19,6 +19,7 @@ func configureRuntimes(f serveFlags) error {
 	if f.tensorflowLib != "" {
 		libtf.SetLibraryPath(f.tensorflowLib)
 	}
+	libtf.SetOpLibraryDirs(f.tensorflowOpDirs)
 	return nil
 }
 

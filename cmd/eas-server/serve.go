@@ -42,10 +42,13 @@ type serveFlags struct {
 	// tensorflowLib is --tensorflow-lib: libtensorflow_cc.so.2 for
 	// tensorflow_* services with model_config.runtime libtensorflow/auto.
 	tensorflowLib string
-	cacheBytes    int64
-	maxModel      int64
-	queueBroker   string // --queue-broker: asynchronous services' queues on NATS JetStream
-	queueSync     bool   // --queue-fsync-each-put
+	// tensorflowOpDirs is --tensorflow-op-library-dir: folders whose custom
+	// op libraries services may load by absolute path.
+	tensorflowOpDirs []string
+	cacheBytes       int64
+	maxModel         int64
+	queueBroker      string // --queue-broker: asynchronous services' queues on NATS JetStream
+	queueSync        bool   // --queue-fsync-each-put
 	// downloadIdle and downloadTimeout bound model downloads.
 	downloadIdle, downloadTimeout time.Duration
 	grpcListen                    string
@@ -109,6 +112,7 @@ func serveCmd() *cobra.Command {
 	fl.BoolVar(&f.metricsAdmin, "metrics-require-admin", false, "serve /metrics, and /readyz's per-service messages, only with the admin token (they name every service and say why each failed)")
 	fl.StringVar(&f.onnxRuntime, "onnxruntime-lib", "", "path of libonnxruntime.so (default: $ONNXRUNTIME_LIB, then the project's third_party copy)")
 	fl.StringVar(&f.tensorflowLib, "tensorflow-lib", "", "path of TensorFlow's libtensorflow_cc.so.2, or its folder (a pip wheel's site-packages/tensorflow), for tensorflow_* services with model_config.runtime libtensorflow or auto (default: $EAS_TENSORFLOW_LIB, then third_party/tensorflow, then the Python site-packages processors/tensorflow/README.md lists)")
+	fl.StringArrayVar(&f.tensorflowOpDirs, "tensorflow-op-library-dir", nil, "a folder whose custom op libraries (.so) tensorflow_* services on libtensorflow may load by absolute path in model_config.op_libraries (repeatable; paths relative to the TensorFlow installation are always allowed). An op library runs inside this process with its rights: allow only folders you trust")
 	return cmd
 }
 

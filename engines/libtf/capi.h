@@ -70,6 +70,7 @@ typedef struct eas_tf_api {
 	const char* (*StringGetDataPointer)(const TF_TString*);
 	size_t (*StringGetSize)(const TF_TString*);
 	void (*StringDealloc)(TF_TString*);
+	void* (*LoadLibrary)(const char*, TF_Status*); // returns a TF_Library*
 } eas_tf_api;
 
 static void* eas_tf_open(const char* path, char** err) {
@@ -114,6 +115,18 @@ static TF_Session* eas_tf_load(const eas_tf_api* a, const void* config, size_t c
 	a->DeleteSessionOptions(o);
 	a->DeleteStatus(st);
 	return s;
+}
+
+// eas_tf_load_library loads a custom op library (TF_LoadLibrary) and
+// returns the status code (0 = OK); the message is copied into *msg (free
+// it) when not OK. The library stays loaded: its handle is not kept.
+static int eas_tf_load_library(const eas_tf_api* a, const char* path, char** msg) {
+	TF_Status* st = a->NewStatus();
+	a->LoadLibrary(path, st);
+	int code = a->GetCode(st);
+	if (code != 0) *msg = strdup(a->Message(st));
+	a->DeleteStatus(st);
+	return code;
 }
 
 static void eas_tf_close(const eas_tf_api* a, TF_Session* s, TF_Graph* g) {

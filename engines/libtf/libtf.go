@@ -61,7 +61,8 @@ var (
 
 type api struct {
 	path, version string
-	c             *C.eas_tf_api // in C memory: cgo calls take it whole
+	c             *C.eas_tf_api   // in C memory: cgo calls take it whole
+	opLibs        map[string]bool // op libraries loaded (real paths), under libMu
 }
 
 // Search says where the library is looked for: SetLibraryPath's path, else
@@ -180,6 +181,7 @@ func open() (*api, error) {
 		{"TF_StringGetDataPointer", (*unsafe.Pointer)(unsafe.Pointer(&a.c.StringGetDataPointer))},
 		{"TF_StringGetSize", (*unsafe.Pointer)(unsafe.Pointer(&a.c.StringGetSize))},
 		{"TF_StringDealloc", (*unsafe.Pointer)(unsafe.Pointer(&a.c.StringDealloc))},
+		{"TF_LoadLibrary", (*unsafe.Pointer)(unsafe.Pointer(&a.c.LoadLibrary))},
 	}
 	for _, s := range syms {
 		cname := C.CString(s.name)

@@ -40,9 +40,13 @@ var Runtimes = []string{RuntimeONNX, RuntimeLibTF, RuntimeAuto}
 // runtimeConfig is the part of model_config this package reads itself; the
 // rest goes to the ONNX runtime's configuration.
 type runtimeConfig struct {
-	runtime        string
-	intra, inter   int
-	onnxOnlyConfig []byte // model_config without "runtime"
+	runtime      string
+	intra, inter int
+	// opLibraries is model_config.op_libraries: custom op libraries
+	// (libtf.ResolveOpLibraries' entries) loaded before the SavedModel on
+	// libtensorflow.
+	opLibraries    []string
+	onnxOnlyConfig []byte // model_config without "runtime" and "op_libraries"
 }
 
 // parseRuntime reads model_config.runtime (and the thread counts
@@ -58,11 +62,32 @@ func parseRuntime(raw []byte) (runtimeConfig, error) {
 	if err := json.Unmarshal(trimmed, &obj); err != nil {
 		return rc, nil
 	}
-	if v, ok := obj["runtime"]; ok {
-		if err := json.Unmarshal(v, &rc.runtime); err != nil || !slices.Contains(Runtimes, rc.runtime) {
-			return rc, fmt.Errorf("model_config: runtime must be one of %q, got %s", Runtimes, v)
+	_, hasRuntime := obj["runtime"]
+	_, hasLibs := obj["op_libraries"]
+	if hasRuntime {
+		if err := json.Unmarshal(obj["runtime"], &rc.runtime); err != nil || !slices.Contains(Runtimes, rc.runtime) {
+			return rc, fmt.Errorf("model_config: runtime must be one of %q, got %s", Runtimes, obj["runtime"])
 		}
+	}
+	if hasLibs {
+		if err := json.Unmarshal(obj["op_libraries"], &rc.opLibraries); err != nil {
+			return rc, fmt.Errorf(`model_config: op_libraries must be a list of paths, e.g. ["tensorflow_text/python/ops/_*.so"], got %s`, obj["op_libraries"])
+		}
+		if len(rc.opLibraries) > libtf.MaxOpLibraries {
+			return rc, fmt.Errorf("model_config: op_libraries names %d entries, over the %d allowed", len(rc.opLibraries), libtf.MaxOpLibraries)
+		}
+		for _, e := range rc.opLibraries {
+			if strings.TrimSpace(e) == "" {
+				return rc, errors.New("model_config: op_libraries has an empty entry")
+			}
+		}
+		if rc.runtime == RuntimeONNX {
+			return rc, fmt.Errorf("model_config: op_libraries are loaded into libtensorflow; they need runtime %q or %q (runtime %q translates to ONNX, where a custom op is refused by name)", RuntimeLibTF, RuntimeAuto, RuntimeONNX)
+		}
+	}
+	if hasRuntime || hasLibs {
 		delete(obj, "runtime")
+		delete(obj, "op_libraries")
 		b, err := json.Marshal(obj)
 		if err != nil {
 			return rc, err
@@ -87,11 +112,25 @@ func (m *Model) loadLibTF(ctx context.Context, sm *savedmodel.Model) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(m.rc.opLibraries) > 0 {
+		libs, err := libtf.ResolveOpLibraries(m.rc.opLibraries)
+		if err != nil {
+			return fmt.Errorf("model_config.op_libraries: %w", err)
+		}
+		for _, l := range libs {
+			if err := libtf.LoadOpLibrary(l); err != nil {
+				return fmt.Errorf("model_config.op_libraries: %w", err)
+			}
+		}
+	}
 	sess, err := libtf.Load(sm.Dir, libtf.Options{
 		IntraOpThreads: m.spec.IntraOpThreads(m.rc.intra),
 		InterOpThreads: m.rc.inter,
 	})
 	if err != nil {
+		if strings.Contains(err.Error(), "Op type not registered") {
+			return fmt.Errorf("%w; the op comes from a custom op library: name it in model_config.op_libraries, relative to the TensorFlow installation (e.g. [\"tensorflow_text/python/ops/_*.so\"] for TensorFlow Text, pip-installed beside TensorFlow)", err)
+		}
 		return err
 	}
 	sigs := map[string]*signature{}

@@ -47,11 +47,19 @@ type Case struct {
 // directory and returns it with the references: model -> signature -> case.
 func Models(t testing.TB, env Env) (string, map[string]map[string]Case) {
 	t.Helper()
+	return Generate(t, env, filepath.Join(require.RepoRoot(), "engines", "libtf", "testdata", "gen_models.py"))
+}
+
+// Generate runs a generator script as gen_models.py runs: `script OUT_DIR`
+// writes SavedModels into OUT_DIR and OUT_DIR/ref.json, {"<model>":
+// {"<signature>": {"inputs": {...}, "outputs": {...}}}} with each tensor
+// {"dtype", "shape", "data"} (strings as text).
+func Generate(t testing.TB, env Env, script string) (string, map[string]map[string]Case) {
+	t.Helper()
 	dir := t.TempDir()
-	script := filepath.Join(require.RepoRoot(), "engines", "libtf", "testdata", "gen_models.py")
 	cmd := exec.Command(env.Python, script, dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gen_models.py: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", filepath.Base(script), err, out)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
 	if err != nil {
