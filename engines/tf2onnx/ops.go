@@ -449,10 +449,24 @@ func (c *converter) translateConcat(n *node) {
 		return
 	}
 	var ins []string
+	var konsts []tensor.Tensor
 	for i := first; i < first+k; i++ {
-		ins = append(ins, c.in(n, i).name)
+		v := c.in(n, i)
+		ins = append(ins, v.name)
+		if v.konst != nil && len(v.konst.Shape) == 1 && (axis[0] == 0 || axis[0] == -1) {
+			konsts = append(konsts, *v.konst)
+		}
 	}
 	x := c.in(n, first)
+	// Fold vectors of constants: shape arithmetic (tf.tensordot's
+	// permutation, Keras Dense on 3-D inputs) must stay constant for the
+	// ops that read it (Transpose's perm).
+	if len(konsts) == k {
+		if t, err := tensor.Concat(konsts); err == nil && t.NumElements() <= maxFold {
+			c.set(n, 0, c.constValue(t))
+			return
+		}
+	}
 	c.set(n, 0, &value{name: c.Op1("Concat", ins, onnxbuild.AttrInt("axis", axis[0])), dtype: x.dtype, rank: x.rank})
 }
 

@@ -35,6 +35,7 @@ var zooModels = []struct{ dir, family string }{
 	{"deepfm", "DeepFM, EasyRec-style: one placeholder per feature, string inputs (`tf.Module`)"},
 	{"while_rnn", "RNN over `tf.while_loop` (`tf.Module`)"},
 	{"bert", "BERT-shaped encoder, TF1 graph (`input_ids`, `input_mask`, `segment_ids`; `SavedModelBuilder`)"},
+	{"keras_hub_bert", "keras-hub `BertBackbone` with a classifier head (`token_ids`, `segment_ids`, `padding_mask`; `model.export`)"},
 }
 
 const (

@@ -29,6 +29,10 @@ OUT_DIR/<model>/   one SavedModel per model family, serving_default only:
                      embeddings, 2 layers of 2-head attention, GELU,
                      LayerNorm) saved by SavedModelBuilder ->
                      sequence_output [-1,-1,32], pooled_output [-1,32]
+  keras_hub_bert     keras-hub's BertBackbone (2 layers, H=32; token_ids,
+                     segment_ids, padding_mask int32 [-1,-1]) with a Dense
+                     head on pooled_output; model.export -> logits,
+                     sequence_output
 OUT_DIR/ref.json   {"<model>": {"inputs": {...}, "outputs": {...}}}; each
                    tensor {"dtype", "shape", "data"}; string data base64.
 """
@@ -279,6 +283,23 @@ reference("bert",
           input_ids=np.array([[5, 17, 42, 99, 3, 0], [7, 7, 1, 0, 0, 0]], np.int32),
           input_mask=np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], np.int32),
           segment_ids=np.array([[0, 0, 0, 1, 1, 0], [0, 1, 1, 0, 0, 0]], np.int32))
+
+
+# keras-hub's BERT: BertBackbone built from its config (random weights,
+# nothing downloaded) with a classifier head on the pooled output.
+import keras_hub  # noqa: E402
+
+backbone = keras_hub.models.BertBackbone(vocabulary_size=100, num_layers=2, num_heads=2, hidden_dim=32,
+                                         intermediate_dim=64, max_sequence_length=16)
+hub_in = {k: keras.Input((None,), dtype="int32", name=k) for k in ("token_ids", "segment_ids", "padding_mask")}
+hub_out = backbone(hub_in)
+hub = keras.Model(hub_in, {"logits": keras.layers.Dense(3, name="logits")(hub_out["pooled_output"]),
+                           "sequence_output": hub_out["sequence_output"]})
+hub.export(os.path.join(out, "keras_hub_bert"), format="tf_saved_model")
+reference("keras_hub_bert",
+          token_ids=np.array([[2, 17, 42, 99, 3, 0], [2, 7, 1, 3, 0, 0]], np.int32),
+          segment_ids=np.array([[0, 0, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0]], np.int32),
+          padding_mask=np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0]], np.int32))
 
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
