@@ -217,7 +217,7 @@ func zooCompare(t *testing.T, what string, got []tensor.Tensor, want map[string]
 
 // zooGenerate runs testdata/gen_zoo.py once into a temporary directory and
 // reads its references: model -> serving_default's case.
-func zooGenerate(t *testing.T, env libtftest.Env) (string, map[string]libtftest.Case) {
+func zooGenerate(t testing.TB, env libtftest.Env) (string, map[string]libtftest.Case) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(require.RepoRoot(), "processors", "tensorflow", "testdata", "gen_zoo.py")
