@@ -123,4 +123,3 @@ func loopDepth(g *onnxpb.GraphProto) int {
 	}
 	return d
 }
-
