@@ -86,10 +86,20 @@ func (c *converter) adopt(sub *converter) {
 // name (names with ':' are not node names): a call of function fn when fn
 // is set, otherwise an argument placeholder whose value the converter
 // binds itself.
+//
+// A node refused for one output is translated again for the next, so a
+// synthetic node of the same kind may already be there: it is reused.
 func (c *converter) synthetic(name, fn string, inputs []ref, depth int) (ref, bool) {
-	if _, dup := c.g.nodes[name]; dup {
-		c.fail(fmt.Errorf("node %q already exists", name))
-		return ref{}, false
+	if old, dup := c.g.nodes[name]; dup {
+		same := old.op == "_Arg" && fn == ""
+		if fn != "" && (old.op == "PartitionedCall" || old.op == "_Inlined") {
+			same = old.attr["f"].GetFunc().GetName() == fn
+		}
+		if !same {
+			c.fail(fmt.Errorf("node %q already exists", name))
+			return ref{}, false
+		}
+		return ref{name, 0}, true
 	}
 	n := &node{name: name, op: "_Arg", inputs: inputs, depth: depth}
 	if fn != "" {

@@ -2,10 +2,12 @@ package tf2onnx_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -15,6 +17,11 @@ import (
 	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
+	"github.com/eas-server/eas-server/tensor"
+
+	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
+	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 )
 
 // TestControlFlowAgainstTensorFlow has the tensorflow venv's TensorFlow
@@ -122,4 +129,80 @@ func loopDepth(g *onnxpb.GraphProto) int {
 		}
 	}
 	return d
+}
+
+// TestControlFlowHandBuilt runs the hand-written While and StatelessIf of
+// the fuzz seed (no TensorFlow needed): acc = x*2+1 n times, the counter,
+// and acc-1 or acc+1 as the counter passed 1; n = 0 runs no iteration.
+func TestControlFlowHandBuilt(t *testing.T) {
+	mg, err := savedmodel.ParseMetaGraph(tf2onnx.ControlSeed(t, false), savedmodel.ServeTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tf2onnx.Convert(&savedmodel.Model{MetaGraph: mg}, "serving_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n         int32
+		acc, y    []float32
+		wantSteps int32
+	}{
+		{3, []float32{15, 23, 31}, []float32{14, 22, 30}, 3},
+		{1, []float32{3, 5, 7}, []float32{4, 6, 8}, 1},
+		{0, []float32{1, 2, 3}, []float32{2, 3, 4}, 0},
+	} {
+		got := run(t, ts.Model, tensor.FromFloat32("x", []int64{3}, []float32{1, 2, 3}), tensor.FromInt32("n", []int64{1}, []int32{tc.n}))
+		for _, want := range []tensor.Tensor{tensor.FromFloat32("acc", []int64{3}, tc.acc), tensor.FromFloat32("y", []int64{3}, tc.y),
+			tensor.FromInt32("steps", []int64{1}, []int32{tc.wantSteps})} {
+			i := slices.IndexFunc(got, func(g tensor.Tensor) bool { return g.Name == want.Name })
+			if i < 0 {
+				t.Fatalf("n=%d: no output %s", tc.n, want.Name)
+			}
+			if err := tensor.Close(got[i], want, tensor.F32Elementwise.For(want.DType)); err != nil {
+				t.Errorf("n=%d: %v", tc.n, err)
+			}
+		}
+	}
+}
+
+// TestControlFlowRefused: what the translation cannot express is refused
+// by name with the reason, not mistranslated: a While carrying a tensor
+// list (DT_VARIANT), and TF1 control flow frames (their NextIteration back
+// edge is not reported as a cycle).
+func TestControlFlowRefused(t *testing.T) {
+	mg, err := savedmodel.ParseMetaGraph(tf2onnx.ControlSeed(t, true), savedmodel.ServeTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tf2onnx.Convert(&savedmodel.Model{MetaGraph: mg}, "serving_default")
+	var ue *tf2onnx.UnsupportedError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "While (w): a loop variable is a tensor list") {
+		t.Errorf("a While carrying a tensor list: err = %v, want it refused as such", err)
+	}
+
+	// x -> Enter -> Merge <- NextIteration <- body; Merge -> Less ->
+	// LoopCond -> Switch -> Exit: tf.compat.v1.while_loop without
+	// control flow v2.
+	g := &graphpb.GraphDef{Node: []*nodepb.NodeDef{
+		nd("x", "Placeholder"), constF("limit", 10), constF("one", 1),
+		nd("enter", "Enter", "x"), nd("merge", "Merge", "enter", "next"),
+		nd("less", "Less", "merge", "limit"), nd("cond", "LoopCond", "less"),
+		nd("switch", "Switch", "merge", "cond"), nd("ident", "Identity", "switch:1"),
+		nd("add", "AddV2", "ident", "one"), nd("next", "NextIteration", "add"),
+		nd("exit", "Exit", "switch"),
+	}}
+	sig := &corepb.SignatureDef{Inputs: map[string]*corepb.TensorInfo{"x": tinfo("x:0", -1)}, Outputs: map[string]*corepb.TensorInfo{"y": tinfo("exit:0", -1)}}
+	_, err = tf2onnx.Convert(model(g, map[string]*corepb.SignatureDef{"serving_default": sig}), "serving_default")
+	if !errors.As(err, &ue) {
+		t.Fatalf("TF1 loop: err = %v, want *UnsupportedError", err)
+	}
+	for _, op := range []string{"Exit", "Switch", "LoopCond", "Merge", "NextIteration", "Enter"} {
+		if _, ok := ue.Ops[op]; !ok {
+			t.Errorf("TF1 loop: %s not named in %v", op, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "TF1 control flow") {
+		t.Errorf("TF1 loop: %v does not say why", err)
+	}
 }
