@@ -30,7 +30,9 @@ var ControlSeed = controlSeed
 func controlSeed(tb testing.TB, variant bool) []byte {
 	tb.Helper()
 	i32, f32, b := typespb.DataType_DT_INT32, typespb.DataType_DT_FLOAT, typespb.DataType_DT_BOOL
-	typ := func(t typespb.DataType) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: t}} }
+	typ := func(t typespb.DataType) *attrpb.AttrValue {
+		return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: t}}
+	}
 	types := func(ts ...typespb.DataType) *attrpb.AttrValue {
 		return &attrpb.AttrValue{Value: &attrpb.AttrValue_List{List: &attrpb.AttrValue_ListValue{Type: ts}}}
 	}
@@ -41,8 +43,12 @@ func controlSeed(tb testing.TB, variant bool) []byte {
 		t.TensorShape = &shapepb.TensorShapeProto{}
 		return &nodepb.NodeDef{Name: name, Op: "Const", Attr: map[string]*attrpb.AttrValue{"dtype": typ(t.Dtype), "value": {Value: &attrpb.AttrValue_Tensor{Tensor: t}}}}
 	}
-	op := func(name, op string, in ...string) *nodepb.NodeDef { return &nodepb.NodeDef{Name: name, Op: op, Input: in} }
-	arg := func(name string, t typespb.DataType) *opdefpb.OpDef_ArgDef { return &opdefpb.OpDef_ArgDef{Name: name, Type: t} }
+	op := func(name, op string, in ...string) *nodepb.NodeDef {
+		return &nodepb.NodeDef{Name: name, Op: op, Input: in}
+	}
+	arg := func(name string, t typespb.DataType) *opdefpb.OpDef_ArgDef {
+		return &opdefpb.OpDef_ArgDef{Name: name, Type: t}
+	}
 	loopArgs := func() []*opdefpb.OpDef_ArgDef {
 		a := []*opdefpb.OpDef_ArgDef{arg("i", i32), arg("acc", f32), arg("n", i32)}
 		if variant {
