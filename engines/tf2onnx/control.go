@@ -29,6 +29,8 @@ func init() {
 		"StatelessWhile": {(*converter).translateWhile, groupControl, "as Loop"},
 		"If":             {(*converter).translateIf, groupControl, ""},
 		"StatelessIf":    {(*converter).translateIf, groupControl, ""},
+		"Case":           {(*converter).translateCase, groupControl, "as nested Ifs"},
+		"StatelessCase":  {(*converter).translateCase, groupControl, "as nested Ifs"},
 	} {
 		opTable[op] = e
 	}
@@ -47,9 +49,6 @@ func init() {
 		"TensorArrayV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3", "TensorArrayScatterV3",
 		"TensorArraySizeV3", "TensorArrayConcatV3", "TensorArraySplitV3"} {
 		unsupportedWhy[op] = tensorListWhy
-	}
-	for _, op := range []string{"Case", "StatelessCase"} {
-		unsupportedWhy[op] = "tf.switch_case is not translated (tf.cond is)"
 	}
 }
 
@@ -322,6 +321,86 @@ func (c *converter) translateWhile(n *node) {
 	}
 }
 
+// outTypes reads n's Tout: the dtypes of its outputs, all tensors.
+func (c *converter) outTypes(n *node) ([]tensor.DType, bool) {
+	types := typeList(n, "Tout")
+	if len(types) > maxLoopVars {
+		c.fail(fmt.Errorf("node %q (%s) has %d outputs", n.name, n.op, len(types)))
+		return nil, false
+	}
+	dts := make([]tensor.DType, len(types))
+	for i, t := range types {
+		dt, ok := savedmodel.DTypeOf(t)
+		if !ok {
+			why := fmt.Sprintf("output %d is a %s; only tensors are translated", i, t)
+			if t == typespb.DataType_DT_VARIANT {
+				why = "an output is a tensor list: " + tensorListWhy
+			}
+			c.unsupported(n, why)
+			return nil, false
+		}
+		dts[i] = dt
+	}
+	return dts, true
+}
+
+// branch translates function fn of n, called on args (values of c's
+// scope), as a subgraph without inputs returning outputs of dtypes dts;
+// nil when the flat graph cannot take it (c.fatal says why).
+func (c *converter) branch(n *node, tag, fn string, args []*value, dts []tensor.DType) *onnxpb.GraphProto {
+	sub := c.child(tag)
+	refs := make([]ref, len(args))
+	for i, v := range args {
+		a, ok := c.synthetic(fmt.Sprintf("%s:%s_arg%d", n.name, tag, i), "", nil, n.depth+1)
+		if !ok {
+			return nil
+		}
+		sub.vals[a] = v
+		refs[i] = a
+	}
+	call, ok := c.synthetic(n.name+":"+tag, fn, refs, n.depth+1)
+	if !ok {
+		return nil
+	}
+	g := &onnxpb.GraphProto{Name: n.name + "/" + tag}
+	for i, dt := range dts {
+		g.Output = append(g.Output, sub.output(sub.visit(ref{call.node, i}), dt))
+	}
+	g.Node = sub.Nodes
+	c.adopt(sub)
+	return g
+}
+
+// call translates function fn of n, called on args, into c's own graph
+// and returns its outputs as dtypes dts.
+func (c *converter) call(n *node, tag, fn string, args []*value, dts []tensor.DType) []string {
+	outs := make([]string, len(dts))
+	refs := make([]ref, len(args))
+	for i, v := range args {
+		a, ok := c.synthetic(fmt.Sprintf("%s:%s_arg%d", n.name, tag, i), "", nil, n.depth+1)
+		if !ok {
+			return outs
+		}
+		c.vals[a] = v
+		refs[i] = a
+	}
+	call, ok := c.synthetic(n.name+":"+tag, fn, refs, n.depth+1)
+	if !ok {
+		return outs
+	}
+	for i, dt := range dts {
+		v := c.visit(ref{call.node, i})
+		if v.port != nil {
+			v.port.used = true
+		}
+		outs[i] = v.name
+		if v.dtype != dt && v.dtype != tensor.Invalid {
+			outs[i] = c.Op1("Cast", v.name, onnxbuild.AttrInt("to", onnxbuild.Type(dt)))
+		}
+	}
+	return outs
+}
+
 // translateIf translates If, StatelessIf as an ONNX If: each branch
 // function becomes a subgraph without inputs that reads the If's arguments
 // from the outer scope.
@@ -335,58 +414,91 @@ func (c *converter) translateIf(n *node) {
 		c.fail(fmt.Errorf("node %q (%s) has no predicate", n.name, n.op))
 		return
 	}
-	outTypes := typeList(n, "Tout")
-	if len(outTypes) > maxLoopVars {
-		c.fail(fmt.Errorf("node %q (%s) has %d outputs", n.name, n.op, len(outTypes)))
+	dts, ok := c.outTypes(n)
+	if !ok {
 		return
-	}
-	dts := make([]tensor.DType, len(outTypes))
-	for i, t := range outTypes {
-		dt, ok := savedmodel.DTypeOf(t)
-		if !ok {
-			why := fmt.Sprintf("output %d is a %s; only tensors are translated", i, t)
-			if t == typespb.DataType_DT_VARIANT {
-				why = "an output is a tensor list: " + tensorListWhy
-			}
-			c.unsupported(n, why)
-			return
-		}
-		dts[i] = dt
 	}
 	pred, ok := c.asCond(n, c.in(n, 0))
 	if !ok {
 		return
 	}
-	branch := func(tag, fn string) *onnxpb.GraphProto {
-		sub := c.child(tag)
-		var args []ref
-		for i := 1; i < len(n.inputs); i++ {
-			a, ok := c.synthetic(fmt.Sprintf("%s:%s_arg%d", n.name, tag, i-1), "", nil, n.depth+1)
-			if !ok {
-				return nil
-			}
-			sub.vals[a] = c.in(n, i)
-			args = append(args, a)
-		}
-		call, ok := c.synthetic(n.name+":"+tag, fn, args, n.depth+1)
-		if !ok {
-			return nil
-		}
-		g := &onnxpb.GraphProto{Name: n.name + "/" + tag}
-		for i, dt := range dts {
-			g.Output = append(g.Output, sub.output(sub.visit(ref{call.node, i}), dt))
-		}
-		g.Node = sub.Nodes
-		c.adopt(sub)
-		return g
+	var args []*value
+	for i := 1; i < len(n.inputs); i++ {
+		args = append(args, c.in(n, i))
 	}
-	tg := branch("then", thenFn)
-	eg := branch("else", elseFn)
+	tg := c.branch(n, "then", thenFn, args, dts)
+	eg := c.branch(n, "else", elseFn, args, dts)
 	if c.fatal != nil || tg == nil || eg == nil {
 		return
 	}
 	ranks := shapeRanks(n, len(dts))
 	outs := c.OpN("If", len(dts), pred, graphAttr("then_branch", tg), graphAttr("else_branch", eg))
+	for i, name := range outs {
+		c.set(n, i, &value{name: name, dtype: dts[i], rank: ranks[i]})
+	}
+}
+
+// translateCase translates Case, StatelessCase (tf.switch_case) as a chain
+// of ONNX Ifs, branch k taken when branch_index is k and the last one
+// otherwise (out of range included), as TensorFlow does.
+func (c *converter) translateCase(n *node) {
+	var fns []string
+	for _, f := range n.attr["branches"].GetList().GetFunc() {
+		if c.g.funcs[f.GetName()] == nil {
+			c.fail(fmt.Errorf("node %q (%s): branch %q is not in the graph's library", n.name, n.op, f.GetName()))
+			return
+		}
+		fns = append(fns, f.GetName())
+	}
+	if len(fns) == 0 || len(fns) > maxLoopVars || len(n.inputs) == 0 {
+		c.fail(fmt.Errorf("node %q (%s) has %d branches and %d inputs", n.name, n.op, len(fns), len(n.inputs)))
+		return
+	}
+	dts, ok := c.outTypes(n)
+	if !ok {
+		return
+	}
+	idx := c.in(n, 0)
+	if idx.dtype != tensor.Int32 && idx.dtype != tensor.Int64 {
+		c.unsupported(n, "branch_index must be an integer")
+		return
+	}
+	var args []*value
+	for i := 1; i < len(n.inputs); i++ {
+		args = append(args, c.in(n, i))
+	}
+	// preds[k]: branch k is taken unless an earlier one was.
+	idx64 := c.Op1("Reshape", c.asInt64(idx), c.I64Const([]int64{}))
+	preds := make([]string, len(fns)-1)
+	for k := range preds {
+		preds[k] = c.Op1("Equal", idx64, c.I64Scalar(int64(k)))
+	}
+	// from emits, in sc's scope, the choice among branches k...: an If
+	// between branch k and the rest, or the last branch itself.
+	var from func(sc *converter, k int) []string
+	from = func(sc *converter, k int) []string {
+		tag := fmt.Sprintf("branch%d", k)
+		if k == len(fns)-1 {
+			return sc.call(n, tag, fns[k], args, dts)
+		}
+		tg := sc.branch(n, tag, fns[k], args, dts)
+		sub := sc.child("case")
+		eg := &onnxpb.GraphProto{Name: fmt.Sprintf("%s/after%d", n.name, k)}
+		for i, o := range from(sub, k+1) {
+			eg.Output = append(eg.Output, sub.output(&value{name: o, dtype: dts[i]}, dts[i]))
+		}
+		eg.Node = sub.Nodes
+		sc.adopt(sub)
+		if c.fatal != nil || tg == nil {
+			return make([]string, len(dts))
+		}
+		return sc.OpN("If", len(dts), preds[k], graphAttr("then_branch", tg), graphAttr("else_branch", eg))
+	}
+	outs := from(c, 0)
+	if c.fatal != nil {
+		return
+	}
+	ranks := shapeRanks(n, len(dts))
 	for i, name := range outs {
 		c.set(n, i, &value{name: name, dtype: dts[i], rank: ranks[i]})
 	}

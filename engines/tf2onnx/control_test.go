@@ -29,7 +29,8 @@ import (
 // (testdata/gen_control.py: several loop variables with a counter, a trip
 // count from an input, a loop variable whose shape grows, a
 // maximum_iterations cap, a nested loop with a tf.cond in its body, If and
-// StatelessIf on input-dependent predicates), translates them and compares
+// StatelessIf on input-dependent predicates, a tf.switch_case with an
+// index out of range), translates them and compares
 // what ONNX Runtime computes with TensorFlow's outputs.
 func TestControlFlowAgainstTensorFlow(t *testing.T) {
 	py := pyvenv.Python(t, "tensorflow")
@@ -53,6 +54,7 @@ func TestControlFlowAgainstTensorFlow(t *testing.T) {
 		{"loops", []string{"Loop"}},
 		{"nested", []string{"Loop", "If"}},
 		{"cond", []string{"If"}},
+		{"switch", []string{"If"}},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			cases := ref[tc.model]

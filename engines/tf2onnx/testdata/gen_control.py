@@ -18,6 +18,9 @@ OUT_DIR/cond/      serving_default(x float [-1,3]): tf.cond on
                    reduce_sum(x) > 0 reading a variable (If) -> y, and a
                    tf.cond without variables with two outputs, one a
                    scalar (StatelessIf) -> z, k.
+OUT_DIR/switch/   serving_default(x float [-1], i int32 []): tf.switch_case
+                   over three branches (one reading a variable), i out of
+                   range too -> s.
 OUT_DIR/ref.json   {"<model>": [{"inputs": {...}, "outputs": {...}}, ...]};
                    tensors as {"dtype", "shape", "data"}.
 """
@@ -104,6 +107,18 @@ class Cond(tf.Module):
         return {"y": y, "z": z, "k": k}
 
 
+class Switch(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = tf.Variable(np.float32(0.25))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x"),
+                                  tf.TensorSpec([], tf.int32, name="i")])
+    def serve(self, x, i):
+        s = tf.switch_case(i, [lambda: x * 2.0, lambda: x - self.v, lambda: tf.sin(x)])
+        return {"s": s}
+
+
 def f32(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -116,6 +131,9 @@ reference("nested", [{"x": f32(4), "n": np.int32(5)}, {"x": f32(2), "n": np.int3
 save("cond", Cond())
 reference("cond", [{"x": np.abs(f32(2, 3)) * np.array([[1, -1, 1]], np.float32)},
                    {"x": -np.abs(f32(3, 3))}, {"x": np.abs(f32(1, 3))}])
+
+save("switch", Switch())
+reference("switch", [{"x": f32(3), "i": np.int32(k)} for k in (0, 1, 2, 7, -1)])
 
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
