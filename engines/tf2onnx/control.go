@@ -34,11 +34,13 @@ func init() {
 	} {
 		opTable[op] = e
 	}
-	// TF1 control flow frames: refused by name, and the walk does not
-	// follow NextIteration's back edge (it would report a cycle instead).
-	for _, op := range []string{"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond",
+	// TF1 control flow outside the loop frames control_v1.go translates
+	// (TF1 conds: Switch and Merge without a frame) is refused by name,
+	// and the walk does not follow NextIteration's back edge (it would
+	// report a cycle instead).
+	for _, op := range []string{"Enter", "Merge", "Switch", "NextIteration", "LoopCond",
 		"RefEnter", "RefExit", "RefMerge", "RefSwitch", "RefNextIteration"} {
-		unsupportedWhy[op] = "TF1 control flow (the Enter/Exit/Merge/Switch frames of tf.compat.v1 while_loop and cond) is not translated; export the model with control flow v2 (TensorFlow 2, or tf.compat.v1.enable_control_flow_v2())"
+		unsupportedWhy[op] = "TF1 control flow other than a while loop's frame (tf.compat.v1.cond's Switch and Merge) is not translated; export the model with control flow v2 (TensorFlow 2, or tf.compat.v1.enable_control_flow_v2())"
 	}
 	stopsWalk["NextIteration"] = true
 	stopsWalk["RefNextIteration"] = true

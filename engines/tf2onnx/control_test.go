@@ -19,6 +19,7 @@ import (
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
 
+	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	graphpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	nodepb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	corepb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
@@ -55,6 +56,7 @@ func TestControlFlowAgainstTensorFlow(t *testing.T) {
 		{"nested", []string{"Loop", "If"}},
 		{"cond", []string{"If"}},
 		{"switch", []string{"If"}},
+		{"tf1_loops", []string{"Loop"}},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			cases := ref[tc.model]
@@ -74,20 +76,22 @@ func TestControlFlowAgainstTensorFlow(t *testing.T) {
 		})
 	}
 	t.Run("nested loops nest", func(t *testing.T) {
-		m, err := savedmodel.Load(filepath.Join(dir, "nested"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts, err := tf2onnx.Convert(m, "serving_default")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var mp onnxpb.ModelProto
-		if err := proto.Unmarshal(ts.Model, &mp); err != nil {
-			t.Fatal(err)
-		}
-		if d := loopDepth(mp.Graph); d != 2 {
-			t.Errorf("Loops nest %d deep, want 2", d)
+		for _, model := range []string{"nested", "tf1_loops"} {
+			m, err := savedmodel.Load(filepath.Join(dir, model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, err := tf2onnx.Convert(m, "serving_default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mp onnxpb.ModelProto
+			if err := proto.Unmarshal(ts.Model, &mp); err != nil {
+				t.Fatal(err)
+			}
+			if d := loopDepth(mp.Graph); d != 2 {
+				t.Errorf("%s: Loops nest %d deep, want 2", model, d)
+			}
 		}
 	})
 }
@@ -170,8 +174,7 @@ func TestControlFlowHandBuilt(t *testing.T) {
 
 // TestControlFlowRefused: what the translation cannot express is refused
 // by name with the reason, not mistranslated: a While carrying a tensor
-// list (DT_VARIANT), and TF1 control flow frames (their NextIteration back
-// edge is not reported as a cycle).
+// list (DT_VARIANT), and a TF1 cond (Switch and Merge).
 func TestControlFlowRefused(t *testing.T) {
 	mg, err := savedmodel.ParseMetaGraph(tf2onnx.ControlSeed(t, true), savedmodel.ServeTag)
 	if err != nil {
@@ -183,28 +186,63 @@ func TestControlFlowRefused(t *testing.T) {
 		t.Errorf("a While carrying a tensor list: err = %v, want it refused as such", err)
 	}
 
-	// x -> Enter -> Merge <- NextIteration <- body; Merge -> Less ->
-	// LoopCond -> Switch -> Exit: tf.compat.v1.while_loop without
-	// control flow v2.
+	// A TF1 cond (Switch and Merge outside a loop frame): y = x > 0 ?
+	// x * 2 : -x.
 	g := &graphpb.GraphDef{Node: []*nodepb.NodeDef{
-		nd("x", "Placeholder"), constF("limit", 10), constF("one", 1),
-		nd("enter", "Enter", "x"), nd("merge", "Merge", "enter", "next"),
-		nd("less", "Less", "merge", "limit"), nd("cond", "LoopCond", "less"),
-		nd("switch", "Switch", "merge", "cond"), nd("ident", "Identity", "switch:1"),
-		nd("add", "AddV2", "ident", "one"), nd("next", "NextIteration", "add"),
-		nd("exit", "Exit", "switch"),
+		nd("x", "Placeholder"), constF("zero", 0), constF("two", 2),
+		nd("pred", "Greater", "x", "zero"), nd("switch", "Switch", "x", "pred"),
+		nd("t", "Mul", "switch:1", "two"), nd("f", "Neg", "switch"),
+		nd("merge", "Merge", "f", "t"),
 	}}
-	sig := &corepb.SignatureDef{Inputs: map[string]*corepb.TensorInfo{"x": tinfo("x:0", -1)}, Outputs: map[string]*corepb.TensorInfo{"y": tinfo("exit:0", -1)}}
+	sig := &corepb.SignatureDef{Inputs: map[string]*corepb.TensorInfo{"x": tinfo("x:0")}, Outputs: map[string]*corepb.TensorInfo{"y": tinfo("merge:0")}}
 	_, err = tf2onnx.Convert(model(g, map[string]*corepb.SignatureDef{"serving_default": sig}), "serving_default")
 	if !errors.As(err, &ue) {
-		t.Fatalf("TF1 loop: err = %v, want *UnsupportedError", err)
+		t.Fatalf("TF1 cond: err = %v, want *UnsupportedError", err)
 	}
-	for _, op := range []string{"Exit", "Switch", "LoopCond", "Merge", "NextIteration", "Enter"} {
+	for _, op := range []string{"Switch", "Merge"} {
 		if _, ok := ue.Ops[op]; !ok {
-			t.Errorf("TF1 loop: %s not named in %v", op, err)
+			t.Errorf("TF1 cond: %s not named in %v", op, err)
 		}
 	}
 	if !strings.Contains(err.Error(), "TF1 control flow") {
-		t.Errorf("TF1 loop: %v does not say why", err)
+		t.Errorf("TF1 cond: %v does not say why", err)
+	}
+}
+
+// TestTF1LoopHandBuilt: a TF1 loop frame by hand, x -> Enter -> Merge <-
+// NextIteration <- Identity(Switch:1) + 1; Merge < limit -> LoopCond ->
+// Switch -> Exit (the limit entering as a constant), and an Exit whose
+// Switch reads no LoopCond, refused.
+func TestTF1LoopHandBuilt(t *testing.T) {
+	enter := func(name, in string, constant bool) *nodepb.NodeDef {
+		n := nd(name, "Enter", in)
+		n.Attr["frame_name"] = &attrpb.AttrValue{Value: &attrpb.AttrValue_S{S: []byte("loop")}}
+		n.Attr["is_constant"] = &attrpb.AttrValue{Value: &attrpb.AttrValue_B{B: constant}}
+		return n
+	}
+	g := &graphpb.GraphDef{Node: []*nodepb.NodeDef{
+		nd("x", "Placeholder"), constF("limit", 10), constF("one", 1),
+		enter("enter", "x", false), enter("limit_in", "limit", true), nd("merge", "Merge", "enter", "next"),
+		nd("less", "Less", "merge", "limit_in"), nd("cond", "LoopCond", "less"),
+		nd("switch", "Switch", "merge", "cond"), nd("ident", "Identity", "switch:1"),
+		nd("add", "AddV2", "ident", "one"), nd("next", "NextIteration", "add"),
+		nd("exit", "Exit", "switch"),
+		nd("bad_switch", "Switch", "x", "less"), nd("bad_exit", "Exit", "bad_switch"),
+	}}
+	sig := &corepb.SignatureDef{Inputs: map[string]*corepb.TensorInfo{"x": tinfo("x:0")}, Outputs: map[string]*corepb.TensorInfo{"y": tinfo("exit:0")}}
+	ts, err := tf2onnx.Convert(model(g, map[string]*corepb.SignatureDef{"serving_default": sig}), "serving_default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for x, want := range map[float32]float32{0.5: 10.5, 12: 12, -3: 10} {
+		got := run(t, ts.Model, tensor.FromFloat32("x", []int64{1}, []float32{x}))
+		if err := tensor.Close(got[0], tensor.FromFloat32("y", []int64{1}, []float32{want}), tensor.F32Elementwise); err != nil {
+			t.Errorf("x = %g: %v", x, err)
+		}
+	}
+	sig.Outputs["y"] = tinfo("bad_exit:0")
+	_, err = tf2onnx.Convert(model(g, map[string]*corepb.SignatureDef{"serving_default": sig}), "serving_default")
+	if err == nil || !strings.Contains(err.Error(), "Exit (bad_exit): TF1 control flow: a loop whose Switch does not read a LoopCond") {
+		t.Errorf("an Exit outside a loop frame: err = %v, want it refused", err)
 	}
 }

@@ -49,7 +49,7 @@ var groupTitles = [...]string{
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
 	groupStrings:    "Feature columns: string hashing, lookup tables, buckets",
-	groupControl:    "Control flow (TF2)",
+	groupControl:    "Control flow",
 }
 
 // opEntry is one TensorFlow op the translation handles.

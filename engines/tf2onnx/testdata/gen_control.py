@@ -21,6 +21,11 @@ OUT_DIR/cond/      serving_default(x float [-1,3]): tf.cond on
 OUT_DIR/switch/   serving_default(x float [-1], i int32 []): tf.switch_case
                    over three branches (one reading a variable), i out of
                    range too -> s.
+OUT_DIR/tf1_loops/ a TF1 graph (SavedModelBuilder) with control flow v1
+                   frames (Enter, Merge, Switch, LoopCond, NextIteration,
+                   Exit): x float [-1], n int32 [] -> a loop over i < n
+                   holding one over j < i, reading x and a variable ->
+                   acc, steps.
 OUT_DIR/ref.json   {"<model>": [{"inputs": {...}, "outputs": {...}}, ...]};
                    tensors as {"dtype", "shape", "data"}.
 """
@@ -134,6 +139,35 @@ reference("cond", [{"x": np.abs(f32(2, 3)) * np.array([[1, -1, 1]], np.float32)}
 
 save("switch", Switch())
 reference("switch", [{"x": f32(3), "i": np.int32(k)} for k in (0, 1, 2, 7, -1)])
+
+
+def tf1_loops(path):
+    """A TF1 graph with control flow v1 frames: a while loop over i < n
+    holding a nested one, reading x and a variable from outside."""
+    v1 = tf.compat.v1
+    v1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [None], name="x")
+        n = v1.placeholder(tf.int32, [], name="n")
+        w = v1.get_variable("w", initializer=np.float32(0.5))
+
+        def outer(i, acc):
+            _, acc = v1.while_loop(lambda j, a: j < i, lambda j, a: (j + 1, a * w + x), (tf.constant(0), acc))
+            return i + 1, acc + tf.cast(i, tf.float32)
+
+        steps, acc = v1.while_loop(lambda i, a: i < n, outer, (tf.constant(0), tf.zeros_like(x)))
+        with v1.Session(graph=g) as sess:
+            sess.run(v1.global_variables_initializer())
+            builder = v1.saved_model.Builder(path)
+            sig = v1.saved_model.predict_signature_def({"x": x, "n": n}, {"acc": acc, "steps": steps})
+            builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map={"serving_default": sig})
+            builder.save()
+    v1.enable_control_flow_v2()
+
+
+tf1_loops(os.path.join(out, "tf1_loops"))
+reference("tf1_loops", [{"x": f32(3), "n": np.int32(4)}, {"x": f32(2), "n": np.int32(0)}])
 
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
