@@ -13,7 +13,8 @@ import (
 )
 
 // TF2 control flow: While and StatelessWhile become an ONNX Loop, If and
-// StatelessIf an ONNX If. Their cond, body and branches are FunctionDefs of
+// StatelessIf an ONNX If, Case and StatelessCase a chain of ONNX Ifs (TF1
+// while loops: control_v1.go). Their cond, body and branches are FunctionDefs of
 // the graph's library; each is inlined into the flat graph behind a
 // synthetic call node (named "<node>:body" and so on, a name TensorFlow
 // cannot give a node) whose arguments are synthetic nodes too, and
@@ -62,6 +63,9 @@ const maxLoopVars = 1 << 12
 // child returns a converter for a subgraph of c: it shares the flat graph,
 // the model and the error lists, and has its own values and nodes.
 func (c *converter) child(tag string) *converter {
+	if c.tables == nil {
+		c.tables = map[string]*tableContents{} // shared from now on
+	}
 	return &converter{
 		model: c.model, sig: c.sig, keys: c.keys, g: c.g,
 		vals: map[ref]*value{}, unsup: c.unsup, reason: c.reason,

@@ -212,7 +212,7 @@ func (c *converter) translateExit(n *node) {
 		nexts[i] = body.visit(l.nexts[i])
 		outs = append(outs, body.output(nexts[i], dts[i]))
 	}
-	again := c.child("cond")
+	again := body.child("cond")
 	bind(again, nexts)
 	next, ok := again.asCond(n, again.visit(l.cond))
 	body.Nodes = append(body.Nodes, again.Nodes...)
