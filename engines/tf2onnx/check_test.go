@@ -3,6 +3,7 @@ package tf2onnx
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -14,7 +15,8 @@ import (
 // Runtime relies on: a graph importing the default opset, nodes in
 // topological order (every input is a graph input, an initializer or the
 // output of an earlier node), each value produced once, and every graph
-// output produced.
+// output produced; the same within Loop and If subgraphs, which may also
+// read what their enclosing scopes define before the node.
 func checkModel(b []byte) (*onnxpb.ModelProto, error) {
 	mp := &onnxpb.ModelProto{}
 	if err := proto.Unmarshal(b, mp); err != nil {
@@ -37,7 +39,17 @@ func checkGraph(mp *onnxpb.ModelProto) error {
 	if !opset {
 		return fmt.Errorf("model does not import the default opset %d", Opset)
 	}
-	defined := map[string]string{} // value -> what defines it
+	if len(g.GetOutput()) == 0 {
+		return errors.New("graph has no outputs")
+	}
+	return checkScope(g, map[string]string{})
+}
+
+// checkScope checks one graph, the main one or a Loop's or If's subgraph,
+// whose nodes may also read the values outer defines (the enclosing
+// scopes); a subgraph defines no name an enclosing scope does.
+func checkScope(g *onnxpb.GraphProto, outer map[string]string) error {
+	defined := maps.Clone(outer) // value -> what defines it
 	define := func(name, by string) error {
 		if name == "" {
 			return fmt.Errorf("%s defines an unnamed value", by)
@@ -70,14 +82,22 @@ func checkGraph(mp *onnxpb.ModelProto) error {
 				return fmt.Errorf("node %d (%s %q) reads %q, which no graph input, initializer or earlier node defines", i, n.GetOpType(), n.GetName(), in)
 			}
 		}
+		for _, a := range n.GetAttribute() {
+			if a.GetG() == nil {
+				continue
+			}
+			if len(a.GetG().GetOutput()) == 0 {
+				return fmt.Errorf("node %d (%s %q): subgraph %s has no outputs", i, n.GetOpType(), n.GetName(), a.GetName())
+			}
+			if err := checkScope(a.GetG(), defined); err != nil {
+				return fmt.Errorf("node %d (%s %q) subgraph %s: %w", i, n.GetOpType(), n.GetName(), a.GetName(), err)
+			}
+		}
 		for _, out := range n.GetOutput() {
 			if err := define(out, fmt.Sprintf("node %d (%s %q)", i, n.GetOpType(), n.GetName())); err != nil {
 				return err
 			}
 		}
-	}
-	if len(g.GetOutput()) == 0 {
-		return errors.New("graph has no outputs")
 	}
 	for _, out := range g.GetOutput() {
 		if _, ok := defined[out.GetName()]; !ok {
@@ -139,6 +159,10 @@ func TestCheckModelCatches(t *testing.T) {
 	node := func(op string, ins []string, outs ...string) *onnxpb.NodeProto {
 		return &onnxpb.NodeProto{OpType: op, Input: ins, Output: outs}
 	}
+	sub := func(n *onnxpb.NodeProto, g *onnxpb.GraphProto) *onnxpb.NodeProto {
+		n.Attribute = append(n.Attribute, &onnxpb.AttributeProto{Name: "then_branch", Type: onnxpb.AttributeProto_GRAPH, G: g})
+		return n
+	}
 	for name, mp := range map[string]*onnxpb.ModelProto{
 		"no graph":      {OpsetImport: opset},
 		"no opset":      {Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "y")}}},
@@ -147,6 +171,12 @@ func TestCheckModelCatches(t *testing.T) {
 		"defined twice": {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "y"), node("Neg", []string{"x"}, "y")}}},
 		"no producer":   {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "t")}}},
 		"no op type":    {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{node("", []string{"x"}, "y")}}},
+		"subgraph reads an undefined value": {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{
+			sub(node("If", []string{"x"}, "y"), &onnxpb.GraphProto{Output: []*onnxpb.ValueInfoProto{{Name: "r"}}, Node: []*onnxpb.NodeProto{node("Neg", []string{"z"}, "r")}})}}},
+		"subgraph redefines an outer value": {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{
+			sub(node("If", []string{"x"}, "y"), &onnxpb.GraphProto{Output: []*onnxpb.ValueInfoProto{{Name: "x"}}, Node: []*onnxpb.NodeProto{node("Neg", []string{"x"}, "x")}})}}},
+		"subgraph reads its node's output": {OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out, Node: []*onnxpb.NodeProto{
+			sub(node("If", []string{"x"}, "y"), &onnxpb.GraphProto{Output: []*onnxpb.ValueInfoProto{{Name: "r"}}, Node: []*onnxpb.NodeProto{node("Neg", []string{"y"}, "r")}})}}},
 	} {
 		b, err := proto.Marshal(mp)
 		if err != nil {
@@ -158,7 +188,8 @@ func TestCheckModelCatches(t *testing.T) {
 	}
 	good := &onnxpb.ModelProto{OpsetImport: opset, Graph: &onnxpb.GraphProto{Input: in, Output: out,
 		Initializer: []*onnxpb.TensorProto{{Name: "w"}},
-		Node:        []*onnxpb.NodeProto{node("Relu", []string{"x"}, "t"), node("Add", []string{"t", "w"}, "y")}}}
+		Node: []*onnxpb.NodeProto{node("Relu", []string{"x"}, "t"),
+			sub(node("If", []string{"x"}, "y"), &onnxpb.GraphProto{Output: []*onnxpb.ValueInfoProto{{Name: "r"}}, Node: []*onnxpb.NodeProto{node("Add", []string{"t", "w"}, "r")}})}}}
 	b, _ := proto.Marshal(good)
 	if _, err := checkModel(b); err != nil {
 		t.Errorf("good model: %v", err)

@@ -74,6 +74,7 @@ func FuzzConvert(f *testing.F) {
 		}
 	}
 	f.Add(tableSeed(f))
+	f.Add(controlSeed(f, false))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		mg, err := savedmodel.ParseMetaGraph(data, savedmodel.ServeTag)
 		if err != nil {

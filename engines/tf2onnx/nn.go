@@ -191,18 +191,37 @@ func (c *converter) batchNorm(n *node) {
 // Unsqueeze for new_axis_mask.
 func (c *converter) stridedSlice(n *node) {
 	x := c.in(n, 0)
-	begin, ok1 := ints(c.in(n, 1).konst)
-	end, ok2 := ints(c.in(n, 2).konst)
+	bv, ev := c.in(n, 1), c.in(n, 2)
+	begin, okB := ints(bv.konst)
+	end, okE := ints(ev.konst)
 	strides, ok3 := ints(c.in(n, 3).konst)
-	if !ok1 || !ok2 || !ok3 || len(begin) != len(end) || len(begin) != len(strides) {
-		c.unsupported(n, "begin, end and strides must be constants of equal length")
+	if !ok3 || okB && len(begin) != len(strides) || okE && len(end) != len(strides) {
+		c.unsupported(n, "strides must be a constant, begin and end of its length")
 		return
+	}
+	k := len(strides)
+	// A begin or end element is a constant, or (inside loops, where the
+	// index is a loop variable) a [1] slice of the vector computed at run
+	// time.
+	type index struct {
+		v    int64
+		name string // "" for the constant v
+	}
+	vec := map[*value]string{}
+	elem := func(consts []int64, ok bool, v *value, i int) index {
+		if ok {
+			return index{v: consts[i]}
+		}
+		if vec[v] == "" {
+			vec[v] = c.as1D(v)
+		}
+		return index{name: c.Op1("Slice", vec[v], c.I64Const([]int64{int64(i)}), c.I64Const([]int64{int64(i + 1)}))}
 	}
 	bm, em := n.i("begin_mask", 0), n.i("end_mask", 0)
 	elm, nam, sam := n.i("ellipsis_mask", 0), n.i("new_axis_mask", 0), n.i("shrink_axis_mask", 0)
 	bit := func(m int64, i int) bool { return m&(1<<uint(i)) != 0 }
 	ell := -1
-	for i := range begin {
+	for i := range k {
 		if bit(elm, i) {
 			if ell >= 0 {
 				c.unsupported(n, "more than one ellipsis")
@@ -211,40 +230,51 @@ func (c *converter) stridedSlice(n *node) {
 			ell = i
 		}
 	}
-	var starts, ends, axes, steps, squeeze, newAxes []int64
+	var starts, ends []index
+	var axes, steps, squeeze, newAxes []int64
 	spec := func(i int, axis int64) {
 		st := strides[i]
 		if st == 0 {
 			c.fail(fmt.Errorf("node %q: StridedSlice stride 0", n.name))
 			return
 		}
-		b, e := begin[i], end[i]
+		var b, e index
 		if bit(sam, i) {
-			e = b + 1
-			if b == -1 {
-				e = math.MaxInt64
+			b = elem(begin, okB, bv, i)
+			if b.name == "" {
+				e = index{v: b.v + 1}
+				if b.v == -1 {
+					e.v = math.MaxInt64
+				}
+			} else {
+				last := c.Op1("Equal", b.name, c.I64Const([]int64{-1}))
+				e.name = c.Op1("Where", last, c.I64Const([]int64{math.MaxInt64}), c.Op1("Add", b.name, c.I64Const([]int64{1})))
 			}
 			st = 1
 			squeeze = append(squeeze, axis)
 		} else {
 			if bit(bm, i) {
-				b = 0
+				b = index{v: 0}
 				if st < 0 {
-					b = math.MaxInt64
+					b.v = math.MaxInt64
 				}
+			} else {
+				b = elem(begin, okB, bv, i)
 			}
 			if bit(em, i) {
-				e = math.MaxInt64
+				e = index{v: math.MaxInt64}
 				if st < 0 {
-					e = math.MinInt64
+					e.v = math.MinInt64
 				}
+			} else {
+				e = elem(end, okE, ev, i)
 			}
 		}
 		starts, ends, axes, steps = append(starts, b), append(ends, e), append(axes, axis), append(steps, st)
 	}
 	// Specs before the ellipsis (all of them when there is none) count
 	// input axes from 0; output positions count kept and new axes.
-	last := len(begin)
+	last := k
 	if ell >= 0 {
 		last = ell
 	}
@@ -263,7 +293,7 @@ func (c *converter) stridedSlice(n *node) {
 	}
 	if ell >= 0 {
 		ia = -1
-		for i := len(begin) - 1; i > ell; i-- {
+		for i := k - 1; i > ell; i-- {
 			if bit(nam, i) {
 				c.unsupported(n, "new_axis_mask after an ellipsis is not supported")
 				return
@@ -272,9 +302,27 @@ func (c *converter) stridedSlice(n *node) {
 			ia--
 		}
 	}
+	pack := func(xs []index) string {
+		consts := make([]int64, len(xs))
+		var parts []string
+		dynamic := false
+		for i, x := range xs {
+			consts[i] = x.v
+			if x.name != "" {
+				dynamic = true
+				parts = append(parts, x.name)
+			} else {
+				parts = append(parts, c.I64Const([]int64{x.v}))
+			}
+		}
+		if !dynamic {
+			return c.I64Const(consts)
+		}
+		return c.Op1("Concat", parts, onnxbuild.AttrInt("axis", 0))
+	}
 	out := x.name
 	if len(axes) > 0 {
-		out = c.Op1("Slice", x.name, c.I64Const(starts), c.I64Const(ends), c.I64Const(axes), c.I64Const(steps))
+		out = c.Op1("Slice", x.name, pack(starts), pack(ends), c.I64Const(axes), c.I64Const(steps))
 	}
 	if len(squeeze) > 0 {
 		out = c.Op1("Squeeze", out, c.I64Const(squeeze))

@@ -111,10 +111,6 @@ var unsupportedWhy = map[string]string{
 	"AssignAddVariableOp": "stateful variable updates are not served",
 	"AssignSubVariableOp": "stateful variable updates are not served",
 	"TRTEngineOp":         "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
-	"StatelessWhile":      "control flow is not translated",
-	"While":               "control flow is not translated",
-	"StatelessIf":         "control flow is not translated",
-	"If":                  "control flow is not translated",
 }
 
 // translateConst translates Const.

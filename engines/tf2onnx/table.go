@@ -34,6 +34,7 @@ const (
 	groupImage
 	groupExample
 	groupStrings
+	groupControl
 )
 
 var groupTitles = [...]string{
@@ -48,6 +49,7 @@ var groupTitles = [...]string{
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
 	groupStrings:    "Feature columns: string hashing, lookup tables, buckets",
+	groupControl:    "Control flow",
 }
 
 // opEntry is one TensorFlow op the translation handles.
@@ -237,6 +239,10 @@ var opTable = map[string]opEntry{
 	"LookupTableFindV2":             {(*converter).lookupTableFind, groupStrings, "string or int64 keys, int64, string or float values; as LabelEncoder"},
 	"LookupTableSizeV2":             {(*converter).lookupTableSize, groupStrings, ""},
 	"Bucketize":                     {(*converter).bucketize, groupStrings, ""},
+
+	// Control flow: While, StatelessWhile, If, StatelessIf are added by
+	// control.go's init (their translators walk the graph, which reads
+	// opTable: an initialization cycle if listed here).
 }
 
 // translate emits the ONNX nodes for n and records its outputs.

@@ -8,10 +8,12 @@
 // initializers, and each TensorFlow op maps to a few ONNX opset-18 nodes.
 // Lookup tables filled from constants become ai.onnx.ml LabelEncoders, and
 // string hashing of a signature input runs in Go before the model
-// (HostInput). Ops outside the supported set (control flow, other string
-// ops, stateful assignments, custom ops) make the translation fail with one
-// error naming every such op, so a deploy fails up front instead of at the
-// first request.
+// (HostInput). Control flow becomes ONNX Loop and If nodes with subgraphs:
+// TF2's While, If and Case (their functions; control.go) and TF1's while
+// loop frames (control_v1.go). Ops outside the supported set (TF1 conds,
+// tensor lists, other string ops, stateful assignments, custom ops) make
+// the translation fail with one error naming every such op, so a deploy
+// fails up front instead of at the first request.
 package tf2onnx
 
 import (
@@ -128,7 +130,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (control flow, lookup tables not filled from constants, string ops other than hashing a signature input, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled from constants, string ops other than hashing a signature input, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 

@@ -248,13 +248,24 @@ func TestStridedSlice(t *testing.T) {
 			func(i []int64) []int64 { return []int64{1, i[0], i[1] + 1} }},
 	}
 	for _, c := range cases {
+		want := gatherIdx(c.shape, func(i []int64) float64 { return x.at(c.src(i)) })
+		attrs := map[string]any{"begin_mask": c.bm, "end_mask": c.em, "ellipsis_mask": c.elm, "new_axis_mask": c.nam, "shrink_axis_mask": c.sam, "Index": tfType(t, tensor.Int32)}
 		t.Run(c.name, func(t *testing.T) {
-			want := gatherIdx(c.shape, func(i []int64) float64 { return x.at(c.src(i)) })
 			runOpCase(t, opCase{
 				feeds: []tensor.Tensor{x.f32("x")},
 				build: func(t testing.TB, b *graphBuilder, in []string) []string {
-					attrs := map[string]any{"begin_mask": c.bm, "end_mask": c.em, "ellipsis_mask": c.elm, "new_axis_mask": c.nam, "shrink_axis_mask": c.sam, "Index": tfType(t, tensor.Int32)}
 					return []string{b.op(t, "StridedSlice", tensor.Float32, []string{in[0], b.i32(t, c.begin...), b.i32(t, c.end...), b.i32(t, c.strides...)}, attrs)}
+				},
+				want: []tensor.Tensor{want.f32("")},
+			})
+		})
+		// begin and end computed at run time (a loop's index is).
+		t.Run(c.name+" fed begin and end", func(t *testing.T) {
+			n := []int64{int64(len(c.begin))}
+			runOpCase(t, opCase{
+				feeds: []tensor.Tensor{x.f32("x"), tensor.FromInt32("begin", n, c.begin), tensor.FromInt32("end", n, c.end)},
+				build: func(t testing.TB, b *graphBuilder, in []string) []string {
+					return []string{b.op(t, "StridedSlice", tensor.Float32, []string{in[0], in[1], in[2], b.i32(t, c.strides...)}, attrs)}
 				},
 				want: []tensor.Tensor{want.f32("")},
 			})

@@ -22,8 +22,8 @@ import (
 //   - a Keras network with runtime "libtensorflow", over the EAS TF protobuf
 //     (serving_default and a signature of int64, bool and string tensors)
 //     and KServe v2;
-//   - a model the ONNX translator refuses (a while loop; its lookup table
-//     alone would translate):
+//   - a model the ONNX translator refuses (a while loop carrying a
+//     tf.TensorArray; its lookup table alone would translate):
 //     runtime "onnx" fails its deploy as before, "libtensorflow" serves it,
 //     and "auto" falls back to libtensorflow with an event saying why;
 //   - a GPU code asking for libtensorflow, and a bad runtime, are refused.

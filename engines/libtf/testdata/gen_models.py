@@ -11,8 +11,8 @@ OUT_DIR/dense/    a small Keras network (exported by keras.export.ExportArchive)
 OUT_DIR/plain/    the same network with serving_default alone (it translates).
 OUT_DIR/table/    what tf2onnx refuses: serving_default looks words up in a
                   tf.lookup.StaticHashTable and doubles x three times in a
-                  tf.while_loop: words string [-1] -> ids int64,
-                  x float32 [-1] -> x8 float32.
+                  tf.while_loop that also writes a tf.TensorArray:
+                  words string [-1] -> ids int64, x float32 [-1] -> x8 float32.
 OUT_DIR/ref.json  {"dense": {"serving_default": {"inputs": {...},
                   "outputs": {...}}, "mixed": ...}, "table": ...}; each
                   tensor {"dtype", "shape", "data"} (strings as UTF-8 text).
@@ -59,7 +59,11 @@ class Table(tf.Module):
         tf.TensorSpec([None], tf.float32, name="x"),
     ])
     def serve(self, words, x):
-        _, x8 = tf.while_loop(lambda k, v: k < 3, lambda k, v: (k + 1, v * 2.0), (tf.constant(0), x))
+        # The loop also writes each step to a tf.TensorArray (a tensor list
+        # carried by the loop), which the translator refuses.
+        steps = tf.TensorArray(tf.float32, size=3)
+        _, x8, _ = tf.while_loop(lambda k, v, ta: k < 3, lambda k, v, ta: (k + 1, v * 2.0, ta.write(k, v)),
+                                 (tf.constant(0), x, steps))
         return {"ids": self.table.lookup(words), "x8": x8}
 
 
