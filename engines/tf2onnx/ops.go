@@ -429,6 +429,16 @@ func (c *converter) translateTranspose(n *node) {
 		c.unsupported(n, "a non-constant permutation is not supported")
 		return
 	}
+	// tf.tensordot transposes by the identity when its axes are already
+	// last (every Keras Dense on 3-D activations): no copy.
+	identity := x.rank == len(perm)
+	for i, d := range perm {
+		identity = identity && d == int64(i)
+	}
+	if identity {
+		c.set(n, 0, x)
+		return
+	}
 	c.set(n, 0, &value{name: c.Op1("Transpose", x.name, onnxbuild.AttrInts("perm", perm)), dtype: x.dtype, rank: len(perm)})
 }
 
