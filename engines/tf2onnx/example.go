@@ -101,7 +101,9 @@ func (c *converter) parseExample(n *node) {
 			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or shapes", key))
 			return
 		}
+		// Parsed in Go: a leaf of the host stage, an ONNX input once an
+		// ONNX op reads it.
 		f := p.Features[i]
-		c.set(n, 3*int(nsparse)+j, &value{name: f.Input, dtype: dt, rank: 1 + len(shape)})
+		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: 1 + len(shape)})))
 	}
 }

@@ -47,7 +47,7 @@ var groupTitles = [...]string{
 	groupArray:      "Shapes, slicing and indexing",
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
-	groupStrings:    "Feature columns: string hashing, lookup tables, buckets",
+	groupStrings:    "Feature columns: strings (run in Go before the model), lookup tables, buckets",
 }
 
 // opEntry is one TensorFlow op the translation handles.
@@ -62,12 +62,12 @@ type opEntry struct {
 var opTable = map[string]opEntry{
 	// Graph structure and variables.
 	"Const":                  {(*converter).translateConst, groupGraph, ""},
-	"Identity":               {(*converter).translateIdentity, groupGraph, ""},
-	"StopGradient":           {(*converter).translateIdentity, groupGraph, ""},
-	"Snapshot":               {(*converter).translateIdentity, groupGraph, ""},
-	"PreventGradient":        {(*converter).translateIdentity, groupGraph, ""},
-	"CheckNumerics":          {(*converter).translateIdentity, groupGraph, ""},
-	"EnsureShape":            {(*converter).translateIdentity, groupGraph, ""},
+	"Identity":               {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"StopGradient":           {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"Snapshot":               {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"PreventGradient":        {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"CheckNumerics":          {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"EnsureShape":            {hostMove((*converter).translateIdentity), groupGraph, ""},
 	"PlaceholderWithDefault": {(*converter).translateIdentity, groupGraph, ""},
 	"IdentityN":              {(*converter).translateIdentityN, groupGraph, ""},
 	"NoOp":                   {(*converter).translateNoOp, groupGraph, ""},
@@ -186,12 +186,12 @@ var opTable = map[string]opEntry{
 	"TopKV2": {(*converter).translateTopKV2, groupReduce, ""},
 
 	// Shapes, slicing and indexing.
-	"Reshape":        {(*converter).translateReshape, groupArray, ""},
+	"Reshape":        {hostMove((*converter).translateReshape), groupArray, ""},
 	"Shape":          {(*converter).translateShape, groupArray, ""},
 	"Size":           {(*converter).translateShape, groupArray, ""},
 	"Rank":           {(*converter).translateShape, groupArray, ""},
-	"Squeeze":        {(*converter).translateSqueeze, groupArray, ""},
-	"ExpandDims":     {(*converter).translateExpandDims, groupArray, ""},
+	"Squeeze":        {hostMove((*converter).translateSqueeze), groupArray, ""},
+	"ExpandDims":     {hostMove((*converter).translateExpandDims), groupArray, ""},
 	"Transpose":      {(*converter).translateTranspose, groupArray, ""},
 	"Concat":         {(*converter).translateConcat, groupArray, ""},
 	"ConcatV2":       {(*converter).translateConcat, groupArray, ""},
@@ -228,8 +228,20 @@ var opTable = map[string]opEntry{
 	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense features of a signature input"},
 
 	// Feature columns: string hashing, lookup tables, buckets.
-	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
-	"StringToHashBucketStrong":      {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "FarmHash, in Go"},
+	"StringToHashBucketStrong":      {(*converter).stringToHashBucket, groupStrings, "SipHash-2-4, in Go"},
+	"StringToHashBucket":            {(*converter).stringToHashBucket, groupStrings, "TensorFlow's Hash64, in Go"},
+	"StringJoin":                    {(*converter).stringJoin, groupStrings, "in Go"},
+	"StringToNumber":                {(*converter).stringToNumber, groupStrings, "float, double, int32, int64; in Go"},
+	"AsString":                      {(*converter).asString, groupStrings, "integers, bools, floats; in Go"},
+	"StaticRegexReplace":            {(*converter).regexReplace, groupStrings, "RE2 syntax, in Go"},
+	"RegexReplace":                  {(*converter).regexReplace, groupStrings, "constant pattern and rewrite; in Go"},
+	"Substr":                        {(*converter).substr, groupStrings, "BYTE, UTF8_CHAR; constant pos and len; in Go"},
+	"StringLower":                   {(*converter).stringCase, groupStrings, "ASCII, in Go"},
+	"StringUpper":                   {(*converter).stringCase, groupStrings, "ASCII, in Go"},
+	"ReduceJoin":                    {(*converter).reduceJoin, groupStrings, "constant axes; in Go"},
+	"StringSplit":                   {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
+	"StringSplitV2":                 {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
 	"HashTableV2":                   {(*converter).translateHashTable, groupStrings, ""},
 	"LookupTableImportV2":           {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
 	"InitializeTableV2":             {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},

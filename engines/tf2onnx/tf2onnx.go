@@ -75,10 +75,6 @@ type Port struct {
 	Kind  PortKind
 	// Features are the parsed features of an Examples port, by key.
 	Features []Feature
-	// Host lists the tensors the serving process computes in Go from this
-	// (string) input and feeds as extra ONNX inputs besides the input
-	// itself (see HostInput and HostTensors).
-	Host []HostInput
 	// Value is the ONNX value name of an output: the key, unless an input
 	// has the same key (ONNX names must be unique), then Key + OutputSuffix.
 	// Inputs are always named by their key.
@@ -99,6 +95,10 @@ type Signature struct {
 	// Batchable is true when every input and output has a dynamic first
 	// dimension, so requests can be concatenated along it.
 	Batchable bool
+	// Host is the string stage the serving process runs in Go on each
+	// request before the model (nil when there is none): its outputs are
+	// inputs of Model besides the ports' (see HostProgram).
+	Host *HostProgram
 }
 
 // UnsupportedError lists the ops of a signature that cannot be translated.
@@ -170,6 +170,9 @@ type value struct {
 	rank  int            // -1 when unknown
 	port  *inPort        // the signature input this value is, if any
 	table string         // the HashTableV2 node of a table handle
+	// host marks a value of the host string stage; its name is empty
+	// until an ONNX op reads it (materialize).
+	host *HostRef
 }
 
 // inPort is a signature input while translating: its ONNX inputs and
@@ -194,6 +197,7 @@ type converter struct {
 	tables     map[string]*tableContents // by HashTableV2 node
 	tableInits map[string][]*node        // initializers by table node; nil until searched
 	usesML     bool                      // the model needs the ai.onnx.ml opset
+	host       *HostProgram              // the host string stage, if any
 
 	onnxbuild.Graph
 }
@@ -247,6 +251,7 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
 		}
 		outVals[i] = c.visit(r)
+		c.materialize(outVals[i])
 		if outVals[i].table != "" {
 			c.fail(fmt.Errorf("output %q is a lookup table handle, not a tensor", k))
 		}
@@ -266,24 +271,21 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also read directly; only one of the two is supported", p.Key))
 			}
 			p.Kind = Examples
-			for _, f := range p.Features {
-				graph.Input = append(graph.Input, onnxbuild.ValueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
-			}
-			if len(p.Host) > 0 {
-				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also hashed; only one of the two is supported", p.Key))
-			}
 		} else {
 			graph.Input = append(graph.Input, ip.inputs...)
 			pre = append(pre, ip.nodes...)
-			for _, h := range p.Host {
-				graph.Input = append(graph.Input, onnxbuild.ValueInfo(h.Input, tensor.Int64, hostInputShape(p)))
-			}
 		}
 		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
 			out.Batchable = false
 		}
 		out.Inputs = append(out.Inputs, *p)
 	}
+	names, shapes, dtypes, batch := c.hostInputs()
+	for i, name := range names {
+		graph.Input = append(graph.Input, onnxbuild.ValueInfo(name, dtypes[i], shapes[i]))
+	}
+	out.Batchable = out.Batchable && batch
+	out.Host = c.host
 	if c.fatal != nil {
 		return nil, fmt.Errorf("signature %q: %w", c.sig, c.fatal)
 	}
@@ -516,6 +518,7 @@ func (c *converter) in(n *node, i int) *value {
 		if v.port != nil {
 			v.port.used = true
 		}
+		c.materialize(v)
 		return v
 	}
 	return &value{name: "_error", rank: -1}
