@@ -255,7 +255,13 @@ func (c *converter) isHostString(n *node, i int) bool {
 		return false
 	}
 	v := c.vals[rr]
-	return v != nil && v.host != nil && v.dtype == tensor.String
+	return v != nil && v.dtype == tensor.String && (v.host != nil || v.port != nil)
+}
+
+// isPort reports whether input i of n is a signature input.
+func (c *converter) isPort(n *node, i int) bool {
+	rr, err := c.g.resolve(n.inputs[i])
+	return err == nil && c.vals[rr] != nil && c.vals[rr].port != nil
 }
 
 // hostStep adds a step of n evaluating eval on args, with outputs outs,

@@ -205,7 +205,11 @@ func (c *converter) stringToNumber(n *node) {
 	case tensor.Float32:
 		parse = func(s []byte) ([]byte, bool) {
 			f, ok := parseTFFloat(s, 32)
-			return binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(f))), ok
+			b := math.Float32bits(float32(f))
+			if math.IsNaN(f) {
+				b = 0x7FC00000 | uint32(math.Float64bits(f)>>63)<<31
+			}
+			return binary.LittleEndian.AppendUint32(nil, b), ok
 		}
 	case tensor.Float64:
 		parse = func(s []byte) ([]byte, bool) {
@@ -244,96 +248,106 @@ func isSpace(b byte) bool {
 }
 
 // parseTFInt is TensorFlow's safe_strto32 / safe_strto64: optional ASCII
-// spaces, an optional '-', decimal digits, optional spaces; no overflow.
+// spaces, an optional sign, decimal digits, optional spaces; no overflow.
 func parseTFInt(s []byte, bitSize int) (int64, bool) {
-	t := strings.TrimFunc(string(s), func(r rune) bool { return r < 128 && isSpace(byte(r)) })
-	neg := strings.HasPrefix(t, "-")
-	digits := strings.TrimPrefix(t, "-")
-	if digits == "" || digits[0] < '0' || digits[0] > '9' {
+	t := trimSpace(s)
+	neg := false
+	if t != "" && (t[0] == '+' || t[0] == '-') {
+		neg, t = t[0] == '-', t[1:]
+	}
+	if t == "" {
 		return 0, false
 	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
+	for i := 0; i < len(t); i++ {
+		if t[i] < '0' || t[i] > '9' {
 			return 0, false
 		}
 	}
 	if neg {
-		digits = "-" + digits
+		t = "-" + t
 	}
-	v, err := strconv.ParseInt(digits, 10, bitSize)
+	v, err := strconv.ParseInt(t, 10, bitSize)
 	return v, err == nil
 }
 
-// parseTFFloat is TensorFlow's safe_strtof / safe_strtod
-// (double-conversion with ALLOW_HEX, leading and trailing spaces, case
-// insensitive "inf" and "nan"; fewer than 32 bytes in all).
+func trimSpace(s []byte) string {
+	return strings.TrimFunc(string(s), func(r rune) bool { return r < 128 && isSpace(byte(r)) })
+}
+
+// parseTFFloat is TensorFlow's safe_strtof / safe_strtod as TensorFlow
+// 2.21 parses: ASCII spaces around, an optional sign, then a decimal
+// number, a hexadecimal integer (0x...), or inf, infinity and nan in any
+// case; overflow gives an infinity, underflow zero.
 func parseTFFloat(s []byte, bitSize int) (float64, bool) {
-	if len(s) >= 32 {
-		return 0, false
-	}
-	t := strings.TrimFunc(string(s), func(r rune) bool { return r < 128 && isSpace(byte(r)) })
-	sign := 1.0
-	body := t
+	body := trimSpace(s)
+	neg := false
 	if body != "" && (body[0] == '+' || body[0] == '-') {
-		if body[0] == '-' {
-			sign = -1
-		}
+		neg = body[0] == '-'
 		body = body[1:]
 	}
-	switch strings.ToLower(body) {
-	case "inf":
-		return math.Inf(int(sign)), true
-	case "nan":
-		return math.NaN(), true
-	}
-	if len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X') {
+	var v float64
+	switch lower := strings.ToLower(body); {
+	case lower == "inf" || lower == "infinity":
+		v = math.Inf(1)
+	case lower == "nan":
+		// TensorFlow's quiet NaN, sign included.
+		v = math.Float64frombits(0x7FF8000000000000)
+	case len(body) > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X'):
 		hex := body[2:]
 		for i := 0; i < len(hex); i++ {
 			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(hex[i])) {
 				return 0, false
 			}
 		}
-		v, err := strconv.ParseFloat("0x"+hex+"p0", bitSize)
-		if err != nil && !errors.Is(err, strconv.ErrRange) {
+		var err error
+		if v, err = strconv.ParseFloat("0x"+hex+"p0", bitSize); err != nil && !errors.Is(err, strconv.ErrRange) {
 			return 0, false
 		}
-		return sign * v, true
+	default:
+		if !decimalNumber(body) {
+			return 0, false
+		}
+		var err error
+		if v, err = strconv.ParseFloat(body, bitSize); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
 	}
-	// digits [. digits] [e [sign] digits], at least one mantissa digit.
+	if neg {
+		v = math.Copysign(v, -1)
+	}
+	return v, true
+}
+
+// decimalNumber reports whether s is digits [. digits] [e [sign] digits]
+// with at least one mantissa digit.
+func decimalNumber(s string) bool {
 	i, mant := 0, 0
-	for i < len(body) && body[i] >= '0' && body[i] <= '9' {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i, mant = i+1, mant+1
 	}
-	if i < len(body) && body[i] == '.' {
+	if i < len(s) && s[i] == '.' {
 		i++
-		for i < len(body) && body[i] >= '0' && body[i] <= '9' {
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 			i, mant = i+1, mant+1
 		}
 	}
 	if mant == 0 {
-		return 0, false
+		return false
 	}
-	if i < len(body) && (body[i] == 'e' || body[i] == 'E') {
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		i++
-		if i < len(body) && (body[i] == '+' || body[i] == '-') {
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
 		j := i
-		for i < len(body) && body[i] >= '0' && body[i] <= '9' {
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 			i++
 		}
 		if i == j {
-			return 0, false
+			return false
 		}
 	}
-	if i != len(body) {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(body, bitSize)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, false
-	}
-	return sign * v, true
+	return i == len(s)
 }
 
 // asString translates AsString of integers, bools and floats (printf
@@ -749,6 +763,9 @@ func (c *converter) stringSplit(n *node) {
 				}
 				return toks
 			}
+			if len(s) == 0 {
+				return nil
+			}
 			start := 0
 			for i := 0; i <= len(s); i++ {
 				if i == len(s) || bytes.IndexByte(sep, s[i]) >= 0 {
@@ -762,7 +779,7 @@ func (c *converter) stringSplit(n *node) {
 		}
 	} else {
 		maxsplit := n.i("maxsplit", -1)
-		split = func(s []byte) [][]byte { return pySplit(s, sep, maxsplit) }
+		split = func(s []byte) [][]byte { return splitV2(s, sep, maxsplit) }
 	}
 	outs := []hostOut{{dtype: tensor.Int64, rank: 2}, {dtype: tensor.String, rank: 1}, {dtype: tensor.Int64, rank: 1}}
 	c.hostStep(n, []HostRef{a}, outs, func(in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -790,41 +807,46 @@ func (c *converter) stringSplit(n *node) {
 	})
 }
 
-// pySplit is Python's bytes.split(sep or None, maxsplit).
-func pySplit(s, sep []byte, maxsplit int64) [][]byte {
+// splitV2 is StringSplitV2's split (Python's bytes.split, but for
+// whitespace with maxsplit: once maxsplit tokens are taken, the rest after
+// the whitespace is one more token, empty or not).
+func splitV2(s, sep []byte, maxsplit int64) [][]byte {
+	if maxsplit == 0 {
+		return [][]byte{s}
+	}
 	var out [][]byte
 	if len(sep) > 0 {
-		for maxsplit < 0 || int64(len(out)) < maxsplit {
+		for {
 			i := bytes.Index(s, sep)
 			if i < 0 {
-				break
+				return append(out, s)
 			}
 			out = append(out, s[:i])
 			s = s[i+len(sep):]
+			if maxsplit > 0 && int64(len(out)) == maxsplit {
+				return append(out, s)
+			}
 		}
-		return append(out, s)
 	}
-	for {
+	trim := func(s []byte) []byte {
 		for len(s) > 0 && isSpace(s[0]) {
 			s = s[1:]
 		}
-		if len(s) == 0 {
-			return out
-		}
-		if maxsplit >= 0 && int64(len(out)) >= maxsplit {
-			end := len(s)
-			for end > 0 && isSpace(s[end-1]) {
-				end--
-			}
-			return append(out, s[:end])
-		}
+		return s
+	}
+	s = trim(s)
+	for len(s) > 0 {
 		i := 0
 		for i < len(s) && !isSpace(s[i]) {
 			i++
 		}
 		out = append(out, s[:i])
-		s = s[i:]
+		s = trim(s[i:])
+		if maxsplit > 0 && int64(len(out)) == maxsplit {
+			return append(out, s)
+		}
 	}
+	return out
 }
 
 // hostMove translates Identity-like and shape ops (Identity, Reshape,
@@ -833,8 +855,9 @@ func pySplit(s, sep []byte, maxsplit int64) [][]byte {
 // ONNX translation, passed as onnx.
 func hostMove(onnx translator) translator {
 	return func(c *converter, n *node) {
-		if !c.isHostString(n, 0) {
-			onnx(c, n)
+		identity := n.op != "Reshape" && n.op != "ExpandDims" && n.op != "Squeeze"
+		if !c.isHostString(n, 0) || identity && c.isPort(n, 0) {
+			onnx(c, n) // a signature input stays that input
 			return
 		}
 		a, _ := c.hostArg(n, 0)

@@ -69,7 +69,7 @@ type signature struct {
 	batchable bool
 	host      *tf2onnx.HostProgram // string ops run in Go before the model
 	rt        *onnx.Model          // the ONNX runtime's session, or
-	sess      *libtf.Session // the libtensorflow session (shared by every signature)
+	sess      *libtf.Session       // the libtensorflow session (shared by every signature)
 }
 
 // Model is a SavedModel whose signatures run on ONNX Runtime. Run, Decode,

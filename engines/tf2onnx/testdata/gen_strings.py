@@ -113,7 +113,7 @@ def enc(v):
     if v.dtype.kind in "SO":
         return {"dtype": "BYTES", "shape": list(v.shape),
                 "b64": [base64.b64encode(s).decode() for s in v.reshape(-1).tolist()]}
-    name = {"float32": "FP32", "int64": "INT64", "int32": "INT32"}[str(v.dtype)]
+    name = {"float32": "FP32", "float64": "FP64", "int64": "INT64", "int32": "INT32"}[str(v.dtype)]
     return {"dtype": name, "shape": list(v.shape), "data": v.reshape(-1).tolist()}
 
 
@@ -138,3 +138,116 @@ if len(sys.argv) > 2:
     res = fixture(word=tf.constant(word))
     with open(os.path.join(out, "fixture.json"), "w") as f:
         json.dump({"inputs": {"word": enc(word)}, "outputs": {k: enc(t.numpy()) for k, t in res.items()}}, f)
+
+# The legacy StringToHashBucket (tensorflow::Hash64) of the same strings.
+with open(os.path.join(out, "fingerprint.json")) as f:
+    fp = json.load(f)
+fp["legacy"] = {str(nb): [int(v) for v in tf.raw_ops.StringToHashBucket(string_tensor=strings, num_buckets=nb).numpy()]
+                for nb in [2**63 - 1, 1000]}
+with open(os.path.join(out, "fingerprint.json"), "w") as f:
+    json.dump(fp, f)
+
+# StringToNumber of odd strings, each out_type: TensorFlow's value (as
+# bits for floats) or its refusal.
+NUMBERS = ["0", "1", "-1", "+1", " 42 ", "\t7\n", "1.5", "-2e3", ".5", "5.", ".", "e5", "1e", "1e+2", "1E-2",
+           "0x1A", "0X1a", "-0x10", "0x", "inf", "-INF", "+Inf", "infinity", "nan", "NaN", "-nan", "", " ",
+           "1_000", "1,5", "12abc", "abc", "3.4e39", "1e-50", "2147483647", "2147483648", "-2147483648",
+           "-2147483649", "9223372036854775807", "9223372036854775808", "-9223372036854775808", "007",
+           "0.1", "3.14159265358979323846", "1" * 31, "1" * 32, "  " + "1" * 29, "--1", "- 1", "1 2",
+           "0b101", "1e400", "-0", "-0.0", "\v3\f", "\u00a05"]
+numbers = []
+for s in NUMBERS:
+    row = {"s": base64.b64encode(s.encode()).decode()}
+    for name, dt in [("f32", tf.float32), ("f64", tf.float64), ("i32", tf.int32), ("i64", tf.int64)]:
+        try:
+            v = tf.strings.to_number(tf.constant([s.encode()]), dt).numpy()[0]
+        except tf.errors.InvalidArgumentError:
+            row[name] = None
+            continue
+        if name == "f32":
+            row[name] = str(int(np.float32(v).view(np.uint32)))
+        elif name == "f64":
+            row[name] = str(int(np.float64(v).view(np.uint64)))
+        else:
+            row[name] = str(int(v))
+    numbers.append(row)
+with open(os.path.join(out, "numbers.json"), "w") as f:
+    json.dump(numbers, f)
+
+
+class StrOps(tf.Module):
+    """The host string stage's ops, as feature pipelines use them."""
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name="s"),
+        tf.TensorSpec([None], tf.string, name="t"),
+        tf.TensorSpec([None], tf.string, name="num"),
+        tf.TensorSpec([None], tf.string, name="inum"),
+        tf.TensorSpec([None], tf.int64, name="k"),
+        tf.TensorSpec([None], tf.float32, name="f"),
+        tf.TensorSpec([None, 3], tf.string, name="m"),
+        tf.TensorSpec([None], tf.string, name="u"),
+        tf.TensorSpec([None], tf.string, name="line"),
+    ])
+    def serve(self, s, t, num, inum, k, f, m, u, line):
+        out = {
+            "join": tf.strings.join([s, t], "_x_"),
+            "join_scalar": tf.strings.join(["pre", s, t]),
+            "legacy": tf.raw_ops.StringToHashBucket(string_tensor=s, num_buckets=1000),
+            "join_hash": tf.strings.to_hash_bucket_fast(tf.strings.join([s, t], "|"), 50),
+            "to_f32": tf.strings.to_number(num, tf.float32),
+            "to_f64": tf.strings.to_number(num, tf.float64),
+            "to_i32": tf.strings.to_number(inum, tf.int32),
+            "to_i64": tf.strings.to_number(inum, tf.int64),
+            "as_i": tf.strings.as_string(k),
+            "as_iw": tf.strings.as_string(k, width=5, fill="0"),
+            "as_f": tf.strings.as_string(f),
+            "as_fp": tf.strings.as_string(f, precision=3),
+            "as_fe": tf.strings.as_string(f, scientific=True),
+            "as_fg": tf.strings.as_string(f, shortest=True),
+            "hash_int": tf.strings.to_hash_bucket_fast(tf.strings.as_string(k), 100),
+            "re_global": tf.strings.regex_replace(s, "a+", "<\\0>"),
+            "re_first": tf.strings.regex_replace(s, "[aeiou]", "_", replace_global=False),
+            "re_empty": tf.strings.regex_replace(s, "x*", "-"),
+            "re_group": tf.strings.regex_replace(s, "(\\w)(\\w)", "\\2\\1\\\\"),
+            "re_dyn": tf.raw_ops.RegexReplace(input=s, pattern=tf.constant("l+"), rewrite=tf.constant("L")),
+            "sub_b": tf.strings.substr(u, 1, 2),
+            "sub_neg": tf.strings.substr(u, -2, 5),
+            "sub_u": tf.strings.substr(u, 1, 2, unit="UTF8_CHAR"),
+            "sub_uneg": tf.strings.substr(u, -2, 1, unit="UTF8_CHAR"),
+            "lower": tf.strings.lower(s),
+            "upper": tf.strings.upper(s),
+            "rj_all": tf.strings.reduce_join(m),
+            "rj_1": tf.strings.reduce_join(m, axis=1, separator=","),
+            "rj_0": tf.strings.reduce_join(m, axis=0, keepdims=True, separator="+"),
+            "rj_10": tf.strings.reduce_join(m, axis=[1, 0], separator="."),
+            "rj_01": tf.strings.reduce_join(m, axis=[0, -1], separator="."),
+            "moved": tf.strings.to_hash_bucket_fast(tf.reshape(tf.expand_dims(s, 1), [-1]), 20),
+        }
+        for name, sp in [("ws", tf.raw_ops.StringSplitV2(input=line, sep="")),
+                         ("sep", tf.raw_ops.StringSplitV2(input=line, sep=" ", maxsplit=1)),
+                         ("wsmax", tf.raw_ops.StringSplitV2(input=line, sep="", maxsplit=1)),
+                         ("any", tf.raw_ops.StringSplit(input=line, delimiter=" ,", skip_empty=True)),
+                         ("anye", tf.raw_ops.StringSplit(input=line, delimiter=" ,", skip_empty=False)),
+                         ("bytes", tf.raw_ops.StringSplit(input=line, delimiter=""))]:
+            out[name + "_i"], out[name + "_v"], out[name + "_s"] = sp
+        out["split_hash"] = tf.strings.to_hash_bucket_fast(tf.raw_ops.StringSplitV2(input=line, sep="").values, 10)
+        return out
+
+
+so = StrOps()
+tf.saved_model.save(so, os.path.join(out, "strops"), signatures={"serving_default": so.serve})
+ref["strops"] = {"serving_default": case(
+    so.serve,
+    s=np.array([b"banana", b"apple", b"", b"xaax", b"Hello World", "h\u00e9llo".encode()], object),
+    t=np.array([b"x", b"", b"yy", b"z", b"!", b"\xff"], object),
+    num=np.array([b"1.5", b" -2e3 ", b"0x1A", b".5", b"5.", b"1e-50", b"0.1", b"-0", b"007", b"3.14159265358979"], object),
+    inum=np.array([b"0", b"-17", b" 42 ", b"2147483647", b"-2147483648"], object),
+    k=np.array([0, -5, 123456, 7], np.int64),
+    f=np.array([0.0, -1.5, 3.14159, 1e10, 1e-7, 123456.789], np.float32),
+    m=np.array([[b"a", b"b", b"c"], [b"d", b"", b"f"]], object),
+    u=np.array(["h\u00e9llo".encode(), "\u65e5\u672c\u8a9e".encode(), b"abcdef", b"xy"], object),
+    line=np.array([b"the quick  brown fox", b"", b"  lead, trail  ", b"a,b,,c", b"one"], object),
+)}
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
