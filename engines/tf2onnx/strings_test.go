@@ -333,6 +333,19 @@ func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
 		}
 	})
 
+	// Sparse embedding lookups and the sparse ops under them.
+	t.Run("sparse", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]refCase
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Join(dir, "sparse"), ref["sparse"]["serving_default"])
+	})
+
 	t.Run("features", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
 		if err != nil {

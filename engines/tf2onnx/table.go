@@ -34,6 +34,7 @@ const (
 	groupImage
 	groupExample
 	groupStrings
+	groupSparse
 )
 
 var groupTitles = [...]string{
@@ -48,6 +49,7 @@ var groupTitles = [...]string{
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
 	groupStrings:    "Feature columns: strings (run in Go before the model), lookup tables, buckets",
+	groupSparse:     "Sparse tensors and embeddings",
 }
 
 // opEntry is one TensorFlow op the translation handles.
@@ -217,7 +219,21 @@ var opTable = map[string]opEntry{
 	"ResourceGather": {(*converter).translateGather, groupArray, ""},
 	"GatherNd":       {(*converter).translateGatherNd, groupArray, ""},
 	"SpaceToDepth":   {(*converter).translateSpaceDepth, groupArray, ""},
-	"DepthToSpace":   {(*converter).translateSpaceDepth, groupArray, ""},
+	"Unique":         {(*converter).translateUnique, groupArray, ""},
+
+	// Sparse tensors and segment reductions.
+	"SparseSegmentSum":                  {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentMean":                 {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSqrtN":                {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSumWithNumSegments":   {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentMeanWithNumSegments":  {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSqrtNWithNumSegments": {(*converter).segmentReduce, groupSparse, ""},
+	"SegmentSum":                        {(*converter).segmentReduce, groupSparse, "sorted segment ids"},
+	"UnsortedSegmentSum":                {(*converter).segmentReduce, groupSparse, ""},
+	"SparseFillEmptyRows":               {(*converter).sparseFillEmptyRows, groupSparse, ""},
+	"SparseReshape":                     {(*converter).sparseReshape, groupSparse, ""},
+	"SparseToDense":                     {(*converter).sparseToDense, groupSparse, "indices not validated"},
+	"DepthToSpace":                      {(*converter).translateSpaceDepth, groupArray, ""},
 
 	// Images.
 	"ResizeBilinear":        {(*converter).resize, groupImage, "align_corners, half_pixel_centers"},

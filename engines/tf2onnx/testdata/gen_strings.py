@@ -251,3 +251,61 @@ ref["strops"] = {"serving_default": case(
 )}
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
+
+
+class Sparse(tf.Module):
+    """Embedding lookups over a SparseTensor of signature inputs."""
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(3)
+        self.emb = tf.Variable(r.standard_normal((10, 4)).astype(np.float32))
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, 2], tf.int64, name="indices"),
+        tf.TensorSpec([None], tf.int64, name="ids"),
+        tf.TensorSpec([2], tf.int64, name="dense_shape"),
+        tf.TensorSpec([None], tf.float32, name="weights"),
+        tf.TensorSpec([None, 3], tf.int64, name="indices3"),
+        tf.TensorSpec([3], tf.int64, name="dense_shape3"),
+    ])
+    def serve(self, indices, ids, dense_shape, weights, indices3, dense_shape3):
+        sp = tf.sparse.SparseTensor(indices, ids, dense_shape)
+        spw = tf.sparse.SparseTensor(indices, weights, dense_shape)
+        sp3 = tf.sparse.SparseTensor(indices3, ids, dense_shape3)
+        filled = tf.raw_ops.SparseFillEmptyRows(indices=indices, values=ids, dense_shape=dense_shape,
+                                                default_value=tf.constant(-1, tf.int64))
+        reshaped = tf.raw_ops.SparseReshape(input_indices=indices3, input_shape=dense_shape3,
+                                            new_shape=tf.constant([-1, 2], tf.int64))
+        u, ui = tf.unique(ids)
+        return {
+            "sum": tf.nn.embedding_lookup_sparse(self.emb, sp, None, combiner="sum"),
+            "mean": tf.nn.embedding_lookup_sparse(self.emb, sp, None, combiner="mean"),
+            "sqrtn": tf.nn.embedding_lookup_sparse(self.emb, sp, None, combiner="sqrtn"),
+            "weighted": tf.nn.embedding_lookup_sparse(self.emb, sp, spw, combiner="mean"),
+            "safe": tf.nn.safe_embedding_lookup_sparse(self.emb, sp, None, combiner="sqrtn"),
+            "safe3": tf.nn.safe_embedding_lookup_sparse(self.emb, sp3, None, combiner="sum"),
+            "dense": tf.sparse.to_dense(sp, default_value=-7),
+            "fill_i": filled[0], "fill_v": filled[1], "fill_e": tf.cast(filled[2], tf.int32), "fill_r": filled[3],
+            "re_i": reshaped[0], "re_s": reshaped[1],
+            "unique": u, "unique_idx": ui,
+            "seg_n": tf.sparse.segment_sum(self.emb, ids, indices[:, 0], num_segments=6),
+            "seg_mean_n": tf.sparse.segment_mean(self.emb, ids, indices[:, 0], num_segments=6),
+            "unsorted": tf.math.unsorted_segment_sum(weights, indices[:, 0], 5),
+        }
+
+
+sm = Sparse()
+tf.saved_model.save(sm, os.path.join(out, "sparse"), signatures={"serving_default": sm.serve})
+ref["sparse"] = {"serving_default": case(
+    sm.serve,
+    # Rows 1 and 4 are empty; row 3 holds an id twice.
+    indices=np.array([[0, 0], [0, 2], [2, 1], [3, 0], [3, 1], [3, 4]], np.int64),
+    ids=np.array([3, 9, 0, 5, 5, 2], np.int64),
+    dense_shape=np.array([5, 6], np.int64),
+    weights=np.array([1.0, 0.5, 2.0, -1.0, 0.25, 3.0], np.float32),
+    indices3=np.array([[0, 0, 0], [0, 1, 1], [2, 0, 1], [3, 1, 0], [3, 1, 1], [4, 0, 0]], np.int64),
+    dense_shape3=np.array([5, 2, 2], np.int64),
+)}
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
