@@ -51,15 +51,28 @@ const (
 	Examples
 )
 
-// Feature is one dense feature a ParseExample node reads from an Examples
-// port; it travels as an ONNX input of shape [batch] + Shape.
+// Feature is one feature a ParseExample node reads from an Examples port.
+// A dense feature is parsed into one tensor named Input, of shape
+// [batch] + Shape; a sparse one (tf.io.VarLenFeature) into a SparseTensor's
+// three: Input + SparseIndices (int64 [n, 2]: example, position), Input +
+// SparseValues (DType [n]) and Input + SparseShape (int64 [2]: batch, the
+// most values an example has). They reach the ONNX model through the host
+// stage (Signature.Host), whose leaves they are.
 type Feature struct {
 	Key     string         // the feature name inside tf.Example
 	Input   string         // the ONNX input name
 	DType   tensor.DType   // Float32, Int64 or String
-	Shape   []int64        // per example, fully known
+	Shape   []int64        // per example, fully known; nil for a sparse feature
 	Default *tensor.Tensor // used when an example lacks the feature; nil = required
+	Sparse  bool           // a VarLenFeature
 }
+
+// The names of a sparse feature's tensors, after its Input.
+const (
+	SparseIndices = ":indices"
+	SparseValues  = ":values"
+	SparseShape   = ":dense_shape"
+)
 
 // ShapeSuffix names the companion shape tensor of an AnyRank port.
 const ShapeSuffix = "__shape"

@@ -15,11 +15,12 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// TestHostInputsServed serves the string-feature SavedModel of
+// TestHostInputsServed serves the string-feature SavedModels of
 // engines/tf2onnx/testdata/gen_strings.py (hashed string features, a scalar
-// string input, lookup tables, Bucketize), written by the tensorflow venv's
-// TensorFlow, on the default ONNX runtime: the request's strings are hashed
-// in Go before the model (prepare), and every output equals TensorFlow's.
+// string input, lookup tables, Bucketize; every host string op; VarLen
+// tf.Example features), written by the tensorflow venv's TensorFlow, on
+// the default ONNX runtime: the request's strings are worked on in Go
+// before the model (prepare), and every output equals TensorFlow's.
 func TestHostInputsServed(t *testing.T) {
 	py := pyvenv.Python(t, "tensorflow")
 	dir := t.TempDir()
@@ -71,34 +72,41 @@ func TestHostInputsServed(t *testing.T) {
 				v[i] = int32(x)
 			}
 			return tensor.FromInt32(name, j.Shape, v)
+		case "FP64":
+			return tensor.FromFloat64(name, j.Shape, j.Data)
 		}
 		t.Fatalf("%s: dtype %s", name, j.DType)
 		return tensor.Tensor{}
 	}
-	c := ref["features"]["serving_default"]
-	m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "features"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inputs []tensor.Tensor
-	for name, j := range c.Inputs {
-		inputs = append(inputs, conv(name, j))
-	}
-	got, err := predict(t, m, "serving_default", inputs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(c.Outputs) {
-		t.Errorf("%d outputs, TensorFlow has %d", len(got), len(c.Outputs))
-	}
-	for name, j := range c.Outputs {
-		want := conv(name, j)
-		tol := tensor.Exact
-		if want.DType == tensor.Float32 {
-			tol = tensor.F32Accumulated
+	// features: hashed strings, tables, Bucketize; strops: every op of
+	// the host string stage; varlen: tf.Example VarLen features (int64
+	// ids, hashed strings, floats) in safe_embedding_lookup_sparse.
+	for _, model := range []string{"features", "strops", "varlen"} {
+		c := ref[model]["serving_default"]
+		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, model))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := tensor.Close(got[name], want, tol); err != nil {
-			t.Errorf("output %s: %v", name, err)
+		var inputs []tensor.Tensor
+		for name, j := range c.Inputs {
+			inputs = append(inputs, conv(name, j))
+		}
+		got, err := predict(t, m, "serving_default", inputs, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if len(got) != len(c.Outputs) {
+			t.Errorf("%s: %d outputs, TensorFlow has %d", model, len(got), len(c.Outputs))
+		}
+		for name, j := range c.Outputs {
+			want := conv(name, j)
+			tol := tensor.Exact
+			if want.DType == tensor.Float32 || want.DType == tensor.Float64 {
+				tol = tensor.F32Accumulated
+			}
+			if err := tensor.Close(got[name], want, tol); err != nil {
+				t.Errorf("%s output %s: %v", model, name, err)
+			}
 		}
 	}
 }

@@ -309,3 +309,55 @@ ref["sparse"] = {"serving_default": case(
 )}
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
+
+
+class VarLen(tf.Module):
+    """tf.Example VarLen features (int64 ids, strings hashed, floats)."""
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(4)
+        self.item_emb = tf.Variable(r.standard_normal((20, 3)).astype(np.float32))
+        self.tag_emb = tf.Variable(r.standard_normal((16, 3)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+        f = tf.io.parse_example(examples, {
+            "items": tf.io.VarLenFeature(tf.int64),
+            "tags": tf.io.VarLenFeature(tf.string),
+            "scores": tf.io.VarLenFeature(tf.float32),
+            "age": tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]),
+        })
+        tags = tf.sparse.SparseTensor(f["tags"].indices, tf.strings.to_hash_bucket_fast(f["tags"].values, 16),
+                                      f["tags"].dense_shape)
+        return {
+            "items": tf.nn.safe_embedding_lookup_sparse(self.item_emb, f["items"], None, combiner="mean"),
+            "tags": tf.nn.safe_embedding_lookup_sparse(self.tag_emb, tags, None, combiner="sum"),
+            "scores": tf.sparse.to_dense(f["scores"]),
+            "items_shape": f["items"].dense_shape,
+            "age": f["age"],
+        }
+
+
+def example(**feats):
+    fs = {}
+    for k, v in feats.items():
+        if k == "tags":
+            fs[k] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[s.encode() for s in v]))
+        elif k in ("scores", "age"):
+            fs[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v))
+        else:
+            fs[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+    return tf.train.Example(features=tf.train.Features(feature=fs)).SerializeToString()
+
+
+vl = VarLen()
+tf.saved_model.save(vl, os.path.join(out, "varlen"), signatures={"serving_default": vl.serve})
+ref["varlen"] = {"serving_default": case(vl.serve, examples=np.array([
+    example(items=[3, 7, 3], tags=["red", "big"], scores=[0.5, 1.5], age=[31.0]),
+    example(),
+    example(items=[19], tags=["", "h\u00e9llo", "red"], scores=[2.0, -1.0, 4.0, 8.0]),
+    example(tags=["blue"], age=[60.0]),
+], object))}
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
