@@ -33,6 +33,7 @@ var zooModels = []struct{ dir, family string }{
 	{"keras_subclassed", "Keras 3 subclassed `keras.Model` (`model.export`)"},
 	{"wide_deep", "wide & deep on serialized `tf.Example` (hash buckets, vocabulary file, embeddings; `tf.Module`)"},
 	{"deepfm", "DeepFM, EasyRec-style: one placeholder per feature, string inputs (`tf.Module`)"},
+	{"sparse_rec", "EasyRec-style sparse features on `tf.Example` (split tags, VarLen strings and ids, `safe_embedding_lookup_sparse`; `tf.Module`)"},
 	{"while_rnn", "RNN over `tf.while_loop` (`tf.Module`)"},
 	{"bert", "BERT-shaped encoder, TF1 graph (`input_ids`, `input_mask`, `segment_ids`; `SavedModelBuilder`)"},
 }
