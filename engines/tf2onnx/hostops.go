@@ -941,3 +941,24 @@ func hostMove(onnx translator) translator {
 		}
 	}
 }
+
+// Why the string ops outside the host stage are refused.
+func init() {
+	const host = "a string op the host stage does not run in Go (it runs hashing, StringJoin, StringSplit, " +
+		"StringToNumber, AsString, regex replace, Substr, ASCII case and ReduceJoin); serve the model with runtime libtensorflow or auto"
+	for _, op := range []string{"StringLength", "StringFormat", "StringNGrams", "StringStrip", "UnicodeDecode",
+		"UnicodeDecodeWithOffsets", "UnicodeEncode", "UnicodeTranscode", "UnicodeScript", "RegexFullMatch",
+		"StaticRegexFullMatch", "DecodeBase64", "EncodeBase64", "UnsortedSegmentJoin", "DecodeCSV", "DecodeRaw",
+		"DecodeJSONExample", "ParseTensor", "SerializeTensor"} {
+		unsupportedWhy[op] = host
+	}
+	const ragged = "ragged tensors are not translated (tf.strings.split and ragged features make them); " +
+		"use tf.compat.v1.string_split or tf.io.VarLenFeature, which give a SparseTensor"
+	for _, op := range []string{"RaggedTensorToSparse", "RaggedTensorToTensor", "RaggedTensorFromVariant",
+		"RaggedTensorToVariant", "RaggedGather", "RaggedRange"} {
+		unsupportedWhy[op] = ragged
+	}
+	for _, op := range []string{"ParseSingleExample", "ParseSequenceExample", "ParseSequenceExampleV2", "ParseSingleSequenceExample"} {
+		unsupportedWhy[op] = "only ParseExample and ParseExampleV2 of a serialized signature input are translated"
+	}
+}

@@ -7,11 +7,11 @@
 // inputs are cut points whatever op produces them, variables become
 // initializers, and each TensorFlow op maps to a few ONNX opset-18 nodes.
 // Lookup tables filled from constants become ai.onnx.ml LabelEncoders, and
-// string hashing of a signature input runs in Go before the model
-// (HostInput). Ops outside the supported set (control flow, other string
-// ops, stateful assignments, custom ops) make the translation fail with one
-// error naming every such op, so a deploy fails up front instead of at the
-// first request.
+// the string ops between string inputs (or parsed tf.Example features) and
+// the model run in Go before it (HostProgram). Ops outside the supported
+// set (control flow, other string ops, stateful assignments, custom ops)
+// make the translation fail with one error naming every such op, so a
+// deploy fails up front instead of at the first request.
 package tf2onnx
 
 import (
@@ -141,7 +141,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (control flow, lookup tables not filled from constants, string ops other than hashing a signature input, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (control flow, lookup tables not filled from constants, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 
