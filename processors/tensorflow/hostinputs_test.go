@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/eas-server/eas-server/engines/tf2onnx"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
@@ -181,5 +183,87 @@ func TestHostInputsShapes(t *testing.T) {
 	}
 	if err := tensor.Close(got["hs"], tensor.FromInt64("hs", []int64{}, []int64{bucket("plum", 5)}), tensor.Exact); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestHostStageBatched: requests to a signature joining two string inputs
+// and hashing the result (the host stage keeps the batch dimension) are
+// merged into one run, and each gets its own buckets back.
+func TestHostStageBatched(t *testing.T) {
+	b := newBuilder()
+	u := b.input(t, "user", tensor.String, []int64{-1})
+	i := b.input(t, "item", tensor.String, []int64{-1})
+	j := b.node("StringJoin", []string{u, i}, map[string]any{"N": int64(2), "separator": "_x_"})
+	h := b.node("StringToHashBucketFast", []string{j}, map[string]any{"num_buckets": int64(64)})
+	b.outShapes = map[string][]int64{"h": {-1}}
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"h": h + ":0"}, map[string]tensor.DType{"h": tensor.Int64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := [][2][]string{{{"alice", "bob"}, {"i1", ""}}, {{"h\u00e9llo"}, {"i9"}}}
+	batch := make([]*request, len(asks))
+	for k, a := range asks {
+		in := []tensor.Tensor{tensor.FromStrings("user", []int64{int64(len(a[0]))}, a[0]), tensor.FromStrings("item", []int64{int64(len(a[1]))}, a[1])}
+		if batch[k], err = decode(t, m, "serving_default", in, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !batch[0].sig.batchable {
+		t.Fatal("the signature is not batchable: Run would not merge")
+	}
+	res, err := m.Run(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, a := range asks {
+		want := make([]int64, len(a[0]))
+		for x := range want {
+			want[x] = int64(tf2onnx.Fingerprint64([]byte(a[0][x]+"_x_"+a[1][x])) % 64)
+		}
+		if err := tensor.Close(res[k].outputs[0], tensor.FromInt64("h", []int64{int64(len(want))}, want), tensor.Exact); err != nil {
+			t.Errorf("request %d: %v", k, err)
+		}
+	}
+}
+
+// TestHostStageErrors: what TensorFlow's string kernels refuse (a string
+// that is not a number, a substring position outside the string, inputs
+// of different shapes joined) is the request's error, a 400.
+func TestHostStageErrors(t *testing.T) {
+	b := newBuilder()
+	s := b.input(t, "s", tensor.String, []int64{-1})
+	s2 := b.input(t, "s2", tensor.String, []int64{-1})
+	num := b.node("StringToNumber", []string{s}, map[string]any{"out_type": tfType(t, tensor.Int64)})
+	pos := b.i32Scalar(t, 3)
+	ln := b.i32Scalar(t, 1)
+	sub := b.node("Substr", []string{s2, pos, ln}, map[string]any{"T": tfType(t, tensor.Int32)})
+	j := b.node("StringJoin", []string{s, s2}, map[string]any{"N": int64(2)})
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"n": num + ":0", "sub": sub + ":0", "j": j + ":0"},
+		map[string]tensor.DType{"n": tensor.Int64, "sub": tensor.String, "j": tensor.String}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := predict(t, m, "serving_default", []tensor.Tensor{tensor.FromStrings("s", []int64{2}, []string{" 12", "-3"}), tensor.FromStrings("s2", []int64{2}, []string{"abcd", "wxyz"})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.Close(got["n"], tensor.FromInt64("n", []int64{2}, []int64{12, -3}), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+	if err := tensor.Close(got["sub"], tensor.FromStrings("sub", []int64{2}, []string{"d", "z"}), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+	for _, c := range []struct {
+		s, s2 []string
+		want  string
+	}{
+		{[]string{"12", "x"}, []string{"abcd", "wxyz"}, "could not correctly convert string"},
+		{[]string{"1", "2"}, []string{"abcd", "ab"}, "pos 3 out of range"},
+		{[]string{"1", "2"}, []string{"abcd"}, "input shapes do not match"},
+	} {
+		_, err := predict(t, m, "serving_default", []tensor.Tensor{tensor.FromStrings("s", []int64{int64(len(c.s))}, c.s), tensor.FromStrings("s2", []int64{int64(len(c.s2))}, c.s2)}, nil)
+		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: err %v, want an input error containing %q", c.s, c.s2, err, c.want)
+		}
 	}
 }
