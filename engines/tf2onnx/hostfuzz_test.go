@@ -1,0 +1,96 @@
+package tf2onnx
+
+import (
+	"bytes"
+	"testing"
+
+	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
+
+	"github.com/eas-server/eas-server/tensor"
+)
+
+// hostFuzzProgram translates a graph running every host string op on a
+// string vector input "s" (and on each other), every result an output.
+func hostFuzzProgram(tb testing.TB) *HostProgram {
+	c := &converter{sig: "fuzz", g: &flatGraph{nodes: map[string]*node{}, alias: map[ref]ref{}}, vals: map[ref]*value{},
+		unsup: map[string][]string{}, reason: map[string]string{}}
+	c.g.nodes["s"] = &node{name: "s", op: "Placeholder"}
+	c.vals[ref{"s", 0}] = &value{name: "s", dtype: tensor.String, rank: 1, port: &inPort{p: &Port{Key: "s", DType: tensor.String, Shape: []int64{-1}}}}
+	konst := func(name string, t tensor.Tensor) {
+		c.g.nodes[name] = &node{name: name, op: "Const"}
+		c.vals[ref{name, 0}] = c.constValue(t)
+	}
+	konst("sep", tensor.FromStrings("", []int64{}, []string{","}))
+	konst("pos", tensor.FromInt32("", []int64{}, []int32{-2}))
+	konst("len", tensor.FromInt32("", []int64{}, []int32{3}))
+	konst("axis", tensor.FromInt32("", []int64{1}, []int32{0}))
+	s := func(v string) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_S{S: []byte(v)}} }
+	i := func(v int64) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_I{I: v}} }
+	ty := func(v typespb.DataType) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: v}} }
+	var outs []ref
+	add := func(name, op string, attrs map[string]*attrpb.AttrValue, nout int, ins ...string) {
+		n := &node{name: name, op: op, attr: attrs}
+		for _, in := range ins {
+			n.inputs = append(n.inputs, ref{in, 0})
+		}
+		c.g.nodes[name] = n
+		opTable[op].translate(c, n)
+		for k := range nout {
+			outs = append(outs, ref{name, k})
+		}
+	}
+	add("f32", "StringToNumber", map[string]*attrpb.AttrValue{"out_type": ty(typespb.DataType_DT_FLOAT)}, 1, "s")
+	add("i32", "StringToNumber", map[string]*attrpb.AttrValue{"out_type": ty(typespb.DataType_DT_INT32)}, 1, "s")
+	add("sub", "Substr", map[string]*attrpb.AttrValue{"unit": s("UTF8_CHAR")}, 1, "s", "pos", "len")
+	add("subb", "Substr", nil, 1, "s", "pos", "len")
+	add("re", "StaticRegexReplace", map[string]*attrpb.AttrValue{"pattern": s("(a|b)*"), "rewrite": s(`<\1\\>`)}, 1, "s")
+	add("split", "StringSplitV2", map[string]*attrpb.AttrValue{"maxsplit": i(2)}, 3, "s", "sep")
+	add("splitws", "StringSplitV2", nil, 3, "s", "sep")
+	add("split1", "StringSplit", nil, 3, "s", "sep")
+	add("join", "StringJoin", map[string]*attrpb.AttrValue{"N": i(3), "separator": s("|")}, 1, "s", "sub", "sep")
+	add("rj", "ReduceJoin", map[string]*attrpb.AttrValue{"separator": s(" ")}, 1, "re", "axis")
+	add("low", "StringUpper", nil, 1, "join")
+	add("legacy", "StringToHashBucket", map[string]*attrpb.AttrValue{"num_buckets": i(10)}, 1, "low")
+	add("num", "AsString", nil, 1, "i32")
+	for _, r := range outs {
+		c.materialize(c.vals[r])
+	}
+	if c.fatal != nil || len(c.unsup) > 0 {
+		tb.Fatalf("the fuzz graph does not translate: %v %v %v", c.fatal, c.unsup, c.reason)
+	}
+	return c.host
+}
+
+// FuzzHostStrings runs the host string stage's kernels (number parsing,
+// substrings, regular expressions, splitting, joining, hashing) on
+// arbitrary request strings: they answer or fail cleanly, never panic,
+// and what they answer is well formed (split tokens rebuild the string).
+func FuzzHostStrings(f *testing.F) {
+	f.Add([]byte(" 12 "), []byte("a,b,,c"))
+	f.Add([]byte("h\xc3\xa9llo"), []byte("0x1A"))
+	f.Add([]byte("\xff\xfe"), []byte(""))
+	prog := hostFuzzProgram(f)
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if _, ok := parseTFFloat(a, 64); !ok {
+			parseTFInt(a, 64)
+		}
+		for _, max := range []int64{-1, 0, 1, 3} {
+			if toks := splitV2(a, b, max); len(b) > 0 && !bytes.Equal(bytes.Join(toks, b), a) {
+				t.Fatalf("splitV2(%q, %q, %d) = %q does not rebuild it", a, b, max, toks)
+			}
+		}
+		out, err := prog.Run(map[string]tensor.Tensor{"s": {Name: "s", DType: tensor.String, Shape: []int64{2}, Strings: [][]byte{a, b}}})
+		if err != nil {
+			return
+		}
+		if len(out) != len(prog.Outputs) {
+			t.Fatalf("%d outputs for %d host outputs", len(out), len(prog.Outputs))
+		}
+		for _, o := range out {
+			if err := o.Validate(); err != nil {
+				t.Fatalf("%s: %v", o.Name, err)
+			}
+		}
+	})
+}
