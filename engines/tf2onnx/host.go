@@ -174,11 +174,47 @@ func (c *converter) materialize(v *value) {
 	}
 }
 
+// prune drops the steps no output needs (constants of folded steps,
+// leaves read only through folded ones), renumbering the rest.
+func (h *HostProgram) prune() {
+	need := make([]bool, len(h.Steps))
+	for _, o := range h.Outputs {
+		need[o.Ref.Step] = true
+	}
+	for i := len(h.Steps) - 1; i >= 0; i-- {
+		if need[i] {
+			for _, a := range h.Steps[i].Args {
+				need[a.Step] = true
+			}
+		}
+	}
+	index := make([]int, len(h.Steps))
+	var kept []HostStep
+	for i, s := range h.Steps {
+		if need[i] {
+			index[i] = len(kept)
+			for j := range s.Args {
+				s.Args[j].Step = index[s.Args[j].Step]
+			}
+			kept = append(kept, s)
+		}
+	}
+	for j := range h.Outputs {
+		h.Outputs[j].Ref.Step = index[h.Outputs[j].Ref.Step]
+	}
+	h.Steps = kept
+}
+
 // hostInputs declares the ONNX inputs of the host outputs and says
 // whether each keeps the request's batch dimension first.
 func (c *converter) hostInputs() (inputs []string, shapes [][]int64, dtypes []tensor.DType, batch bool) {
 	batch = true
 	if c.host == nil {
+		return nil, nil, nil, true
+	}
+	c.host.prune()
+	if len(c.host.Outputs) == 0 {
+		c.host = nil
 		return nil, nil, nil, true
 	}
 	for _, o := range c.host.Outputs {
@@ -267,6 +303,25 @@ func (c *converter) isPort(n *node, i int) bool {
 // hostStep adds a step of n evaluating eval on args, with outputs outs,
 // and records n's outputs as host values.
 func (c *converter) hostStep(n *node, args []HostRef, outs []hostOut, eval func([]tensor.Tensor) ([]tensor.Tensor, error)) {
+	// On constants only, the step is folded at translation time.
+	konst := make([]tensor.Tensor, 0, len(args))
+	for _, a := range args {
+		if k := c.hostOutOf(a).konst; k != nil {
+			konst = append(konst, *k)
+		}
+	}
+	if len(konst) == len(args) {
+		res, err := eval(konst)
+		if err != nil {
+			c.unsupported(n, fmt.Sprintf("on its constant inputs: %v", err))
+			return
+		}
+		for j, r := range res {
+			r.Name = ""
+			c.set(n, j, c.constValue(r))
+		}
+		return
+	}
 	i := c.addStep(HostStep{Op: n.op, Node: n.name, Args: args, eval: eval, outs: outs})
 	for j := range outs {
 		c.set(n, j, c.hostValue(HostRef{i, j}))

@@ -27,7 +27,9 @@ func hostFuzzProgram(tb testing.TB) *HostProgram {
 	konst("axis", tensor.FromInt32("", []int64{1}, []int32{0}))
 	s := func(v string) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_S{S: []byte(v)}} }
 	i := func(v int64) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_I{I: v}} }
-	ty := func(v typespb.DataType) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: v}} }
+	ty := func(v typespb.DataType) *attrpb.AttrValue {
+		return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: v}}
+	}
 	var outs []ref
 	add := func(name, op string, attrs map[string]*attrpb.AttrValue, nout int, ins ...string) {
 		n := &node{name: name, op: op, attr: attrs}
@@ -93,4 +95,23 @@ func FuzzHostStrings(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHostStageFoldsConstants: a string op on constants is computed at
+// translation, leaving no host step behind.
+func TestHostStageFoldsConstants(t *testing.T) {
+	o := newOpTest(t)
+	o.konst("a", tensor.FromStrings("", []int64{2}, []string{"x", "y"}))
+	o.konst("b", tensor.FromStrings("", []int64{}, []string{"z"}))
+	n := o.apply("StringJoin", map[string]*attrpb.AttrValue{"separator": {Value: &attrpb.AttrValue_S{S: []byte("-")}}}, "a", "b")
+	v := o.c.vals[ref{n.name, 0}]
+	if v == nil || v.konst == nil || v.host != nil {
+		t.Fatalf("StringJoin of constants: %+v, want a constant", v)
+	}
+	if got := v.konst.Strings; len(got) != 2 || string(got[0]) != "x-z" || string(got[1]) != "y-z" {
+		t.Errorf("folded to %q", got)
+	}
+	if _, _, _, batch := o.c.hostInputs(); o.c.host != nil || !batch {
+		t.Errorf("host stage left: %+v", o.c.host)
+	}
 }

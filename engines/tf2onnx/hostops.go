@@ -548,8 +548,9 @@ func parseRewrite(r string, groups int) ([]rewritePiece, error) {
 
 // substr translates Substr with constant pos and len (scalars, or of the
 // input's shape): BYTE or UTF8_CHAR units, negative pos counting from the
-// end, len clipped at the end; pos outside the string is the request's
-// error, as in TensorFlow.
+// end, len clipped at the end (a negative len: to the end in bytes,
+// nothing in characters, as TensorFlow's kernel); pos outside the string
+// is the request's error, as in TensorFlow.
 func (c *converter) substr(n *node) {
 	unit := n.s("unit", "BYTE")
 	if unit != "BYTE" && unit != "UTF8_CHAR" {
@@ -601,7 +602,10 @@ func (c *converter) substr(n *node) {
 				p += chars
 			}
 			e := chars
-			if l >= 0 && p+l < e {
+			switch {
+			case l < 0:
+				e = p // counted in characters, a negative len takes nothing
+			case p+l < e:
 				e = p + l
 			}
 			return s[bounds[p]:bounds[e]], nil

@@ -475,7 +475,11 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 			return nil, badinput.Errorf("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
 		}
 		if leaves != nil {
-			leaves[t.Name] = t
+			leaf := t
+			if port.Kind == tf2onnx.Scalar {
+				leaf.Shape = []int64{} // [1] is accepted for a scalar
+			}
+			leaves[t.Name] = leaf
 		}
 		switch port.Kind {
 		case tf2onnx.Plain:

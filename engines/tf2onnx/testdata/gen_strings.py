@@ -215,6 +215,8 @@ class StrOps(tf.Module):
             "sub_neg": tf.strings.substr(u, -2, 5),
             "sub_u": tf.strings.substr(u, 1, 2, unit="UTF8_CHAR"),
             "sub_uneg": tf.strings.substr(u, -2, 1, unit="UTF8_CHAR"),
+            "sub_neglen": tf.strings.substr(u, 1, -1),
+            "sub_uneglen": tf.strings.substr(u, 1, -1, unit="UTF8_CHAR"),
             "lower": tf.strings.lower(s),
             "upper": tf.strings.upper(s),
             "rj_all": tf.strings.reduce_join(m),
