@@ -346,6 +346,21 @@ func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
 		check(t, filepath.Join(dir, "sparse"), ref["sparse"]["serving_default"])
 	})
 
+	// TensorFlow's feature columns (a TF1 graph): the sparse ids they
+	// make (ExpandDims, NotEqual, Where, GatherNd, AsString) run on the
+	// host before hashing.
+	t.Run("feature_columns", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]refCase
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Join(dir, "fc"), ref["fc"]["serving_default"])
+	})
+
 	t.Run("features", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
 		if err != nil {

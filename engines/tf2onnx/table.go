@@ -64,12 +64,12 @@ type opEntry struct {
 var opTable = map[string]opEntry{
 	// Graph structure and variables.
 	"Const":                  {(*converter).translateConst, groupGraph, ""},
-	"Identity":               {hostMove((*converter).translateIdentity), groupGraph, ""},
-	"StopGradient":           {hostMove((*converter).translateIdentity), groupGraph, ""},
-	"Snapshot":               {hostMove((*converter).translateIdentity), groupGraph, ""},
-	"PreventGradient":        {hostMove((*converter).translateIdentity), groupGraph, ""},
-	"CheckNumerics":          {hostMove((*converter).translateIdentity), groupGraph, ""},
-	"EnsureShape":            {hostMove((*converter).translateIdentity), groupGraph, ""},
+	"Identity":               {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"StopGradient":           {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"Snapshot":               {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"PreventGradient":        {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"CheckNumerics":          {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"EnsureShape":            {hostAware((*converter).translateIdentity), groupGraph, ""},
 	"PlaceholderWithDefault": {(*converter).translateIdentity, groupGraph, ""},
 	"IdentityN":              {(*converter).translateIdentityN, groupGraph, ""},
 	"NoOp":                   {(*converter).translateNoOp, groupGraph, ""},
@@ -125,7 +125,7 @@ var opTable = map[string]opEntry{
 	"Asinh":             {unaryOp("Asinh", false), groupMath, ""},
 	"Acosh":             {unaryOp("Acosh", false), groupMath, ""},
 	"Atanh":             {unaryOp("Atanh", false), groupMath, ""},
-	"Cast":              {(*converter).translateCast, groupMath, ""},
+	"Cast":              {hostCast((*converter).translateCast), groupMath, ""},
 	"ClipByValue":       {(*converter).translateClipByValue, groupMath, ""},
 	"Cumsum":            {(*converter).translateCumsum, groupMath, ""},
 
@@ -143,8 +143,8 @@ var opTable = map[string]opEntry{
 	"LogSoftmax": {(*converter).translateSoftmax, groupActivation, ""},
 
 	// Comparison, logic and selection.
-	"Equal":        {binaryOp("Equal", true), groupCompare, ""},
-	"NotEqual":     {(*converter).translateNotEqual, groupCompare, ""},
+	"Equal":        {hostAware(binaryOp("Equal", true)), groupCompare, ""},
+	"NotEqual":     {hostAware((*converter).translateNotEqual), groupCompare, ""},
 	"Less":         {binaryOp("Less", true), groupCompare, ""},
 	"LessEqual":    {binaryOp("LessOrEqual", true), groupCompare, ""},
 	"Greater":      {binaryOp("Greater", true), groupCompare, ""},
@@ -156,7 +156,7 @@ var opTable = map[string]opEntry{
 	"IsInf":        {unaryOp("IsInf", true), groupCompare, ""},
 	"Select":       {(*converter).translateSelect, groupCompare, ""},
 	"SelectV2":     {(*converter).translateSelect, groupCompare, ""},
-	"Where":        {(*converter).translateWhere, groupCompare, ""},
+	"Where":        {hostAware((*converter).translateWhere), groupCompare, ""},
 
 	// Matrix products.
 	"MatMul":        {(*converter).translateMatMul, groupMatrix, ""},
@@ -188,12 +188,12 @@ var opTable = map[string]opEntry{
 	"TopKV2": {(*converter).translateTopKV2, groupReduce, ""},
 
 	// Shapes, slicing and indexing.
-	"Reshape":        {hostMove((*converter).translateReshape), groupArray, ""},
+	"Reshape":        {hostAware((*converter).translateReshape), groupArray, ""},
 	"Shape":          {(*converter).translateShape, groupArray, ""},
 	"Size":           {(*converter).translateShape, groupArray, ""},
 	"Rank":           {(*converter).translateShape, groupArray, ""},
-	"Squeeze":        {hostMove((*converter).translateSqueeze), groupArray, ""},
-	"ExpandDims":     {hostMove((*converter).translateExpandDims), groupArray, ""},
+	"Squeeze":        {hostAware((*converter).translateSqueeze), groupArray, ""},
+	"ExpandDims":     {hostAware((*converter).translateExpandDims), groupArray, ""},
 	"Transpose":      {(*converter).translateTranspose, groupArray, ""},
 	"Concat":         {(*converter).translateConcat, groupArray, ""},
 	"ConcatV2":       {(*converter).translateConcat, groupArray, ""},
@@ -217,7 +217,7 @@ var opTable = map[string]opEntry{
 	"Gather":         {(*converter).translateGather, groupArray, ""},
 	"GatherV2":       {(*converter).translateGather, groupArray, ""},
 	"ResourceGather": {(*converter).translateGather, groupArray, ""},
-	"GatherNd":       {(*converter).translateGatherNd, groupArray, ""},
+	"GatherNd":       {hostAware((*converter).translateGatherNd), groupArray, ""},
 	"SpaceToDepth":   {(*converter).translateSpaceDepth, groupArray, ""},
 	"Unique":         {(*converter).translateUnique, groupArray, ""},
 

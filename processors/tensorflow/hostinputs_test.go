@@ -82,8 +82,9 @@ func TestHostInputsServed(t *testing.T) {
 	}
 	// features: hashed strings, tables, Bucketize; strops: every op of
 	// the host string stage; varlen: tf.Example VarLen features (int64
-	// ids, hashed strings, floats) in safe_embedding_lookup_sparse.
-	for _, model := range []string{"features", "strops", "varlen"} {
+	// ids, hashed strings, floats) in safe_embedding_lookup_sparse; fc:
+	// TensorFlow's feature columns in a TF1 graph.
+	for _, model := range []string{"features", "strops", "varlen", "fc"} {
 		c := ref[model]["serving_default"]
 		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, model))
 		if err != nil {

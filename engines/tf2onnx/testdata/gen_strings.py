@@ -363,3 +363,45 @@ ref["varlen"] = {"serving_default": case(vl.serve, examples=np.array([
 ], object))}
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
+
+
+def feature_columns(path):
+    """TensorFlow's feature columns in a TF1 graph (as estimators export
+    them): hashed strings and ints, a vocabulary list, embeddings with
+    each combiner, an indicator, a bucketized number."""
+    v1 = tf.compat.v1
+    fc = v1.feature_column
+    g = tf.Graph()
+    with g.as_default():
+        v1.set_random_seed(7)
+        user = v1.placeholder(tf.string, [None], name="user")
+        cat = v1.placeholder(tf.int64, [None], name="cat")
+        color = v1.placeholder(tf.string, [None], name="color")
+        age = v1.placeholder(tf.float32, [None, 1], name="age")
+        colors = fc.categorical_column_with_vocabulary_list("color", ["red", "green", "blue"], num_oov_buckets=2)
+        cols = [fc.embedding_column(fc.categorical_column_with_hash_bucket("user", 50), 4, combiner="sqrtn"),
+                fc.embedding_column(fc.categorical_column_with_hash_bucket("cat", 20, dtype=tf.int64), 3),
+                fc.embedding_column(colors, 2, combiner="sum"),
+                fc.indicator_column(colors),
+                fc.bucketized_column(fc.numeric_column("age"), [18.0, 30.0, 65.0]),
+                fc.numeric_column("age")]
+        feeds = {"user": user, "cat": cat, "color": color, "age": age}
+        out = fc.input_layer(feeds, cols)
+        with v1.Session(graph=g) as sess:
+            sess.run([v1.global_variables_initializer(), v1.tables_initializer()])
+            b = v1.saved_model.Builder(path)
+            b.add_meta_graph_and_variables(
+                sess, ["serve"], main_op=v1.tables_initializer(),
+                signature_def_map={"serving_default": v1.saved_model.predict_signature_def(feeds, {"out": out})})
+            b.save()
+            inputs = {"user": np.array([b"alice", b"", b"bob", "h\u00e9llo".encode()], object),
+                      "cat": np.array([7, -1, 123456789, 0], np.int64),
+                      "color": np.array([b"red", b"purple", b"", b"blue"], object),
+                      "age": np.array([[17.0], [30.0], [64.5], [99.0]], np.float32)}
+            res = sess.run(out, {feeds[k]: v for k, v in inputs.items()})
+    return {"inputs": {k: enc(v) for k, v in inputs.items()}, "outputs": {"out": enc(res)}}
+
+
+ref["fc"] = {"serving_default": feature_columns(os.path.join(out, "fc"))}
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
