@@ -21,11 +21,31 @@ OUT_DIR/features/         tf.Module, signature serving_default:
                           NaN), vocab_line, vocab_col, vocab_oov
                           (tables from a vocabulary asset file: line
                           numbers, a column, a vocabulary with OOV buckets).
+OUT_DIR/fingerprint.json  also "legacy": {"N": [...]}: StringToHashBucket
+                          (tensorflow::Hash64) of the same strings.
+OUT_DIR/numbers.json      [{"s": base64, "f32"|"f64"|"i32"|"i64": TensorFlow's
+                          StringToNumber (float bits, integers, as decimal
+                          strings) or null where it refuses the string}].
+OUT_DIR/strops/           every op of tf2onnx's host string stage (StringJoin,
+                          hashing, StringToNumber, AsString, regex replace,
+                          Substr, case, ReduceJoin, StringSplit/V2) on string,
+                          int64, float and string-matrix inputs.
+OUT_DIR/sparse/           embedding_lookup_sparse (each combiner, weighted),
+                          safe_embedding_lookup_sparse (2-D and 3-D ids),
+                          sparse.to_dense, SparseFillEmptyRows, SparseReshape,
+                          unique, segment sums over a SparseTensor of inputs.
+OUT_DIR/varlen/           serialized tf.Example with VarLen int64, bytes
+                          (hashed) and float features -> embeddings, to_dense.
+OUT_DIR/fc/               TensorFlow's feature columns in a TF1 graph
+                          (SavedModelBuilder): hashed strings and ints, a
+                          vocabulary list with OOV buckets, embedding and
+                          indicator columns, a bucketized number.
 OUT_DIR/fixture.json      with a second argument, a SavedModel directory
                           whose serving_default takes word string [-1]
                           (the conformance StaticHashTableModule): its
                           outputs for a few words, as ref.json's cases.
-OUT_DIR/ref.json          {"features": {"serving_default": {"inputs", "outputs"}}},
+OUT_DIR/ref.json          {"features"|"strops"|"sparse"|"varlen"|"fc":
+                          {"serving_default": {"inputs", "outputs"}}},
                           tensors as {"dtype", "shape", "data"} (strings as
                           base64 in "b64").
 """
