@@ -855,7 +855,7 @@ func splitV2(s, sep []byte, maxsplit int64) [][]byte {
 
 // hostAware wraps the ONNX translation of ops that also run on the host
 // (Identity-like ops, Reshape, ExpandDims, Squeeze, Equal, NotEqual,
-// Where, GatherNd), so that feature pipelines keep the values host string
+// Where, GatherNd; Shape and Size of host values), so that feature pipelines keep the values host string
 // ops read on the host: as TensorFlow's feature columns make sparse ids
 // (ExpandDims, NotEqual to the ignored value, Where, GatherNd, then
 // AsString and hashing). On a string, or on a host value not yet in the
@@ -864,6 +864,20 @@ func splitV2(s, sep []byte, maxsplit int64) [][]byte {
 // too when a host op reads its result (unused host steps are pruned).
 func hostAware(onnx translator) translator {
 	return func(c *converter, n *node) {
+		if n.op == "Shape" || n.op == "Size" {
+			// The shape of a host value is known on the host: the model
+			// need not take the value for it.
+			if v := c.peek(n, 0); v != nil && v.host != nil && (v.name == "" || v.dtype == tensor.String) {
+				if a, ok := c.hostArg(n, 0); ok {
+					if outs, eval, why := c.hostKernel(n, []HostRef{a}); why == "" {
+						c.hostStep(n, []HostRef{a}, outs, eval)
+						return
+					}
+				}
+			}
+			onnx(c, n)
+			return
+		}
 		if n.op != "Reshape" && n.op != "ExpandDims" && n.op != "Squeeze" && n.op != "Equal" && n.op != "NotEqual" && n.op != "Where" && n.op != "GatherNd" {
 			// Identity-like: a host value passes as it is.
 			if v := c.peek(n, 0); v != nil && v.host != nil && v.name == "" {
@@ -1040,6 +1054,28 @@ func (c *converter) hostKernel(n *node, args []HostRef) ([]hostOut, func([]tenso
 		return []hostOut{out}, func(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			r, err := hostEqual(in[0], in[1], neq)
 			return []tensor.Tensor{r}, err
+		}, ""
+	case "Shape", "Size":
+		dt := n.dtype("out_type", tensor.Int32)
+		if dt != tensor.Int32 && dt != tensor.Int64 {
+			return nil, nil, fmt.Sprintf("out_type %s", dt)
+		}
+		size := n.op == "Size"
+		out := hostOut{dtype: dt, rank: 1}
+		if size {
+			out.rank = 0
+		}
+		return []hostOut{out}, func(in []tensor.Tensor) ([]tensor.Tensor, error) {
+			v := in[0].Shape
+			shape := []int64{int64(len(v))}
+			if size {
+				v, shape = []int64{in[0].NumElements()}, []int64{}
+			}
+			r := tensor.FromInt64("", shape, v)
+			if dt == tensor.Int32 {
+				r, _ = castTensor(r, tensor.Int32)
+			}
+			return []tensor.Tensor{r}, nil
 		}, ""
 	case "Where":
 		if len(n.inputs) != 1 || o.dtype != tensor.Bool {

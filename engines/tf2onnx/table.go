@@ -189,8 +189,8 @@ var opTable = map[string]opEntry{
 
 	// Shapes, slicing and indexing.
 	"Reshape":        {hostAware((*converter).translateReshape), groupArray, ""},
-	"Shape":          {(*converter).translateShape, groupArray, ""},
-	"Size":           {(*converter).translateShape, groupArray, ""},
+	"Shape":          {hostAware((*converter).translateShape), groupArray, ""},
+	"Size":           {hostAware((*converter).translateShape), groupArray, ""},
 	"Rank":           {(*converter).translateShape, groupArray, ""},
 	"Squeeze":        {hostAware((*converter).translateSqueeze), groupArray, ""},
 	"ExpandDims":     {hostAware((*converter).translateExpandDims), groupArray, ""},
