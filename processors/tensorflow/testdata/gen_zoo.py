@@ -11,6 +11,10 @@ OUT_DIR/<model>/   one SavedModel per model family, serving_default only:
                      model.export
   keras_subclassed   a keras.Model subclass (Dense, LayerNormalization, a
                      residual, Dropout inactive at inference); model.export
+  keras_preprocessing  Keras 3 preprocessing layers in the model: Hashing
+                     (plain, salted) of a string input and of an int64
+                     one, StringLookup, IntegerLookup -> embeddings ->
+                     Dense sigmoid; model.export
   wide_deep          tf.Module taking serialized tf.Example (examples string
                      [-1]) parsed by tf.io.parse_example: user (string,
                      to_hash_bucket_fast -> embedding), country (string,
@@ -110,6 +114,26 @@ sub(np.zeros((1, 7), np.float32))
 sub.export(os.path.join(out, "keras_subclassed"), verbose=False,
            input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
 reference("keras_subclassed", x=rng.standard_normal((4, 7)).astype(np.float32))
+
+
+# Keras 3 preprocessing layers: hashing (plain and salted), vocabulary
+# lookups of strings and integers, inside the exported model.
+pu = keras.Input(shape=(), dtype="string", name="user")
+pc = keras.Input(shape=(), dtype="string", name="city")
+pk = keras.Input(shape=(), dtype="int64", name="cat")
+pe = keras.layers.Concatenate()([
+    keras.layers.Embedding(40, 3)(keras.layers.Hashing(num_bins=40)(pu)),
+    keras.layers.Embedding(40, 3)(keras.layers.Hashing(num_bins=40, salt=[3, 5])(pu)),
+    keras.layers.Embedding(5, 2)(keras.layers.StringLookup(vocabulary=["bj", "sh", "hz"])(pc)),
+    keras.layers.Embedding(5, 2)(keras.layers.IntegerLookup(vocabulary=[7, 8, 9])(pk)),
+    keras.layers.Embedding(30, 2)(keras.layers.Hashing(num_bins=30)(pk)),
+])
+preprocessing = keras.Model([pu, pc, pk], keras.layers.Dense(1, activation="sigmoid", name="p")(pe))
+preprocessing.export(os.path.join(out, "keras_preprocessing"), verbose=False)
+reference("keras_preprocessing",
+          user=np.array([b"alice", b"", b"bob", "h\u00e9llo".encode()], object),
+          city=np.array([b"sh", b"paris", b"", b"hz"], object),
+          cat=np.array([7, 9, 123, -1], np.int64))
 
 
 # Wide & deep over tf.Example.
