@@ -252,6 +252,9 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		c.vals[r] = v
 	}
 	outKeys := sortedKeys(sd.Outputs)
+	if len(outKeys) == 0 {
+		return nil, fmt.Errorf("signature %q has no outputs", c.sig)
+	}
 	outVals := make([]*value, len(outKeys))
 	for i, k := range outKeys {
 		ti := sd.Outputs[k]
