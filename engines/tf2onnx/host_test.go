@@ -2,6 +2,8 @@ package tf2onnx
 
 import (
 	"bytes"
+	"slices"
+	"strings"
 	"testing"
 
 	attrpb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -113,5 +115,62 @@ func TestHostStageFoldsConstants(t *testing.T) {
 	}
 	if _, _, _, batch := o.c.hostInputs(); o.c.host != nil || !batch {
 		t.Errorf("host stage left: %+v", o.c.host)
+	}
+}
+
+// TestHostStageRefusals: what the host stage cannot compute is refused by
+// name with its reason, never translated otherwise.
+func TestHostStageRefusals(t *testing.T) {
+	str := func(v string) *attrpb.AttrValue { return &attrpb.AttrValue{Value: &attrpb.AttrValue_S{S: []byte(v)}} }
+	for _, tc := range []struct {
+		op    string
+		attr  map[string]*attrpb.AttrValue
+		setup func(o *opTest) []string
+		why   string
+	}{
+		{"AsString", nil, func(o *opTest) []string {
+			o.feed("x", tensor.Float32, 1) // computed inside the model
+			return []string{"x"}
+		}, "reads a value computed inside the model"},
+		{"StringToHashBucketFast", map[string]*attrpb.AttrValue{"num_buckets": {Value: &attrpb.AttrValue_I{I: 5}}}, func(o *opTest) []string {
+			o.feed("s", tensor.String, 1)
+			return []string{"s"}
+		}, "reads a value computed inside the model"},
+		{"StringLower", map[string]*attrpb.AttrValue{"encoding": str("utf-8")}, func(o *opTest) []string {
+			o.c.g.nodes["p"] = &node{name: "p", op: "Placeholder"}
+			o.c.vals[ref{"p", 0}] = &value{name: "p", dtype: tensor.String, rank: 1, port: &inPort{p: &Port{Key: "p", DType: tensor.String, Shape: []int64{-1}}}}
+			return []string{"p"}
+		}, "ICU"},
+		{"Substr", nil, func(o *opTest) []string {
+			o.c.g.nodes["p"] = &node{name: "p", op: "Placeholder"}
+			o.c.vals[ref{"p", 0}] = &value{name: "p", dtype: tensor.String, rank: 1, port: &inPort{p: &Port{Key: "p", DType: tensor.String, Shape: []int64{-1}}}}
+			o.feed("pos", tensor.Int32, 0)
+			o.konst("len", tensor.FromInt32("", []int64{}, []int32{1}))
+			return []string{"p", "pos", "len"}
+		}, "pos and len must be constants"},
+		{"StaticRegexReplace", map[string]*attrpb.AttrValue{"pattern": str("(a"), "rewrite": str("b")}, func(o *opTest) []string {
+			o.c.g.nodes["p"] = &node{name: "p", op: "Placeholder"}
+			o.c.vals[ref{"p", 0}] = &value{name: "p", dtype: tensor.String, rank: 1, port: &inPort{p: &Port{Key: "p", DType: tensor.String, Shape: []int64{-1}}}}
+			return []string{"p"}
+		}, "missing closing )"},
+		{"StringLength", nil, func(o *opTest) []string {
+			o.feed("s", tensor.String, 1)
+			return []string{"s"}
+		}, "the host stage does not run"},
+	} {
+		o := newOpTest(t)
+		ins := tc.setup(o)
+		n := &node{name: "n", op: tc.op, attr: tc.attr}
+		for _, in := range ins {
+			n.inputs = append(n.inputs, ref{in, 0})
+		}
+		o.c.g.nodes["n"] = n
+		o.c.translate(n)
+		if !slices.Equal(o.c.unsup[tc.op], []string{"n"}) || !strings.Contains(o.c.reason[tc.op], tc.why) {
+			t.Errorf("%s: unsupported %v, reason %q; want it refused for %q", tc.op, o.c.unsup, o.c.reason[tc.op], tc.why)
+		}
+		if o.c.vals[ref{"n", 0}] != nil {
+			t.Errorf("%s: refused node has an output", tc.op)
+		}
 	}
 }
