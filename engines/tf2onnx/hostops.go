@@ -855,13 +855,14 @@ func splitV2(s, sep []byte, maxsplit int64) [][]byte {
 
 // hostAware wraps the ONNX translation of ops that also run on the host
 // (Identity-like ops, Reshape, ExpandDims, Squeeze, Equal, NotEqual,
-// Where, GatherNd; Shape and Size of host values), so that feature pipelines keep the values host string
+// Where, GatherNd, SparseToDense; Shape and Size of host values), so that feature pipelines keep the values host string
 // ops read on the host: as TensorFlow's feature columns make sparse ids
 // (ExpandDims, NotEqual to the ignored value, Where, GatherNd, then
 // AsString and hashing). On a string, or on a host value not yet in the
 // ONNX graph, the op runs on the host only; on a numeric signature input
 // or host value already in the graph it runs in the model, and on the host
-// too when a host op reads its result (unused host steps are pruned).
+// too when a host op reads its result (unused host steps are pruned); with
+// an input the model computes, it runs in the model.
 func hostAware(onnx translator) translator {
 	return func(c *converter, n *node) {
 		if n.op == "Shape" || n.op == "Size" {
@@ -878,7 +879,7 @@ func hostAware(onnx translator) translator {
 			onnx(c, n)
 			return
 		}
-		if n.op != "Reshape" && n.op != "ExpandDims" && n.op != "Squeeze" && n.op != "Equal" && n.op != "NotEqual" && n.op != "Where" && n.op != "GatherNd" {
+		if n.op != "Reshape" && n.op != "ExpandDims" && n.op != "Squeeze" && n.op != "Equal" && n.op != "NotEqual" && n.op != "Where" && n.op != "GatherNd" && n.op != "SparseToDense" {
 			// Identity-like: a host value passes as it is.
 			if v := c.peek(n, 0); v != nil && v.host != nil && v.name == "" {
 				c.set(n, 0, v)
@@ -891,6 +892,8 @@ func hostAware(onnx translator) translator {
 		switch n.op {
 		case "Equal", "NotEqual", "GatherNd":
 			data = []int{0, 1}
+		case "SparseToDense":
+			data = []int{0, 1, 2, 3}
 		}
 		hostOnly, some, all := false, false, true
 		for _, i := range data {
@@ -908,7 +911,8 @@ func hostAware(onnx translator) translator {
 				all = false
 			}
 		}
-		if !hostOnly && (!some || !all) {
+		if !all || !hostOnly && !some {
+			// A value the model computes: the op runs there.
 			onnx(c, n)
 			return
 		}
@@ -1076,6 +1080,18 @@ func (c *converter) hostKernel(n *node, args []HostRef) ([]hostOut, func([]tenso
 				r, _ = castTensor(r, tensor.Int32)
 			}
 			return []tensor.Tensor{r}, nil
+		}, ""
+	case "SparseToDense":
+		if d := c.hostOutOf(args[3]).dtype; d != o.dtype && c.hostOutOf(args[2]).dtype != d {
+			return nil, nil, "default_value and values differ in dtype"
+		}
+		rank := -1
+		if k := c.hostOutOf(args[1]).konst; k != nil && len(k.Shape) == 1 {
+			rank = int(k.Shape[0])
+		}
+		return []hostOut{{dtype: c.hostOutOf(args[2]).dtype, rank: rank}}, func(in []tensor.Tensor) ([]tensor.Tensor, error) {
+			r, err := hostSparseToDense(in[0], in[1], in[2], in[3])
+			return []tensor.Tensor{r}, err
 		}, ""
 	case "Where":
 		if len(n.inputs) != 1 || o.dtype != tensor.Bool {
@@ -1338,4 +1354,80 @@ func castTensor(t tensor.Tensor, to tensor.DType) (tensor.Tensor, bool) {
 		}
 	}
 	return out, true
+}
+
+// hostSparseToDense is SparseToDense: default everywhere but at the
+// indices (a scalar, a vector for a 1-D output, or [n, rank]), which take
+// values (one each, or one for all); an index outside the shape is an
+// error.
+func hostSparseToDense(indices, shapeT, vals, def tensor.Tensor) (tensor.Tensor, error) {
+	iv, err := indicesOf(indices)
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	shape, err := indicesOf(shapeT)
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	if len(shapeT.Shape) > 1 || vals.DType != def.DType || def.NumElements() != 1 {
+		return tensor.Tensor{}, fmt.Errorf("output_shape must be a vector and default_value a scalar of the values' dtype")
+	}
+	rank := len(shape)
+	n, m := int64(1), rank
+	switch len(indices.Shape) {
+	case 0:
+	case 1:
+		n, m = indices.Shape[0], 1
+	case 2:
+		n, m = indices.Shape[0], int(indices.Shape[1])
+	default:
+		return tensor.Tensor{}, fmt.Errorf("sparse_indices of rank %d", len(indices.Shape))
+	}
+	if m != rank {
+		return tensor.Tensor{}, fmt.Errorf("indices of %d dimensions for an output of rank %d", m, rank)
+	}
+	nv := vals.NumElements()
+	if nv != 1 && nv != n || len(vals.Shape) > 1 {
+		return tensor.Tensor{}, fmt.Errorf("%d values for %d indices", nv, n)
+	}
+	total := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return tensor.Tensor{}, fmt.Errorf("output_shape %v has a negative dimension", shape)
+		}
+		total *= d
+		if total > 1<<31 {
+			return tensor.Tensor{}, fmt.Errorf("output_shape %v is too large", shape)
+		}
+	}
+	out := tensor.Tensor{DType: vals.DType, Shape: shape}
+	sz := int64(vals.DType.Size())
+	if vals.DType == tensor.String {
+		out.Strings = make([][]byte, total)
+		for i := range out.Strings {
+			out.Strings[i] = def.Strings[0]
+		}
+	} else {
+		out.Data = bytes.Repeat(def.Data[:sz], int(total))
+	}
+	for k := range n {
+		off := int64(0)
+		for j := range m {
+			x := iv[int(k)*m+j]
+			if x < 0 || x >= shape[j] {
+				return tensor.Tensor{}, fmt.Errorf("index %v is out of bounds for shape %v", iv[int(k)*m:int(k)*m+m], shape)
+			}
+			off = off*shape[j] + x
+		}
+		src := k
+		if nv == 1 {
+			src = 0
+		}
+		if vals.DType == tensor.String {
+			out.Strings[off] = vals.Strings[src]
+		} else {
+			copy(out.Data[off*sz:(off+1)*sz], vals.Data[src*sz:(src+1)*sz])
+		}
+	}
+	return out, nil
 }

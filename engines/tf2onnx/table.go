@@ -232,7 +232,7 @@ var opTable = map[string]opEntry{
 	"UnsortedSegmentSum":                {(*converter).segmentReduce, groupSparse, ""},
 	"SparseFillEmptyRows":               {(*converter).sparseFillEmptyRows, groupSparse, ""},
 	"SparseReshape":                     {(*converter).sparseReshape, groupSparse, ""},
-	"SparseToDense":                     {(*converter).sparseToDense, groupSparse, "indices not validated"},
+	"SparseToDense":                     {hostAware((*converter).sparseToDense), groupSparse, "indices not validated"},
 	"DepthToSpace":                      {(*converter).translateSpaceDepth, groupArray, ""},
 
 	// Images.

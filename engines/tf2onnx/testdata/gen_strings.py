@@ -357,6 +357,9 @@ class VarLen(tf.Module):
             "tags": tf.nn.safe_embedding_lookup_sparse(self.tag_emb, tags, None, combiner="sum"),
             "scores": tf.sparse.to_dense(f["scores"]),
             "items_shape": f["items"].dense_shape,
+            # Strings made dense on the host, then hashed and looked up.
+            "tags_dense": tf.strings.to_hash_bucket_fast(tf.sparse.to_dense(f["tags"], default_value="?"), 16),
+            "tags_text": tf.sparse.to_dense(f["tags"], default_value="?"),
             "age": f["age"],
         }
 
