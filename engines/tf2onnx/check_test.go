@@ -114,7 +114,7 @@ func checkSignature(ts *Signature) error {
 	}
 	if h := ts.Host; h != nil {
 		for _, o := range h.Outputs {
-			if !ins[o.Input] || o.Rank < 0 && !ins[o.Input+ShapeSuffix] {
+			if !ins[o.Input] || (o.Rank < 0 || o.Padded) && !ins[o.Input+ShapeSuffix] {
 				return fmt.Errorf("host output %q: the model has no such input", o.Input)
 			}
 			if o.Ref.Step < 0 || o.Ref.Step >= len(h.Steps) {

@@ -105,7 +105,7 @@ func (c *converter) parseExample(n *node) {
 		// Parsed in Go: a leaf of the host stage, an ONNX input once an
 		// ONNX op reads it.
 		f := p.Features[i]
-		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: 1 + len(shape)})))
+		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: 1 + len(shape), nonEmpty: !slices.Contains(shape, 0)})))
 	}
 }
 

@@ -52,21 +52,27 @@ const HostLeaf = "Leaf"
 
 // hostOut is what translation knows of a step's output.
 type hostOut struct {
-	dtype tensor.DType
-	rank  int  // -1 when unknown
-	batch bool // dimension 0 is the request's batch dimension
-	konst *tensor.Tensor
+	dtype    tensor.DType
+	rank     int  // -1 when unknown
+	batch    bool // dimension 0 is the request's batch dimension
+	nonEmpty bool // never without elements (a dense feature)
+	konst    *tensor.Tensor
 }
 
 // HostOutput is a host result fed to the ONNX model as input Input. It
 // travels as computed when its rank is 1 or more, as [1] when it is a
 // scalar, and flattened with its shape in Input + ShapeSuffix when its
-// rank is unknown.
+// rank is unknown. A Padded one, which may have no elements (a sparse
+// feature no example has, tokens of empty strings), travels flattened
+// behind one filler element, its shape in Input + ShapeSuffix behind one
+// too, and the model drops both fillers: the ONNX runtime takes no empty
+// inputs.
 type HostOutput struct {
-	Input string
-	Ref   HostRef
-	DType tensor.DType
-	Rank  int
+	Input  string
+	Ref    HostRef
+	DType  tensor.DType
+	Rank   int
+	Padded bool
 }
 
 // Run evaluates the program on the request's tensors: leaves by name
@@ -105,6 +111,9 @@ func (h *HostProgram) Run(leaves map[string]tensor.Tensor) ([]tensor.Tensor, err
 		t := vals[o.Ref.Step][o.Ref.Out]
 		t.Name = o.Input
 		switch {
+		case o.Padded:
+			out = append(out, int64Tensor(o.Input+ShapeSuffix, append([]int64{0}, t.Shape...)))
+			t = padded(t)
 		case o.Rank == 0:
 			t.Shape = []int64{1}
 		case o.Rank < 0:
@@ -114,6 +123,18 @@ func (h *HostProgram) Run(leaves map[string]tensor.Tensor) ([]tensor.Tensor, err
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// padded is t flattened behind one filler element (zero, or "").
+func padded(t tensor.Tensor) tensor.Tensor {
+	n := t.NumElements()
+	p := tensor.Tensor{Name: t.Name, DType: t.DType, Shape: []int64{n + 1}}
+	if t.DType == tensor.String {
+		p.Strings = append([][]byte{{}}, t.Strings...)
+	} else {
+		p.Data = append(make([]byte, t.DType.Size(), t.DType.Size()+len(t.Data)), t.Data...)
+	}
+	return p
 }
 
 func int64Tensor(name string, v []int64) tensor.Tensor {
@@ -161,14 +182,20 @@ func (c *converter) materialize(v *value) {
 	if s.Op != HostLeaf {
 		input = fmt.Sprintf("host:%s:%d", s.Node, r.Out)
 	}
+	pad := o.rank != 0 && !o.batch && !o.nonEmpty
 	if !slices.ContainsFunc(c.host.Outputs, func(h HostOutput) bool { return h.Input == input }) {
-		c.host.Outputs = append(c.host.Outputs, HostOutput{Input: input, Ref: r, DType: o.dtype, Rank: o.rank})
+		c.host.Outputs = append(c.host.Outputs, HostOutput{Input: input, Ref: r, DType: o.dtype, Rank: o.rank, Padded: pad})
 	}
 	switch {
+	case pad:
+		rest := func(x string) string {
+			return c.Op1("Slice", x, c.I64Const([]int64{1}), c.I64Const([]int64{1 << 62}), c.I64Const([]int64{0}))
+		}
+		v.name = c.Op1("Reshape", rest(input), rest(input+ShapeSuffix), onnxbuild.AttrInt("allowzero", 1))
 	case o.rank == 0:
 		v.name = c.Op1("Reshape", input, c.I64Const([]int64{}))
 	case o.rank < 0:
-		v.name = c.Op1("Reshape", input, input+ShapeSuffix)
+		v.name = c.Op1("Reshape", input, input+ShapeSuffix, onnxbuild.AttrInt("allowzero", 1))
 	default:
 		v.name = input
 	}
@@ -221,6 +248,9 @@ func (c *converter) hostInputs() (inputs []string, shapes [][]int64, dtypes []te
 		st := c.host.Steps[o.Ref.Step].outs[o.Ref.Out]
 		var shape []int64
 		switch {
+		case o.Padded:
+			shape = []int64{-1}
+			inputs, shapes, dtypes = append(inputs, o.Input+ShapeSuffix), append(shapes, []int64{-1}), append(dtypes, tensor.Int64)
 		case o.Rank == 0:
 			shape = []int64{1}
 		case o.Rank < 0:

@@ -1396,7 +1396,7 @@ func hostSparseToDense(indices, shapeT, vals, def tensor.Tensor) (tensor.Tensor,
 			return tensor.Tensor{}, fmt.Errorf("output_shape %v has a negative dimension", shape)
 		}
 		total *= d
-		if total > 1<<31 {
+		if total > 1<<27 {
 			return tensor.Tensor{}, fmt.Errorf("output_shape %v is too large", shape)
 		}
 	}

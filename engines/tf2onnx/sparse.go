@@ -102,7 +102,7 @@ func (c *converter) segmentReduce(n *node) {
 		}
 		flat := c.Op1("Flatten", sum, onnxbuild.AttrInt("axis", 1))
 		div := c.Op1("Div", flat, c.Op1("Unsqueeze", count, c.I64Const([]int64{1})))
-		out.name = c.Op1("Reshape", div, outShape)
+		out.name = c.Op1("Reshape", div, outShape, onnxbuild.AttrInt("allowzero", 1))
 	}
 	c.set(n, 0, out)
 }
@@ -130,7 +130,11 @@ func (c *converter) sparseReshape(n *node) {
 	known = c.Op1("Max", known, c.I64Const([]int64{1}))
 	shape := c.Op1("Where", neg, c.Op1("Div", size, known), want.name)
 	linear := c.Op1("ReduceSum", c.Op1("Mul", idx.name, c.Op1("Unsqueeze", c.strides(in.name), c.I64Const([]int64{0}))), c.I64Const([]int64{1}), onnxbuild.AttrInt("keepdims", 1))
-	outIdx := c.Op1("Mod", c.Op1("Div", linear, c.Op1("Unsqueeze", c.strides(shape), c.I64Const([]int64{0}))), c.Op1("Unsqueeze", shape, c.I64Const([]int64{0})))
+	// A dimension of 0 holds no entries; Max keeps the (unused) divisors
+	// from being zero, which ONNX Runtime refuses even on no elements.
+	one := c.I64Scalar(1)
+	outIdx := c.Op1("Mod", c.Op1("Div", linear, c.Op1("Unsqueeze", c.Op1("Max", c.strides(shape), one), c.I64Const([]int64{0}))),
+		c.Op1("Unsqueeze", c.Op1("Max", shape, one), c.I64Const([]int64{0})))
 	c.set(n, 0, &value{name: outIdx, dtype: tensor.Int64, rank: 2})
 	c.set(n, 1, &value{name: shape, dtype: tensor.Int64, rank: 1})
 }

@@ -84,9 +84,10 @@ func TestHostInputsServed(t *testing.T) {
 	// the host string stage; varlen: tf.Example VarLen features (int64
 	// ids, hashed strings, floats) in safe_embedding_lookup_sparse; fc:
 	// TensorFlow's feature columns in a TF1 graph.
-	for _, model := range []string{"features", "strops", "varlen", "fc"} {
+	// varlen_empty: the VarLen model on examples without VarLen values.
+	for _, model := range []string{"features", "strops", "varlen", "varlen_empty", "fc"} {
 		c := ref[model]["serving_default"]
-		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, model))
+		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, strings.TrimSuffix(model, "_empty")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -428,3 +428,9 @@ def feature_columns(path):
 ref["fc"] = {"serving_default": feature_columns(os.path.join(out, "fc"))}
 with open(os.path.join(out, "ref.json"), "w") as f:
     json.dump(ref, f)
+
+# The VarLen model on examples without any VarLen value: empty sparse
+# tensors (the model takes them padded, see tf2onnx.HostOutput).
+ref["varlen_empty"] = {"serving_default": case(vl.serve, examples=np.array([example(age=[5.0]), example()], object))}
+with open(os.path.join(out, "ref.json"), "w") as f:
+    json.dump(ref, f)
