@@ -236,6 +236,8 @@ class StrOps(tf.Module):
             "sub_u": tf.strings.substr(u, 1, 2, unit="UTF8_CHAR"),
             "sub_uneg": tf.strings.substr(u, -2, 1, unit="UTF8_CHAR"),
             "sub_neglen": tf.strings.substr(u, 1, -1),
+            # pos and len of the input's shape (u has 4 strings).
+            "sub_vec": tf.strings.substr(u, tf.constant([1, 0, -3, 2]), tf.constant([2, 1, 2, 0]), unit="UTF8_CHAR"),
             "sub_uneglen": tf.strings.substr(u, 1, -1, unit="UTF8_CHAR"),
             "lower": tf.strings.lower(s),
             "upper": tf.strings.upper(s),
