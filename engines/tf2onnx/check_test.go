@@ -124,14 +124,28 @@ func checkSignature(ts *Signature) error {
 		case AnyRank:
 			names = append(names, p.Key+ShapeSuffix)
 		case Examples:
-			names = names[:0]
-			for _, f := range p.Features {
-				names = append(names, f.Input)
-			}
+			names = names[:0] // its features come through the host stage
 		}
 		for _, name := range names {
 			if !ins[name] {
 				return fmt.Errorf("input port %q: the model has no input %q", p.Key, name)
+			}
+		}
+	}
+	if h := ts.Host; h != nil {
+		for _, o := range h.Outputs {
+			if !ins[o.Input] || (o.Rank < 0 || o.Padded) && !ins[o.Input+ShapeSuffix] {
+				return fmt.Errorf("host output %q: the model has no such input", o.Input)
+			}
+			if o.Ref.Step < 0 || o.Ref.Step >= len(h.Steps) {
+				return fmt.Errorf("host output %q: no step %d", o.Input, o.Ref.Step)
+			}
+		}
+		for i, s := range h.Steps {
+			for _, a := range s.Args {
+				if a.Step >= i || a.Step < 0 || a.Out >= len(h.Steps[a.Step].outs) {
+					return fmt.Errorf("host step %d (%s) reads step %d output %d", i, s.Op, a.Step, a.Out)
+				}
 			}
 		}
 	}

@@ -8,10 +8,12 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// parseExample turns the dense outputs of ParseExample / ParseExampleV2 into
-// ONNX inputs: the serving process parses the serialized tf.Example protos
-// in Go (classify and regress signatures send them) and feeds each dense
-// feature. Sparse and ragged features are refused.
+// parseExample turns the outputs of ParseExample / ParseExampleV2 into
+// leaves of the host stage: the serving process parses the serialized
+// tf.Example protos in Go (classify and regress signatures send them) into
+// each dense feature and each sparse (VarLen) feature's indices, values and
+// dense shape; the string ops after them run in Go too, the rest in the
+// ONNX model. Ragged features are refused.
 func (c *converter) parseExample(n *node) {
 	if len(n.inputs) == 0 {
 		c.unsupported(n, "no serialized input")
@@ -56,8 +58,7 @@ func (c *converter) parseExample(n *node) {
 			defaults = append(defaults, 5+j)
 		}
 	}
-	if nsparse != 0 {
-		c.unsupported(n, "sparse features (tf.io.VarLenFeature) are not supported; use FixedLenFeature")
+	if !c.sparseFeatures(n, src.port.p, nsparse) {
 		return
 	}
 	types := n.attr["Tdense"].GetList().GetType()
@@ -97,11 +98,66 @@ func (c *converter) parseExample(n *node) {
 		if i < 0 {
 			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Shape: shape, Default: def})
 			i = len(p.Features) - 1
-		} else if f := p.Features[i]; f.DType != dt || !slices.Equal(f.Shape, shape) {
+		} else if f := p.Features[i]; f.DType != dt || f.Sparse || !slices.Equal(f.Shape, shape) {
 			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or shapes", key))
 			return
 		}
+		// Parsed in Go: a leaf of the host stage, an ONNX input once an
+		// ONNX op reads it.
 		f := p.Features[i]
-		c.set(n, 3*int(nsparse)+j, &value{name: f.Input, dtype: dt, rank: 1 + len(shape)})
+		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: 1 + len(shape), nonEmpty: !slices.Contains(shape, 0)})))
 	}
+}
+
+// sparseFeatures records the nsparse sparse (VarLen) features of n and
+// sets their outputs: indices, values and dense shapes, as host leaves.
+func (c *converter) sparseFeatures(n *node, p *Port, nsparse int64) bool {
+	if nsparse == 0 {
+		return true
+	}
+	var keys []string
+	if n.op == "ParseExample" {
+		for j := range int(nsparse) {
+			k := c.in(n, 2+j).konst
+			if k == nil || k.DType != tensor.String || len(k.Strings) != 1 {
+				c.unsupported(n, "sparse keys must be constant strings")
+				return false
+			}
+			keys = append(keys, string(k.Strings[0]))
+		}
+	} else {
+		k := c.in(n, 2).konst
+		if k == nil || k.DType != tensor.String || int64(len(k.Strings)) != nsparse {
+			c.unsupported(n, "sparse keys must be constant strings")
+			return false
+		}
+		for _, s := range k.Strings {
+			keys = append(keys, string(s))
+		}
+	}
+	types := n.attr["sparse_types"].GetList().GetType()
+	if len(types) != len(keys) {
+		c.unsupported(n, "sparse_types does not match the sparse keys")
+		return false
+	}
+	for j, key := range keys {
+		dt, ok := savedmodel.DTypeOf(types[j])
+		if !ok || (dt != tensor.Float32 && dt != tensor.Int64 && dt != tensor.String) {
+			c.unsupported(n, fmt.Sprintf("feature %q has dtype %s; tf.Example holds float, int64 and bytes", key, types[j]))
+			return false
+		}
+		i := slices.IndexFunc(p.Features, func(f Feature) bool { return f.Key == key })
+		if i < 0 {
+			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Sparse: true})
+			i = len(p.Features) - 1
+		} else if f := p.Features[i]; f.DType != dt || !f.Sparse {
+			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or kinds", key))
+			return false
+		}
+		in := p.Features[i].Input
+		c.set(n, j, c.hostValue(c.hostLeaf(in+SparseIndices, hostOut{dtype: tensor.Int64, rank: 2})))
+		c.set(n, int(nsparse)+j, c.hostValue(c.hostLeaf(in+SparseValues, hostOut{dtype: dt, rank: 1})))
+		c.set(n, 2*int(nsparse)+j, c.hostValue(c.hostLeaf(in+SparseShape, hostOut{dtype: tensor.Int64, rank: 1})))
+	}
+	return true
 }

@@ -225,22 +225,58 @@ func (g *flatGraph) inlineBody(n *node) ([]string, error) {
 // argument's name; a "node:arg:i" input counts outputs from the argument's
 // start. Ops not listed have one output argument (maybe a list).
 var multiOutputs = map[string][]string{
-	"FusedBatchNorm":    {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"},
-	"FusedBatchNormV2":  {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"},
-	"FusedBatchNormV3":  {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2", "reserve_space_3"},
-	"TopKV2":            {"values", "indices"},
-	"TopK":              {"values", "indices"},
-	"Unique":            {"y", "idx"},
-	"MaxPoolWithArgmax": {"output", "argmax"},
-	"LookupTableFindV2": {"values"},
-	"LookupTableSizeV2": {"size"},
+	"FusedBatchNorm":      {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"},
+	"FusedBatchNormV2":    {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"},
+	"FusedBatchNormV3":    {"y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2", "reserve_space_3"},
+	"TopKV2":              {"values", "indices"},
+	"TopK":                {"values", "indices"},
+	"Unique":              {"y", "idx"},
+	"MaxPoolWithArgmax":   {"output", "argmax"},
+	"LookupTableFindV2":   {"values"},
+	"LookupTableSizeV2":   {"size"},
+	"StringSplit":         {"indices", "values", "shape"},
+	"StringSplitV2":       {"indices", "values", "shape"},
+	"SparseFillEmptyRows": {"output_indices", "output_values", "empty_row_indicator", "reverse_index_map"},
+	"SparseReshape":       {"output_indices", "output_shape"},
 }
 
 func outputOffset(nd *nodepb.NodeDef, arg string) int {
+	if sizes := listOutputs(nd); sizes != nil {
+		off := 0
+		for _, a := range sizes {
+			if a.name == arg {
+				return off
+			}
+			off += a.n
+		}
+		return 0
+	}
 	for i, a := range multiOutputs[nd.Op] {
 		if a == arg {
 			return i
 		}
 	}
 	return 0
+}
+
+type listOutput struct {
+	name string
+	n    int
+}
+
+// listOutputs gives the output arguments of ops whose outputs are lists
+// sized by attributes (tf.Example parsing), nil for other ops.
+func listOutputs(nd *nodepb.NodeDef) []listOutput {
+	n := func(name string) int { return int(nd.Attr[name].GetI()) }
+	l := func(name string) int { return len(nd.Attr[name].GetList().GetType()) }
+	switch nd.Op {
+	case "ParseExample":
+		s := n("Nsparse")
+		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")}}
+	case "ParseExampleV2":
+		s, r := n("num_sparse"), l("ragged_value_types")
+		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")},
+			{"ragged_values", r}, {"ragged_row_splits", r}}
+	}
+	return nil
 }

@@ -380,7 +380,9 @@ func (c *converter) translateReshape(n *node) {
 			}
 		}
 	}
-	c.set(n, 0, &value{name: c.Op1("Reshape", x.name, c.as1D(s)), dtype: x.dtype, rank: r})
+	// allowzero: a 0 in TensorFlow's shape is a dimension of size 0, not
+	// ONNX's default "copy the input's dimension".
+	c.set(n, 0, &value{name: c.Op1("Reshape", x.name, c.as1D(s), onnxbuild.AttrInt("allowzero", 1)), dtype: x.dtype, rank: r})
 }
 
 // translateShape translates Shape, Size, Rank.

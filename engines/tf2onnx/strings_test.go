@@ -3,10 +3,12 @@ package tf2onnx_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,12 +90,10 @@ func check(t *testing.T, dir string, c refCase) *tf2onnx.Signature {
 		t.Fatal(err)
 	}
 	var feeds []tensor.Tensor
+	leaves := map[string]tensor.Tensor{}
 	for _, p := range ts.Inputs {
 		in := c.Inputs[p.Key].tensor(t, p.Key)
-		host, err := p.HostTensors(in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		leaves[p.Key] = in
 		switch p.Kind {
 		case tf2onnx.Scalar:
 			in.Shape = []int64{1}
@@ -101,8 +101,13 @@ func check(t *testing.T, dir string, c refCase) *tf2onnx.Signature {
 			feeds = append(feeds, tensor.FromInt64(p.Key+tf2onnx.ShapeSuffix, []int64{int64(len(in.Shape))}, in.Shape))
 			in.Shape = []int64{in.NumElements()}
 		}
-		feeds = append(append(feeds, in), host...)
+		feeds = append(feeds, in)
 	}
+	host, err := ts.Host.Run(leaves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feeds = append(feeds, host...)
 	got := run(t, ts.Model, feeds...)
 	if len(ts.Outputs) != len(c.Outputs) {
 		t.Fatalf("signature has %d outputs, TensorFlow %d", len(ts.Outputs), len(c.Outputs))
@@ -169,6 +174,12 @@ func (r refTensor) tensor(t *testing.T, name string) tensor.Tensor {
 			err = json.Unmarshal(r.Data[i], &v[i])
 		}
 		out = tensor.FromFloat32(name, r.Shape, v)
+	case "FP64":
+		v := make([]float64, len(r.Data))
+		for i := range v {
+			err = json.Unmarshal(r.Data[i], &v[i])
+		}
+		out = tensor.FromFloat64(name, r.Shape, v)
 	case "INT64":
 		v := make([]int64, len(r.Data))
 		for i := range v {
@@ -231,6 +242,125 @@ func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("Hash64", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "fingerprint.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fp struct {
+			Strings []string
+			Legacy  map[string][]uint64
+		}
+		if err := json.Unmarshal(b, &fp); err != nil {
+			t.Fatal(err)
+		}
+		if len(fp.Legacy) == 0 {
+			t.Fatal("fingerprint.json has no legacy hashes")
+		}
+		for nb, want := range fp.Legacy {
+			n, err := strconv.ParseUint(nb, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range fp.Strings {
+				raw, _ := base64.StdEncoding.DecodeString(s)
+				if got := tf2onnx.Hash64(raw) % n; got != want[i] {
+					t.Errorf("string %d (%d bytes) into %d buckets: %d, TensorFlow %d", i, len(raw), n, got, want[i])
+				}
+			}
+		}
+	})
+
+	// StringToNumber: each odd string parses to TensorFlow's bits, or
+	// is refused where TensorFlow refuses it.
+	t.Run("StringToNumber", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "numbers.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]*string
+		if err := json.Unmarshal(b, &rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			raw, _ := base64.StdEncoding.DecodeString(*r["s"])
+			for _, k := range []string{"f32", "f64", "i32", "i64"} {
+				var got string
+				var ok bool
+				switch k {
+				case "f32":
+					var f float64
+					f, ok = tf2onnx.ParseTFFloat(raw, 32)
+					bits := math.Float32bits(float32(f))
+					if math.IsNaN(f) {
+						bits = 0x7FC00000 | uint32(math.Float64bits(f)>>63)<<31
+					}
+					got = strconv.FormatUint(uint64(bits), 10)
+				case "f64":
+					var f float64
+					f, ok = tf2onnx.ParseTFFloat(raw, 64)
+					got = strconv.FormatUint(math.Float64bits(f), 10)
+				default:
+					var v int64
+					v, ok = tf2onnx.ParseTFInt(raw, map[string]int{"i32": 32, "i64": 64}[k])
+					got = strconv.FormatInt(v, 10)
+				}
+				switch want := r[k]; {
+				case want == nil && ok:
+					t.Errorf("%q as %s: %s, TensorFlow refuses it", raw, k, got)
+				case want != nil && !ok:
+					t.Errorf("%q as %s: refused, TensorFlow gives %s", raw, k, *want)
+				case want != nil && got != *want:
+					t.Errorf("%q as %s: %s, TensorFlow %s", raw, k, got, *want)
+				}
+			}
+		}
+	})
+
+	// Every op of the host string stage, in one SavedModel.
+	t.Run("strops", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]refCase
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		ts := check(t, filepath.Join(dir, "strops"), ref["strops"]["serving_default"])
+		if ts.Batchable {
+			t.Error("a signature with split strings (no batch dimension) is batchable")
+		}
+	})
+
+	// Sparse embedding lookups and the sparse ops under them.
+	t.Run("sparse", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]refCase
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Join(dir, "sparse"), ref["sparse"]["serving_default"])
+	})
+
+	// TensorFlow's feature columns (a TF1 graph): the sparse ids they
+	// make (ExpandDims, NotEqual, Where, GatherNd, AsString) run on the
+	// host before hashing.
+	t.Run("feature_columns", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref map[string]map[string]refCase
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Join(dir, "fc"), ref["fc"]["serving_default"])
+	})
+
 	t.Run("features", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
 		if err != nil {
@@ -241,8 +371,8 @@ func TestStringFeaturesAgainstTensorFlow(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := check(t, filepath.Join(dir, "features"), ref["features"]["serving_default"])
-		if !slices.ContainsFunc(ts.Inputs, func(p tf2onnx.Port) bool { return p.Key == "words" && len(p.Host) == 3 }) {
-			t.Errorf("words should have three host inputs (fast hashing into 1000 and 3 buckets, strong): %+v", ts.Inputs)
+		if ts.Host == nil || len(ts.Host.Outputs) != 4 {
+			t.Errorf("the host stage should feed four inputs (words hashed fast into 1000 and 3 buckets and strong, w hashed): %+v", ts.Host)
 		}
 	})
 

@@ -34,6 +34,7 @@ const (
 	groupImage
 	groupExample
 	groupStrings
+	groupSparse
 	groupControl
 )
 
@@ -48,7 +49,8 @@ var groupTitles = [...]string{
 	groupArray:      "Shapes, slicing and indexing",
 	groupImage:      "Images",
 	groupExample:    "tf.Example parsing",
-	groupStrings:    "Feature columns: string hashing, lookup tables, buckets",
+	groupStrings:    "Feature columns: strings (run in Go before the model), lookup tables, buckets",
+	groupSparse:     "Sparse tensors and embeddings",
 	groupControl:    "Control flow",
 }
 
@@ -64,12 +66,12 @@ type opEntry struct {
 var opTable = map[string]opEntry{
 	// Graph structure and variables.
 	"Const":                  {(*converter).translateConst, groupGraph, ""},
-	"Identity":               {(*converter).translateIdentity, groupGraph, ""},
-	"StopGradient":           {(*converter).translateIdentity, groupGraph, ""},
-	"Snapshot":               {(*converter).translateIdentity, groupGraph, ""},
-	"PreventGradient":        {(*converter).translateIdentity, groupGraph, ""},
-	"CheckNumerics":          {(*converter).translateIdentity, groupGraph, ""},
-	"EnsureShape":            {(*converter).translateIdentity, groupGraph, ""},
+	"Identity":               {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"StopGradient":           {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"Snapshot":               {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"PreventGradient":        {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"CheckNumerics":          {hostAware((*converter).translateIdentity), groupGraph, ""},
+	"EnsureShape":            {hostAware((*converter).translateIdentity), groupGraph, ""},
 	"PlaceholderWithDefault": {(*converter).translateIdentity, groupGraph, ""},
 	"IdentityN":              {(*converter).translateIdentityN, groupGraph, ""},
 	"NoOp":                   {(*converter).translateNoOp, groupGraph, ""},
@@ -125,7 +127,7 @@ var opTable = map[string]opEntry{
 	"Asinh":             {unaryOp("Asinh", false), groupMath, ""},
 	"Acosh":             {unaryOp("Acosh", false), groupMath, ""},
 	"Atanh":             {unaryOp("Atanh", false), groupMath, ""},
-	"Cast":              {(*converter).translateCast, groupMath, ""},
+	"Cast":              {hostCast((*converter).translateCast), groupMath, ""},
 	"ClipByValue":       {(*converter).translateClipByValue, groupMath, ""},
 	"Cumsum":            {(*converter).translateCumsum, groupMath, ""},
 
@@ -143,8 +145,8 @@ var opTable = map[string]opEntry{
 	"LogSoftmax": {(*converter).translateSoftmax, groupActivation, ""},
 
 	// Comparison, logic and selection.
-	"Equal":        {binaryOp("Equal", true), groupCompare, ""},
-	"NotEqual":     {(*converter).translateNotEqual, groupCompare, ""},
+	"Equal":        {hostAware(binaryOp("Equal", true)), groupCompare, ""},
+	"NotEqual":     {hostAware((*converter).translateNotEqual), groupCompare, ""},
 	"Less":         {binaryOp("Less", true), groupCompare, ""},
 	"LessEqual":    {binaryOp("LessOrEqual", true), groupCompare, ""},
 	"Greater":      {binaryOp("Greater", true), groupCompare, ""},
@@ -156,7 +158,7 @@ var opTable = map[string]opEntry{
 	"IsInf":        {unaryOp("IsInf", true), groupCompare, ""},
 	"Select":       {(*converter).translateSelect, groupCompare, ""},
 	"SelectV2":     {(*converter).translateSelect, groupCompare, ""},
-	"Where":        {(*converter).translateWhere, groupCompare, ""},
+	"Where":        {hostAware((*converter).translateWhere), groupCompare, ""},
 
 	// Matrix products.
 	"MatMul":        {(*converter).translateMatMul, groupMatrix, ""},
@@ -188,12 +190,12 @@ var opTable = map[string]opEntry{
 	"TopKV2": {(*converter).translateTopKV2, groupReduce, ""},
 
 	// Shapes, slicing and indexing.
-	"Reshape":        {(*converter).translateReshape, groupArray, ""},
-	"Shape":          {(*converter).translateShape, groupArray, ""},
-	"Size":           {(*converter).translateShape, groupArray, ""},
+	"Reshape":        {hostAware((*converter).translateReshape), groupArray, ""},
+	"Shape":          {hostAware((*converter).translateShape), groupArray, ""},
+	"Size":           {hostAware((*converter).translateShape), groupArray, ""},
 	"Rank":           {(*converter).translateShape, groupArray, ""},
-	"Squeeze":        {(*converter).translateSqueeze, groupArray, ""},
-	"ExpandDims":     {(*converter).translateExpandDims, groupArray, ""},
+	"Squeeze":        {hostAware((*converter).translateSqueeze), groupArray, ""},
+	"ExpandDims":     {hostAware((*converter).translateExpandDims), groupArray, ""},
 	"Transpose":      {(*converter).translateTranspose, groupArray, ""},
 	"Concat":         {(*converter).translateConcat, groupArray, ""},
 	"ConcatV2":       {(*converter).translateConcat, groupArray, ""},
@@ -217,21 +219,47 @@ var opTable = map[string]opEntry{
 	"Gather":         {(*converter).translateGather, groupArray, ""},
 	"GatherV2":       {(*converter).translateGather, groupArray, ""},
 	"ResourceGather": {(*converter).translateGather, groupArray, ""},
-	"GatherNd":       {(*converter).translateGatherNd, groupArray, ""},
+	"GatherNd":       {hostAware((*converter).translateGatherNd), groupArray, ""},
 	"SpaceToDepth":   {(*converter).translateSpaceDepth, groupArray, ""},
-	"DepthToSpace":   {(*converter).translateSpaceDepth, groupArray, ""},
+	"Unique":         {(*converter).translateUnique, groupArray, ""},
+
+	// Sparse tensors and segment reductions.
+	"SparseSegmentSum":                  {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentMean":                 {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSqrtN":                {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSumWithNumSegments":   {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentMeanWithNumSegments":  {(*converter).segmentReduce, groupSparse, ""},
+	"SparseSegmentSqrtNWithNumSegments": {(*converter).segmentReduce, groupSparse, ""},
+	"SegmentSum":                        {(*converter).segmentReduce, groupSparse, "sorted segment ids"},
+	"UnsortedSegmentSum":                {(*converter).segmentReduce, groupSparse, ""},
+	"SparseFillEmptyRows":               {(*converter).sparseFillEmptyRows, groupSparse, ""},
+	"SparseReshape":                     {(*converter).sparseReshape, groupSparse, ""},
+	"SparseToDense":                     {hostAware((*converter).sparseToDense), groupSparse, "indices not validated"},
+	"DepthToSpace":                      {(*converter).translateSpaceDepth, groupArray, ""},
 
 	// Images.
 	"ResizeBilinear":        {(*converter).resize, groupImage, "align_corners, half_pixel_centers"},
 	"ResizeNearestNeighbor": {(*converter).resize, groupImage, "align_corners, half_pixel_centers"},
 
 	// tf.Example parsing.
-	"ParseExample":   {(*converter).parseExample, groupExample, "dense features of a signature input"},
-	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense features of a signature input"},
+	"ParseExample":   {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
 
 	// Feature columns: string hashing, lookup tables, buckets.
-	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
-	"StringToHashBucketStrong":      {(*converter).stringToHashBucket, groupStrings, "of a signature input, hashed in Go"},
+	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "FarmHash, in Go"},
+	"StringToHashBucketStrong":      {(*converter).stringToHashBucket, groupStrings, "SipHash-2-4, in Go"},
+	"StringToHashBucket":            {(*converter).stringToHashBucket, groupStrings, "TensorFlow's Hash64, in Go"},
+	"StringJoin":                    {(*converter).stringJoin, groupStrings, "in Go"},
+	"StringToNumber":                {(*converter).stringToNumber, groupStrings, "float, double, int32, int64; in Go"},
+	"AsString":                      {(*converter).asString, groupStrings, "integers, bools, floats; in Go"},
+	"StaticRegexReplace":            {(*converter).regexReplace, groupStrings, "RE2 syntax, in Go"},
+	"RegexReplace":                  {(*converter).regexReplace, groupStrings, "constant pattern and rewrite; in Go"},
+	"Substr":                        {(*converter).substr, groupStrings, "BYTE, UTF8_CHAR; constant pos and len; in Go"},
+	"StringLower":                   {(*converter).stringCase, groupStrings, "ASCII, in Go"},
+	"StringUpper":                   {(*converter).stringCase, groupStrings, "ASCII, in Go"},
+	"ReduceJoin":                    {(*converter).reduceJoin, groupStrings, "constant axes; in Go"},
+	"StringSplit":                   {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
+	"StringSplitV2":                 {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
 	"HashTableV2":                   {(*converter).translateHashTable, groupStrings, ""},
 	"LookupTableImportV2":           {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
 	"InitializeTableV2":             {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},

@@ -234,6 +234,39 @@ func (c *converter) constInput(n *node, i int) (tensor.Tensor, error) {
 			return savedmodel.TensorFromProto(d.attr["value"].GetTensor())
 		case (d.op == "Identity" || d.op == "StopGradient") && len(d.inputs) == 1:
 			r = d.inputs[0]
+		case d.op == "Cast" && len(d.inputs) == 1:
+			// A vocabulary list's ids: Cast(Range(...)).
+			t, err := c.constInput(d, 0)
+			if err != nil {
+				return t, err
+			}
+			out, ok := castTensor(t, d.dtype("DstT", tensor.Invalid))
+			if !ok {
+				return t, fmt.Errorf("%q casts %s", d.name, t.DType)
+			}
+			return out, nil
+		case d.op == "Range" && len(d.inputs) == 3:
+			var lim [3]int64
+			for j := range lim {
+				t, err := c.constInput(d, j)
+				v, ok := ints(&t)
+				if err != nil || !ok || len(v) != 1 {
+					return tensor.Tensor{}, fmt.Errorf("%q is a Range of non-constant integers", d.name)
+				}
+				lim[j] = v[0]
+			}
+			if lim[2] <= 0 || lim[1]-lim[0] > maxFold*16 {
+				return tensor.Tensor{}, fmt.Errorf("%q: Range(%d, %d, %d) is not folded", d.name, lim[0], lim[1], lim[2])
+			}
+			var v []int64
+			for x := lim[0]; x < lim[1]; x += lim[2] {
+				v = append(v, x)
+			}
+			out := tensor.FromInt64("", []int64{int64(len(v))}, v)
+			if dt := d.dtype("Tidx", tensor.Int32); dt == tensor.Int32 {
+				out, _ = castTensor(out, tensor.Int32)
+			}
+			return out, nil
 		default:
 			return tensor.Tensor{}, fmt.Errorf("%q is a %s", d.name, d.op)
 		}

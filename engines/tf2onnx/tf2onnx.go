@@ -7,13 +7,14 @@
 // inputs are cut points whatever op produces them, variables become
 // initializers, and each TensorFlow op maps to a few ONNX opset-18 nodes.
 // Lookup tables filled from constants become ai.onnx.ml LabelEncoders, and
-// string hashing of a signature input runs in Go before the model
-// (HostInput). Control flow becomes ONNX Loop and If nodes with subgraphs:
-// TF2's While, If and Case (their functions; control.go) and TF1's while
-// loop frames (control_v1.go). Ops outside the supported set (TF1 conds,
-// tensor lists, other string ops, stateful assignments, custom ops) make
-// the translation fail with one error naming every such op, so a deploy
-// fails up front instead of at the first request.
+// the string ops between string inputs (or parsed tf.Example features) and
+// the model run in Go before it (HostProgram). Control flow becomes ONNX
+// Loop and If nodes with subgraphs: TF2's While, If and Case (their
+// functions; control.go) and TF1's while loop frames (control_v1.go). Ops
+// outside the supported set (TF1 conds, tensor lists, other string ops,
+// stateful assignments, custom ops) make the translation fail with one
+// error naming every such op, so a deploy fails up front instead of at the
+// first request.
 package tf2onnx
 
 import (
@@ -53,15 +54,28 @@ const (
 	Examples
 )
 
-// Feature is one dense feature a ParseExample node reads from an Examples
-// port; it travels as an ONNX input of shape [batch] + Shape.
+// Feature is one feature a ParseExample node reads from an Examples port.
+// A dense feature is parsed into one tensor named Input, of shape
+// [batch] + Shape; a sparse one (tf.io.VarLenFeature) into a SparseTensor's
+// three: Input + SparseIndices (int64 [n, 2]: example, position), Input +
+// SparseValues (DType [n]) and Input + SparseShape (int64 [2]: batch, the
+// most values an example has). They reach the ONNX model through the host
+// stage (Signature.Host), whose leaves they are.
 type Feature struct {
 	Key     string         // the feature name inside tf.Example
 	Input   string         // the ONNX input name
 	DType   tensor.DType   // Float32, Int64 or String
-	Shape   []int64        // per example, fully known
+	Shape   []int64        // per example, fully known; nil for a sparse feature
 	Default *tensor.Tensor // used when an example lacks the feature; nil = required
+	Sparse  bool           // a VarLenFeature
 }
+
+// The names of a sparse feature's tensors, after its Input.
+const (
+	SparseIndices = ":indices"
+	SparseValues  = ":values"
+	SparseShape   = ":dense_shape"
+)
 
 // ShapeSuffix names the companion shape tensor of an AnyRank port.
 const ShapeSuffix = "__shape"
@@ -77,10 +91,6 @@ type Port struct {
 	Kind  PortKind
 	// Features are the parsed features of an Examples port, by key.
 	Features []Feature
-	// Host lists the tensors the serving process computes in Go from this
-	// (string) input and feeds as extra ONNX inputs besides the input
-	// itself (see HostInput and HostTensors).
-	Host []HostInput
 	// Value is the ONNX value name of an output: the key, unless an input
 	// has the same key (ONNX names must be unique), then Key + OutputSuffix.
 	// Inputs are always named by their key.
@@ -101,6 +111,10 @@ type Signature struct {
 	// Batchable is true when every input and output has a dynamic first
 	// dimension, so requests can be concatenated along it.
 	Batchable bool
+	// Host is the string stage the serving process runs in Go on each
+	// request before the model (nil when there is none): its outputs are
+	// inputs of Model besides the ports' (see HostProgram).
+	Host *HostProgram
 }
 
 // UnsupportedError lists the ops of a signature that cannot be translated.
@@ -130,7 +144,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled from constants, string ops other than hashing a signature input, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled from constants, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 
@@ -172,6 +186,9 @@ type value struct {
 	rank  int            // -1 when unknown
 	port  *inPort        // the signature input this value is, if any
 	table string         // the HashTableV2 node of a table handle
+	// host marks a value of the host string stage; its name is empty
+	// until an ONNX op reads it (materialize).
+	host *HostRef
 }
 
 // inPort is a signature input while translating: its ONNX inputs and
@@ -196,6 +213,7 @@ type converter struct {
 	tables     map[string]*tableContents // by HashTableV2 node
 	tableInits map[string][]*node        // initializers by table node; nil until searched
 	usesML     bool                      // the model needs the ai.onnx.ml opset
+	host       *HostProgram              // the host string stage, if any
 
 	onnxbuild.Graph
 }
@@ -237,6 +255,9 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 		c.vals[r] = v
 	}
 	outKeys := sortedKeys(sd.Outputs)
+	if len(outKeys) == 0 {
+		return nil, fmt.Errorf("signature %q has no outputs", c.sig)
+	}
 	outVals := make([]*value, len(outKeys))
 	for i, k := range outKeys {
 		ti := sd.Outputs[k]
@@ -249,6 +270,7 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 			return nil, fmt.Errorf("signature %q output %q: %w", c.sig, k, err)
 		}
 		outVals[i] = c.visit(r)
+		c.materialize(outVals[i])
 		if outVals[i].table != "" {
 			c.fail(fmt.Errorf("output %q is a lookup table handle, not a tensor", k))
 		}
@@ -268,24 +290,21 @@ func (c *converter) run(sd *corepb.SignatureDef) (*Signature, error) {
 				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also read directly; only one of the two is supported", p.Key))
 			}
 			p.Kind = Examples
-			for _, f := range p.Features {
-				graph.Input = append(graph.Input, onnxbuild.ValueInfo(f.Input, f.DType, append([]int64{-1}, f.Shape...)))
-			}
-			if len(p.Host) > 0 {
-				c.fail(fmt.Errorf("input %q is parsed as tf.Example and also hashed; only one of the two is supported", p.Key))
-			}
 		} else {
 			graph.Input = append(graph.Input, ip.inputs...)
 			pre = append(pre, ip.nodes...)
-			for _, h := range p.Host {
-				graph.Input = append(graph.Input, onnxbuild.ValueInfo(h.Input, tensor.Int64, hostInputShape(p)))
-			}
 		}
 		if p.Kind != Plain || len(p.Shape) == 0 || p.Shape[0] != -1 {
 			out.Batchable = false
 		}
 		out.Inputs = append(out.Inputs, *p)
 	}
+	names, shapes, dtypes, batch := c.hostInputs()
+	for i, name := range names {
+		graph.Input = append(graph.Input, onnxbuild.ValueInfo(name, dtypes[i], shapes[i]))
+	}
+	out.Batchable = out.Batchable && batch
+	out.Host = c.host
 	if c.fatal != nil {
 		return nil, fmt.Errorf("signature %q: %w", c.sig, c.fatal)
 	}
@@ -518,6 +537,7 @@ func (c *converter) in(n *node, i int) *value {
 		if v.port != nil {
 			v.port.used = true
 		}
+		c.materialize(v)
 		return v
 	}
 	return &value{name: "_error", rank: -1}

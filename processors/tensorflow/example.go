@@ -16,7 +16,8 @@ import (
 // parseExamples parses a vector of serialized tf.Example protos (the input
 // of a classify or regress signature) into one [batch] + shape tensor per
 // dense feature the signature reads, as TensorFlow's ParseExample does:
-// a missing feature takes its default, a required one is an error.
+// a missing feature takes its default, a required one is an error; and
+// into indices, values and dense shape per sparse (VarLen) feature.
 func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 	if t.DType != tensor.String {
 		return nil, badinput.Errorf("input %q holds serialized tf.Example protos and must be DT_STRING, got %s", p.Key, tfName(t.DType))
@@ -35,6 +36,14 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	out := make([]tensor.Tensor, 0, len(p.Features))
 	for _, f := range p.Features {
+		if f.Sparse {
+			sp, err := parseSparse(p.Key, f, examples)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sp...)
+			continue
+		}
 		per := int64(1)
 		for _, d := range f.Shape {
 			per *= d
@@ -114,4 +123,60 @@ func appendDefault(res *tensor.Tensor, def *tensor.Tensor, per int64) {
 		sz := int64(res.DType.Size())
 		res.Data = append(res.Data, def.Data[src*sz:(src+1)*sz]...)
 	}
+}
+
+// parseSparse gathers a VarLen feature of each example into a
+// SparseTensor, as TensorFlow's ParseExample: indices (example, position)
+// in example order, values, and dense shape [examples, most values]. An
+// example without the feature has no values; one holding another list
+// type is an error.
+func parseSparse(key string, f tf2onnx.Feature, examples []*examplepb.Example) ([]tensor.Tensor, error) {
+	var idx []int64
+	vals := tensor.Tensor{Name: f.Input + tf2onnx.SparseValues, DType: f.DType}
+	width := 0
+	for i, ex := range examples {
+		feat := ex.GetFeatures().GetFeature()[f.Key]
+		count := 0
+		switch f.DType {
+		case tensor.Float32:
+			if feat != nil && feat.GetFloatList() == nil && feat.Kind != nil {
+				return nil, badinput.Errorf("input %q: example %d: feature %q must be a float_list", key, i, f.Key)
+			}
+			v := feat.GetFloatList().GetValue()
+			for _, x := range v {
+				vals.Data = binary.LittleEndian.AppendUint32(vals.Data, math.Float32bits(x))
+			}
+			count = len(v)
+		case tensor.Int64:
+			if feat != nil && feat.GetInt64List() == nil && feat.Kind != nil {
+				return nil, badinput.Errorf("input %q: example %d: feature %q must be an int64_list", key, i, f.Key)
+			}
+			v := feat.GetInt64List().GetValue()
+			for _, x := range v {
+				vals.Data = binary.LittleEndian.AppendUint64(vals.Data, uint64(x))
+			}
+			count = len(v)
+		case tensor.String:
+			if feat != nil && feat.GetBytesList() == nil && feat.Kind != nil {
+				return nil, badinput.Errorf("input %q: example %d: feature %q must be a bytes_list", key, i, f.Key)
+			}
+			v := feat.GetBytesList().GetValue()
+			vals.Strings = append(vals.Strings, v...)
+			count = len(v)
+		}
+		for j := range count {
+			idx = append(idx, int64(i), int64(j))
+		}
+		width = max(width, count)
+	}
+	n := int64(len(idx) / 2)
+	vals.Shape = []int64{n}
+	if f.DType == tensor.String && vals.Strings == nil {
+		vals.Strings = [][]byte{}
+	}
+	return []tensor.Tensor{
+		tensor.FromInt64(f.Input+tf2onnx.SparseIndices, []int64{n, 2}, idx),
+		vals,
+		tensor.FromInt64(f.Input+tf2onnx.SparseShape, []int64{2}, []int64{int64(len(examples)), int64(width)}),
+	}, nil
 }

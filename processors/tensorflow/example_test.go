@@ -98,9 +98,17 @@ func FuzzParseExamples(f *testing.F) {
 		{Key: "a", Input: "in:a", DType: tensor.Float32, Shape: []int64{2}},
 		{Key: "s", Input: "in:s", DType: tensor.String, Shape: []int64{1}, Default: &def},
 		{Key: "n", Input: "in:n", DType: tensor.Int64, Shape: []int64{}},
+		{Key: "ids", Input: "in:ids", DType: tensor.Int64, Sparse: true},
+		{Key: "tags", Input: "in:tags", DType: tensor.String, Sparse: true},
+		{Key: "w", Input: "in:w", DType: tensor.Float32, Sparse: true},
 	}}
+	f.Add([]byte(example(f, map[string]*examplepb.Feature{"a": floatFeature(1, 2), "n": {Kind: &examplepb.Feature_Int64List{Int64List: &examplepb.Int64List{Value: []int64{4}}}},
+		"ids":  {Kind: &examplepb.Feature_Int64List{Int64List: &examplepb.Int64List{Value: []int64{7, 8, 9}}}},
+		"tags": {Kind: &examplepb.Feature_BytesList{BytesList: &examplepb.BytesList{Value: [][]byte{[]byte("x"), []byte("")}}}},
+		"w":    floatFeature(0.5)})))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out, err := parseExamples(port, tensor.FromStrings("in", []int64{1}, []string{string(data)}))
+		// Twice, so that sparse indices span examples.
+		out, err := parseExamples(port, tensor.FromStrings("in", []int64{2}, []string{string(data), string(data)}))
 		if err != nil {
 			if !badinput.Is(err) {
 				t.Fatalf("error %v is not an input error", err)
@@ -110,6 +118,22 @@ func FuzzParseExamples(f *testing.F) {
 		for _, o := range out {
 			if err := o.Validate(); err != nil {
 				t.Fatalf("feature %s: %v", o.Name, err)
+			}
+		}
+		if len(out) != 3+3*3 {
+			t.Fatalf("%d tensors, want 12", len(out))
+		}
+		for k := 3; k < len(out); k += 3 {
+			idx, vals, shape := out[k], out[k+1], out[k+2]
+			iv, _ := idx.AsInt64()
+			sv, _ := shape.AsInt64()
+			if len(idx.Shape) != 2 || idx.Shape[1] != 2 || vals.Shape[0] != idx.Shape[0] || len(sv) != 2 || sv[0] != 2 {
+				t.Fatalf("sparse %s: indices %v, values %v, dense shape %v", vals.Name, idx.Shape, vals.Shape, sv)
+			}
+			for j := 0; j < len(iv); j += 2 {
+				if iv[j] < 0 || iv[j] >= sv[0] || iv[j+1] < 0 || iv[j+1] >= sv[1] {
+					t.Fatalf("sparse %s: index (%d, %d) outside %v", vals.Name, iv[j], iv[j+1], sv)
+				}
 			}
 		}
 	})

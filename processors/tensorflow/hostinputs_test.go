@@ -7,19 +7,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/eas-server/eas-server/engines/tf2onnx"
+	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/require"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// TestHostInputsServed serves the string-feature SavedModel of
+// TestHostInputsServed serves the string-feature SavedModels of
 // engines/tf2onnx/testdata/gen_strings.py (hashed string features, a scalar
-// string input, lookup tables, Bucketize), written by the tensorflow venv's
-// TensorFlow, on the default ONNX runtime: the request's strings are hashed
-// in Go before the model (prepare), and every output equals TensorFlow's.
+// string input, lookup tables, Bucketize; every host string op; VarLen
+// tf.Example features), written by the tensorflow venv's TensorFlow, on
+// the default ONNX runtime: the request's strings are worked on in Go
+// before the model (prepare), and every output equals TensorFlow's.
 func TestHostInputsServed(t *testing.T) {
 	py := pyvenv.Python(t, "tensorflow")
 	dir := t.TempDir()
@@ -71,34 +74,43 @@ func TestHostInputsServed(t *testing.T) {
 				v[i] = int32(x)
 			}
 			return tensor.FromInt32(name, j.Shape, v)
+		case "FP64":
+			return tensor.FromFloat64(name, j.Shape, j.Data)
 		}
 		t.Fatalf("%s: dtype %s", name, j.DType)
 		return tensor.Tensor{}
 	}
-	c := ref["features"]["serving_default"]
-	m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "features"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inputs []tensor.Tensor
-	for name, j := range c.Inputs {
-		inputs = append(inputs, conv(name, j))
-	}
-	got, err := predict(t, m, "serving_default", inputs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(c.Outputs) {
-		t.Errorf("%d outputs, TensorFlow has %d", len(got), len(c.Outputs))
-	}
-	for name, j := range c.Outputs {
-		want := conv(name, j)
-		tol := tensor.Exact
-		if want.DType == tensor.Float32 {
-			tol = tensor.F32Accumulated
+	// features: hashed strings, tables, Bucketize; strops: every op of
+	// the host string stage; varlen: tf.Example VarLen features (int64
+	// ids, hashed strings, floats) in safe_embedding_lookup_sparse; fc:
+	// TensorFlow's feature columns in a TF1 graph.
+	// varlen_empty: the VarLen model on examples without VarLen values.
+	for _, model := range []string{"features", "strops", "varlen", "varlen_empty", "fc"} {
+		c := ref[model]["serving_default"]
+		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, strings.TrimSuffix(model, "_empty")))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := tensor.Close(got[name], want, tol); err != nil {
-			t.Errorf("output %s: %v", name, err)
+		var inputs []tensor.Tensor
+		for name, j := range c.Inputs {
+			inputs = append(inputs, conv(name, j))
+		}
+		got, err := predict(t, m, "serving_default", inputs, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		if len(got) != len(c.Outputs) {
+			t.Errorf("%s: %d outputs, TensorFlow has %d", model, len(got), len(c.Outputs))
+		}
+		for name, j := range c.Outputs {
+			want := conv(name, j)
+			tol := tensor.Exact
+			if want.DType == tensor.Float32 || want.DType == tensor.Float64 {
+				tol = tensor.F32Accumulated
+			}
+			if err := tensor.Close(got[name], want, tol); err != nil {
+				t.Errorf("%s output %s: %v", model, name, err)
+			}
 		}
 	}
 }
@@ -173,5 +185,87 @@ func TestHostInputsShapes(t *testing.T) {
 	}
 	if err := tensor.Close(got["hs"], tensor.FromInt64("hs", []int64{}, []int64{bucket("plum", 5)}), tensor.Exact); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestHostStageBatched: requests to a signature joining two string inputs
+// and hashing the result (the host stage keeps the batch dimension) are
+// merged into one run, and each gets its own buckets back.
+func TestHostStageBatched(t *testing.T) {
+	b := newBuilder()
+	u := b.input(t, "user", tensor.String, []int64{-1})
+	i := b.input(t, "item", tensor.String, []int64{-1})
+	j := b.node("StringJoin", []string{u, i}, map[string]any{"N": int64(2), "separator": "_x_"})
+	h := b.node("StringToHashBucketFast", []string{j}, map[string]any{"num_buckets": int64(64)})
+	b.outShapes = map[string][]int64{"h": {-1}}
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"h": h + ":0"}, map[string]tensor.DType{"h": tensor.Int64}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asks := [][2][]string{{{"alice", "bob"}, {"i1", ""}}, {{"h\u00e9llo"}, {"i9"}}}
+	batch := make([]*request, len(asks))
+	for k, a := range asks {
+		in := []tensor.Tensor{tensor.FromStrings("user", []int64{int64(len(a[0]))}, a[0]), tensor.FromStrings("item", []int64{int64(len(a[1]))}, a[1])}
+		if batch[k], err = decode(t, m, "serving_default", in, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !batch[0].sig.batchable {
+		t.Fatal("the signature is not batchable: Run would not merge")
+	}
+	res, err := m.Run(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, a := range asks {
+		want := make([]int64, len(a[0]))
+		for x := range want {
+			want[x] = int64(tf2onnx.Fingerprint64([]byte(a[0][x]+"_x_"+a[1][x])) % 64)
+		}
+		if err := tensor.Close(res[k].outputs[0], tensor.FromInt64("h", []int64{int64(len(want))}, want), tensor.Exact); err != nil {
+			t.Errorf("request %d: %v", k, err)
+		}
+	}
+}
+
+// TestHostStageErrors: what TensorFlow's string kernels refuse (a string
+// that is not a number, a substring position outside the string, inputs
+// of different shapes joined) is the request's error, a 400.
+func TestHostStageErrors(t *testing.T) {
+	b := newBuilder()
+	s := b.input(t, "s", tensor.String, []int64{-1})
+	s2 := b.input(t, "s2", tensor.String, []int64{-1})
+	num := b.node("StringToNumber", []string{s}, map[string]any{"out_type": tfType(t, tensor.Int64)})
+	pos := b.i32Scalar(t, 3)
+	ln := b.i32Scalar(t, 1)
+	sub := b.node("Substr", []string{s2, pos, ln}, map[string]any{"T": tfType(t, tensor.Int32)})
+	j := b.node("StringJoin", []string{s, s2}, map[string]any{"N": int64(2)})
+	m, err := loadModel(t, "tensorflow_cpu_1.15", b.save(t, map[string]string{"n": num + ":0", "sub": sub + ":0", "j": j + ":0"},
+		map[string]tensor.DType{"n": tensor.Int64, "sub": tensor.String, "j": tensor.String}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := predict(t, m, "serving_default", []tensor.Tensor{tensor.FromStrings("s", []int64{2}, []string{" 12", "-3"}), tensor.FromStrings("s2", []int64{2}, []string{"abcd", "wxyz"})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.Close(got["n"], tensor.FromInt64("n", []int64{2}, []int64{12, -3}), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+	if err := tensor.Close(got["sub"], tensor.FromStrings("sub", []int64{2}, []string{"d", "z"}), tensor.Exact); err != nil {
+		t.Error(err)
+	}
+	for _, c := range []struct {
+		s, s2 []string
+		want  string
+	}{
+		{[]string{"12", "x"}, []string{"abcd", "wxyz"}, "could not correctly convert string"},
+		{[]string{"1", "2"}, []string{"abcd", "ab"}, "pos 3 out of range"},
+		{[]string{"1", "2"}, []string{"abcd"}, "input shapes do not match"},
+	} {
+		_, err := predict(t, m, "serving_default", []tensor.Tensor{tensor.FromStrings("s", []int64{int64(len(c.s))}, c.s), tensor.FromStrings("s2", []int64{int64(len(c.s2))}, c.s2)}, nil)
+		if err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: err %v, want an input error containing %q", c.s, c.s2, err, c.want)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func TestLibTensorFlowMissing(t *testing.T) {
 	good := b.save(t, map[string]string{"y": b.op(t, "Relu", tensor.Float32, []string{x}, nil) + ":0"}, map[string]tensor.DType{"y": tensor.Float32})
 	b = newBuilder()
 	s := b.input(t, "s", tensor.String, []int64{-1})
-	refused := b.save(t, map[string]string{"u": b.node("StringUpper", []string{s}, map[string]any{"encoding": ""}) + ":0"}, map[string]tensor.DType{"u": tensor.String})
+	refused := b.save(t, map[string]string{"u": b.node("StringUpper", []string{s}, map[string]any{"encoding": "utf-8"}) + ":0"}, map[string]tensor.DType{"u": tensor.String})
 
 	load := func(path, cfg string) (*Model, []string, error) {
 		var events []string

@@ -67,8 +67,9 @@ type signature struct {
 	inputs    []tf2onnx.Port
 	outputs   []tf2onnx.Port
 	batchable bool
-	rt        *onnx.Model    // the ONNX runtime's session, or
-	sess      *libtf.Session // the libtensorflow session (shared by every signature)
+	host      *tf2onnx.HostProgram // string ops run in Go before the model
+	rt        *onnx.Model          // the ONNX runtime's session, or
+	sess      *libtf.Session       // the libtensorflow session (shared by every signature)
 }
 
 // Model is a SavedModel whose signatures run on ONNX Runtime. Run, Decode,
@@ -229,7 +230,7 @@ func (m *Model) loadTranslated(ctx context.Context, sm *savedmodel.Model) error 
 			m.Close()
 			return fmt.Errorf("signature %q: %w", name, err)
 		}
-		m.sigs[name] = &signature{name: name, method: ts.Method, inputs: ts.Inputs, outputs: ts.Outputs, batchable: ts.Batchable, rt: rt}
+		m.sigs[name] = &signature{name: name, method: ts.Method, inputs: ts.Inputs, outputs: ts.Outputs, batchable: ts.Batchable, host: ts.Host, rt: rt}
 		if m.defaultSig == "" {
 			m.defaultSig = name
 		}
@@ -458,6 +459,12 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 		byKey[in.Key] = in
 	}
 	seen := map[string]bool{}
+	// leaves are what the host string stage reads: the inputs as sent,
+	// and the features parsed from tf.Example inputs.
+	var leaves map[string]tensor.Tensor
+	if s.host != nil {
+		leaves = map[string]tensor.Tensor{}
+	}
 	for _, t := range inputs {
 		port, ok := byKey[t.Name]
 		if !ok {
@@ -466,6 +473,13 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 		seen[t.Name] = true
 		if t.DType != port.DType && port.Kind != tf2onnx.Examples {
 			return nil, badinput.Errorf("signature %q input %q: dtype %s, but the signature expects %s", s.name, t.Name, tfName(t.DType), tfName(port.DType))
+		}
+		if leaves != nil {
+			leaf := t
+			if port.Kind == tf2onnx.Scalar {
+				leaf.Shape = []int64{} // [1] is accepted for a scalar
+			}
+			leaves[t.Name] = leaf
 		}
 		switch port.Kind {
 		case tf2onnx.Plain:
@@ -481,23 +495,30 @@ func (s *signature) prepare(inputs []tensor.Tensor, outputs []string) (*processo
 			t.Shape = []int64{t.NumElements()}
 			p.Inputs = append(p.Inputs, t, int64Vector(t.Name+tf2onnx.ShapeSuffix, shape))
 		case tf2onnx.Examples:
+			// The parsed features reach the model through the host
+			// stage, which feeds those the model reads.
 			feats, err := parseExamples(port, t)
 			if err != nil {
 				return nil, err
 			}
-			p.Inputs = append(p.Inputs, feats...)
+			for _, f := range feats {
+				if leaves != nil {
+					leaves[f.Name] = f
+				}
+			}
 		}
-		// String ops ONNX has no operator for (string hashing) run here,
-		// on the request's strings; the model takes their int64 results.
-		host, err := port.HostTensors(t)
-		if err != nil {
-			return nil, badinput.Errorf("signature %q input %q: %v", s.name, t.Name, err)
-		}
-		p.Inputs = append(p.Inputs, host...)
 	}
 	if err := checkRequest(s.name, s.inputs, s.outputs, seen, outputs); err != nil {
 		return nil, err
 	}
+	// String ops ONNX has no operator for (hashing, joining, splitting,
+	// parsing numbers) run here, on the request's strings; the model
+	// takes their results.
+	host, err := s.host.Run(leaves)
+	if err != nil {
+		return nil, badinput.Errorf("signature %q: %v", s.name, err)
+	}
+	p.Inputs = append(p.Inputs, host...)
 	return p, nil
 }
 

@@ -31,8 +31,10 @@ var updateZoo = flag.Bool("update-zoo", false, "rewrite the model-zoo coverage t
 var zooModels = []struct{ dir, family string }{
 	{"keras_functional", "Keras 3 functional model (`model.export`)"},
 	{"keras_subclassed", "Keras 3 subclassed `keras.Model` (`model.export`)"},
+	{"keras_preprocessing", "Keras 3 preprocessing layers (`Hashing`, salted `Hashing`, `StringLookup`, `IntegerLookup`; `model.export`)"},
 	{"wide_deep", "wide & deep on serialized `tf.Example` (hash buckets, vocabulary file, embeddings; `tf.Module`)"},
 	{"deepfm", "DeepFM, EasyRec-style: one placeholder per feature, string inputs (`tf.Module`)"},
+	{"sparse_rec", "EasyRec-style sparse features on `tf.Example` (split tags, VarLen strings and ids, `safe_embedding_lookup_sparse`; `tf.Module`)"},
 	{"while_rnn", "RNN over `tf.while_loop` (`tf.Module`)"},
 	{"bert", "BERT-shaped encoder, TF1 graph (`input_ids`, `input_mask`, `segment_ids`; `SavedModelBuilder`)"},
 	{"keras_hub_bert", "keras-hub `BertBackbone` with a classifier head (`token_ids`, `segment_ids`, `padding_mask`; `model.export`)"},

@@ -11,6 +11,10 @@ OUT_DIR/<model>/   one SavedModel per model family, serving_default only:
                      model.export
   keras_subclassed   a keras.Model subclass (Dense, LayerNormalization, a
                      residual, Dropout inactive at inference); model.export
+  keras_preprocessing  Keras 3 preprocessing layers in the model: Hashing
+                     (plain, salted) of a string input and of an int64
+                     one, StringLookup, IntegerLookup -> embeddings ->
+                     Dense sigmoid; model.export
   wide_deep          tf.Module taking serialized tf.Example (examples string
                      [-1]) parsed by tf.io.parse_example: user (string,
                      to_hash_bucket_fast -> embedding), country (string,
@@ -21,6 +25,11 @@ OUT_DIR/<model>/   one SavedModel per model family, serving_default only:
                      (user_id, item_id, category string [-1]; price float
                      [-1]; hour int64 [-1]), hashed embeddings, first order,
                      FM second order, a deep MLP -> logits, probs
+  sparse_rec         EasyRec-style sparse features over tf.Example: a tag
+                     string split at "|" (StringSplit), VarLen clicked
+                     items (strings, hashed) and categories (int64), each
+                     through safe_embedding_lookup_sparse; price float ->
+                     an MLP -> logits, probs
   while_rnn          a tanh RNN unrolled by tf.while_loop over the time axis
                      of x float [-1,-1,4] -> h [-1,8], steps int32
   bert               a BERT-shaped encoder written as a TF1 graph
@@ -112,6 +121,26 @@ sub(np.zeros((1, 7), np.float32))
 sub.export(os.path.join(out, "keras_subclassed"), verbose=False,
            input_signature=[tf.TensorSpec([None, 7], tf.float32, name="x")])
 reference("keras_subclassed", x=rng.standard_normal((4, 7)).astype(np.float32))
+
+
+# Keras 3 preprocessing layers: hashing (plain and salted), vocabulary
+# lookups of strings and integers, inside the exported model.
+pu = keras.Input(shape=(), dtype="string", name="user")
+pc = keras.Input(shape=(), dtype="string", name="city")
+pk = keras.Input(shape=(), dtype="int64", name="cat")
+pe = keras.layers.Concatenate()([
+    keras.layers.Embedding(40, 3)(keras.layers.Hashing(num_bins=40)(pu)),
+    keras.layers.Embedding(40, 3)(keras.layers.Hashing(num_bins=40, salt=[3, 5])(pu)),
+    keras.layers.Embedding(5, 2)(keras.layers.StringLookup(vocabulary=["bj", "sh", "hz"])(pc)),
+    keras.layers.Embedding(5, 2)(keras.layers.IntegerLookup(vocabulary=[7, 8, 9])(pk)),
+    keras.layers.Embedding(30, 2)(keras.layers.Hashing(num_bins=30)(pk)),
+])
+preprocessing = keras.Model([pu, pc, pk], keras.layers.Dense(1, activation="sigmoid", name="p")(pe))
+preprocessing.export(os.path.join(out, "keras_preprocessing"), verbose=False)
+reference("keras_preprocessing",
+          user=np.array([b"alice", b"", b"bob", "h\u00e9llo".encode()], object),
+          city=np.array([b"sh", b"paris", b"", b"hz"], object),
+          cat=np.array([7, 9, 123, -1], np.int64))
 
 
 # Wide & deep over tf.Example.
@@ -230,6 +259,68 @@ reference("deepfm",
           category=np.array([b"shoes", b"books", b"shoes", b"toys"], object),
           price=np.array([9.5, 120.0, 0.0, 3.25], np.float32),
           hour=np.array([0, 13, 23, 47], np.int64))
+
+
+# EasyRec-style sparse features over tf.Example: a tag string split at
+# "|", a VarLen list of clicked items (strings) and one of categories
+# (int64), hashed and looked up by safe_embedding_lookup_sparse.
+class SparseRec(tf.Module):
+    B, K = 64, 4
+
+    def __init__(self):
+        super().__init__()
+        r = np.random.default_rng(6)
+        self.tag_emb = tf.Variable(r.standard_normal((self.B, self.K)).astype(np.float32), name="tag_emb")
+        self.hist_emb = tf.Variable(r.standard_normal((self.B, self.K)).astype(np.float32), name="hist_emb")
+        self.cat_emb = tf.Variable(r.standard_normal((10, self.K)).astype(np.float32), name="cat_emb")
+        self.w1 = tf.Variable(r.standard_normal((3 * self.K + 1, 8)).astype(np.float32) * 0.3)
+        self.b1 = tf.Variable(np.zeros(8, np.float32))
+        self.w2 = tf.Variable(r.standard_normal((8, 1)).astype(np.float32) * 0.3)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(self, examples):
+        f = tf.io.parse_example(examples, {
+            "tags": tf.io.FixedLenFeature([], tf.string, default_value=""),
+            "hist": tf.io.VarLenFeature(tf.string),
+            "cats": tf.io.VarLenFeature(tf.int64),
+            "price": tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0]),
+        })
+
+        def hashed(sp):
+            return tf.sparse.SparseTensor(sp.indices, tf.strings.to_hash_bucket_fast(sp.values, self.B), sp.dense_shape)
+
+        tags = tf.compat.v1.string_split(f["tags"], "|")
+        tag = tf.nn.safe_embedding_lookup_sparse(self.tag_emb, hashed(tags), None, combiner="mean")
+        hist = tf.nn.safe_embedding_lookup_sparse(self.hist_emb, hashed(f["hist"]), None, combiner="sqrtn")
+        cat = tf.nn.safe_embedding_lookup_sparse(self.cat_emb, f["cats"], None, combiner="sum")
+        deep = tf.concat([tag, hist, cat, tf.math.log1p(f["price"])], axis=1)
+        logits = tf.matmul(tf.nn.relu(tf.matmul(deep, self.w1) + self.b1), self.w2)
+        return {"logits": logits, "probs": tf.sigmoid(logits)}
+
+
+sr = SparseRec()
+tf.saved_model.save(sr, os.path.join(out, "sparse_rec"), signatures={"serving_default": sr.serve})
+
+
+def rec_example(tags=None, hist=None, cats=None, price=None):
+    feat = {}
+    if tags is not None:
+        feat["tags"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[tags.encode()]))
+    if hist is not None:
+        feat["hist"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[h.encode() for h in hist]))
+    if cats is not None:
+        feat["cats"] = tf.train.Feature(int64_list=tf.train.Int64List(value=cats))
+    if price is not None:
+        feat["price"] = tf.train.Feature(float_list=tf.train.FloatList(value=[price]))
+    return tf.train.Example(features=tf.train.Features(feature=feat)).SerializeToString()
+
+
+reference("sparse_rec", examples=np.array([
+    rec_example("sports|news|sports", ["i1", "i9", "i3"], [1, 4], 9.9),
+    rec_example("", None, [7], 120.0),
+    rec_example("music", ["i2"], None, None),
+    rec_example(None, ["i5", "i5", "i6", "i1"], [0, 0, 9], 0.5),
+], object))
 
 
 # A tanh RNN over tf.while_loop.
