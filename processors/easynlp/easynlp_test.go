@@ -337,3 +337,34 @@ func TestBatchEqualsAlone(t *testing.T) {
 		t.Logf("%s: %d requests of %v positions alone, %d together", app, len(alone), alone, shared)
 	}
 }
+
+// TestGPU loads the vectorization app with metadata.gpu 1: on a host
+// without CUDA the deploy fails saying so (no CPU fallback); on a GPU host
+// the answer equals the CPU's within tensor.GPU.
+func TestGPU(t *testing.T) {
+	dir, refs := genApps(t)
+	app := "vectorization_roberta"
+	body := []byte(`{"first_sequence": "Café déjà vu 我爱北京", "id": 1}`)
+	cpu, err := easynlp.Answer(filepath.Join(dir, app), refs[app].ModelConfig, 0, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := easynlp.Answer(filepath.Join(dir, app), refs[app].ModelConfig, 1, body)
+	if err != nil {
+		if !strings.Contains(err.Error(), "CUDA") {
+			t.Fatalf("a GPU deploy on a host without CUDA failed without naming CUDA: %v", err)
+		}
+		t.Logf("no CUDA here, and the deploy says so: %v", err)
+		return
+	}
+	var g, c map[string]any
+	json.Unmarshal(gpu, &g)
+	json.Unmarshal(cpu, &c)
+	for _, k := range []string{"pooler_output", "first_token_output", "all_hidden_outputs"} {
+		gv, _ := parseVector(g[k].(string))
+		cv, _ := parseVector(c[k].(string))
+		if err := tensor.CloseValues(k, gv, cv, tensor.GPU); err != nil {
+			t.Error(err)
+		}
+	}
+}

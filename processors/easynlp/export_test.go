@@ -53,3 +53,30 @@ func BatchedEqualsAlone(dir string, modelConfig []byte, bodies [][]byte) (shared
 	}
 	return shared, alone, nil
 }
+
+// Answer loads the app at dir (on the CUDA provider when gpu) and answers
+// one body.
+func Answer(dir string, modelConfig []byte, gpu int, body []byte) ([]byte, error) {
+	ctx := context.Background()
+	a := New()
+	if err := a.Configure(processors.Spec{Service: "t", Code: Code, ModelSource: dir, ModelConfig: modelConfig, CPU: 1, GPU: gpu}); err != nil {
+		return nil, err
+	}
+	if err := a.Load(ctx, processors.Files{ModelPath: dir}); err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	p, err := a.Decode(ctx, &processors.Request{Body: body})
+	if err != nil {
+		return nil, err
+	}
+	rs, err := a.Run(ctx, []*Payload{p})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.Encode(ctx, p, rs[0])
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}

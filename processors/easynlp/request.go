@@ -45,7 +45,7 @@ type Result struct {
 // Decode parses {"first_sequence": "...", ...} or a list of them and
 // tokenizes each as EasyNLP's predictor's preprocess does.
 func (a *App) Decode(_ context.Context, req *processors.Request) (*Payload, error) {
-	if a.rt == nil {
+	if a.tok == nil {
 		return nil, errNotLoaded
 	}
 	body := bytes.TrimSpace(req.Body)
