@@ -121,6 +121,17 @@ func TestApps(t *testing.T) {
 		})
 	}
 
+	// A list of one record answers its dict, as EasyNLP's postprocess does.
+	code, body, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/text_classify", "T", []byte(`[`+string(refs["text_classify"].Requests[0])+`]`))
+	if code != http.StatusOK {
+		t.Fatalf("list of one: %d %s", code, body)
+	}
+	compare(t, "list of one", body, refs["text_classify"].Answers[0])
+	code, body, _ = teststack.Do(t, http.MethodGet, st.URL+"/api/predict/sequence_labeling", "T", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"B-LOC"`) || !strings.Contains(string(body), `"first_sequence"`) {
+		t.Errorf("GET: %d %s, want the request keys and the labels", code, body)
+	}
+
 	// Bad requests answer 400 saying what to send.
 	for _, tc := range []struct{ svc, body, want string }{
 		{"text_classify", `{"text": "hi"}`, `send {"first_sequence": "..."}`},
