@@ -213,7 +213,10 @@ func materialize(raw []byte, rt *pyTensor, elems *int64) (*Tensor, error) {
 		if rt.stride[i] > have {
 			return nil, fmt.Errorf("stride %v leaves its storage of %d elements", rt.stride, have)
 		}
-		last += (d - 1) * rt.stride[i]
+		if rt.stride[i] > 0 && d-1 > have/rt.stride[i] {
+			return nil, fmt.Errorf("size %v and stride %v reach past its storage's %d elements", rt.size, rt.stride, have)
+		}
+		last += (d - 1) * rt.stride[i] // each term is at most have: no overflow in 16 of them
 	}
 	if rt.offset < 0 || (n > 0 && last >= have) {
 		return nil, fmt.Errorf("offset %d, size %v and stride %v reach past its storage's %d elements", rt.offset, rt.size, rt.stride, have)
