@@ -196,6 +196,9 @@ func materialize(raw []byte, rt *pyTensor, elems *int64) (*Tensor, error) {
 	if len(rt.size) != len(rt.stride) {
 		return nil, fmt.Errorf("size %v and stride %v differ in rank", rt.size, rt.stride)
 	}
+	if rt.offset < 0 || rt.offset > have {
+		return nil, fmt.Errorf("offset %d is outside its storage's %d elements", rt.offset, have)
+	}
 	n := int64(1)
 	last := rt.offset // the highest element index the view reaches
 	for i, d := range rt.size {

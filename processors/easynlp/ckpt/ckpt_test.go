@@ -176,3 +176,28 @@ func FuzzReadSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// TestViewsOutOfRange checks views that reach past their storage, or would
+// overflow computing how far they reach, are refused.
+func TestViewsOutOfRange(t *testing.T) {
+	raw := make([]byte, 16) // 4 float32s
+	elems := int64(100)
+	for _, v := range []pyTensor{
+		{offset: 1 << 62, size: []int64{1}, stride: []int64{1}},
+		{offset: -1, size: []int64{1}, stride: []int64{1}},
+		{offset: 0, size: []int64{5}, stride: []int64{1}},
+		{offset: 0, size: []int64{2, 2}, stride: []int64{3, 1}},
+		{offset: 3, size: []int64{2}, stride: []int64{1}},
+		{offset: 0, size: []int64{2, 2, 2}, stride: []int64{1 << 62, 1 << 62, 1}},
+		{offset: 0, size: []int64{-1}, stride: []int64{1}},
+	} {
+		v.storage = &pyStorage{class: "FloatStorage", key: "0"}
+		if _, err := materialize(raw, &v, &elems); err == nil {
+			t.Errorf("offset %d size %v stride %v: read", v.offset, v.size, v.stride)
+		}
+	}
+	ok := pyTensor{storage: &pyStorage{class: "FloatStorage", key: "0"}, offset: 1, size: []int64{3}, stride: []int64{1}}
+	if _, err := materialize(raw, &ok, &elems); err != nil {
+		t.Error(err)
+	}
+}
