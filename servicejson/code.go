@@ -71,6 +71,7 @@ var knownCodes = func() map[string]codeInfo {
 	add("triton", "triton", "", "", "")
 	add("echo", "echo", "", "", "")
 	add("easycv", "easycv", "", "", "")
+	add("easynlp", "easynlp", "", "", "")
 	add("easytransfer_cpu", "easytransfer", "cpu", "", "easytransfer_gpu")
 	add("easytransfer_gpu", "easytransfer", "gpu", "", "easytransfer_cpu")
 	return m

@@ -253,6 +253,7 @@ func TestParseCode(t *testing.T) {
 		{"caffe_gpu", Code{"caffe_gpu", "caffe", "gpu", ""}},
 		{"triton", Code{"triton", "triton", "", ""}},
 		{"echo", Code{"echo", "echo", "", ""}},
+		{"easynlp", Code{"easynlp", "easynlp", "", ""}},
 	}
 	for _, tt := range tests {
 		got, err := ParseCode(tt.code)
@@ -263,8 +264,8 @@ func TestParseCode(t *testing.T) {
 	if slices.Contains(KnownCodes(), "tensorflow_gpu_2.3") {
 		t.Error("tensorflow_gpu_2.3 is not an EAS code")
 	}
-	if n := len(KnownCodes()); n != 32 {
-		t.Errorf("KnownCodes has %d codes, want 32: %v", n, KnownCodes())
+	if n := len(KnownCodes()); n != 33 {
+		t.Errorf("KnownCodes has %d codes, want 33: %v", n, KnownCodes())
 	}
 	for _, code := range KnownCodes() {
 		if c, err := ParseCode(code); err != nil || c.Raw != code {

@@ -5,6 +5,7 @@ import (
 	_ "github.com/eas-server/eas-server/processors/caffe"        // caffe_cpu, caffe_gpu
 	_ "github.com/eas-server/eas-server/processors/custom"       // processor_path with processor_type cpp or python
 	_ "github.com/eas-server/eas-server/processors/easycv"       // easycv
+	_ "github.com/eas-server/eas-server/processors/easynlp"      // easynlp
 	_ "github.com/eas-server/eas-server/processors/easytransfer" // easytransfer_cpu, easytransfer_gpu
 	_ "github.com/eas-server/eas-server/processors/echo"         // echo
 	_ "github.com/eas-server/eas-server/processors/onnx"         // pytorch_*, onnx_*
