@@ -46,3 +46,35 @@ func (s Spec) IntraOpThreads(override int) int {
 	}
 	return runtime.GOMAXPROCS(0)
 }
+
+// SplitConfig splits model_config between a processor that wraps another
+// (easytransfer around tensorflow, easynlp around the onnx runtime) and the
+// one it wraps: own holds the keys the wrapper reads, rest the others, for
+// the wrapped processor's own strict parsing. Both are JSON objects, or nil
+// when empty; model_config that is not an object is an error.
+func SplitConfig(raw []byte, keys []string) (own, rest []byte, err error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		return nil, nil, errors.New("it must be a JSON object")
+	}
+	mine := map[string]json.RawMessage{}
+	for _, k := range keys {
+		if v, ok := obj[k]; ok {
+			mine[k] = v
+			delete(obj, k)
+		}
+	}
+	if own, err = json.Marshal(mine); err != nil {
+		return nil, nil, err
+	}
+	if len(obj) > 0 {
+		if rest, err = json.Marshal(obj); err != nil {
+			return nil, nil, err
+		}
+	}
+	return own, rest, nil
+}

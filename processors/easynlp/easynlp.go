@@ -14,7 +14,6 @@
 package easynlp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,7 +121,7 @@ func New() *App { return &App{} }
 // Configure checks model_config without any I/O.
 func (a *App) Configure(spec processors.Spec) error {
 	a.spec = spec
-	own, rest, err := splitConfig(spec.ModelConfig)
+	own, rest, err := processors.SplitConfig(spec.ModelConfig, ownKeys)
 	if err != nil {
 		return fmt.Errorf("model_config: %v; easynlp accepts %s", err, accepts)
 	}
@@ -172,34 +171,6 @@ func (a *App) Configure(spec processors.Spec) error {
 // bounds it further at load.
 const maxSequenceLength = 8192
 
-// splitConfig separates model_config into this package's keys and the
-// ONNX runtime's.
-func splitConfig(raw []byte) (own, rest []byte, err error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return nil, nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &obj); err != nil {
-		return nil, nil, errors.New("it must be a JSON object")
-	}
-	mine := map[string]json.RawMessage{}
-	for _, k := range ownKeys {
-		if v, ok := obj[k]; ok {
-			mine[k] = v
-			delete(obj, k)
-		}
-	}
-	if own, err = json.Marshal(mine); err != nil {
-		return nil, nil, err
-	}
-	if len(obj) > 0 {
-		if rest, err = json.Marshal(obj); err != nil {
-			return nil, nil, err
-		}
-	}
-	return own, rest, nil
-}
 
 // maxSideFileBytes bounds config.json, vocab.txt and the JSON files.
 const maxSideFileBytes = 64 << 20

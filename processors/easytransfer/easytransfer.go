@@ -14,9 +14,7 @@
 package easytransfer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -112,7 +110,7 @@ func (a *App) Configure(spec processors.Spec) error {
 		a.code = spec.Code
 	}
 	a.spec = spec
-	own, rest, err := splitConfig(spec.ModelConfig)
+	own, rest, err := processors.SplitConfig(spec.ModelConfig, ownKeys)
 	if err != nil {
 		return fmt.Errorf("model_config: %v; %s accepts %s", err, a.code, accepts)
 	}
@@ -148,34 +146,6 @@ func (a *App) Configure(spec processors.Spec) error {
 // maxSequenceLength bounds sequence_length (BERT's position table is 512).
 const maxSequenceLength = 4096
 
-// splitConfig separates model_config into this package's keys and the
-// tensorflow processor's.
-func splitConfig(raw []byte) (own, rest []byte, err error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return nil, nil, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &obj); err != nil {
-		return nil, nil, errors.New("it must be a JSON object")
-	}
-	mine := map[string]json.RawMessage{}
-	for _, k := range ownKeys {
-		if v, ok := obj[k]; ok {
-			mine[k] = v
-			delete(obj, k)
-		}
-	}
-	if own, err = json.Marshal(mine); err != nil {
-		return nil, nil, err
-	}
-	if len(obj) > 0 {
-		if rest, err = json.Marshal(obj); err != nil {
-			return nil, nil, err
-		}
-	}
-	return own, rest, nil
-}
 
 // Load loads the SavedModel on the tensorflow processor, then the
 // vocabulary and the training's preprocessing settings found beside it.
