@@ -171,7 +171,6 @@ func (a *App) Configure(spec processors.Spec) error {
 // bounds it further at load.
 const maxSequenceLength = 8192
 
-
 // maxSideFileBytes bounds config.json, vocab.txt and the JSON files.
 const maxSideFileBytes = 64 << 20
 

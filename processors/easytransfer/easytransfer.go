@@ -146,7 +146,6 @@ func (a *App) Configure(spec processors.Spec) error {
 // maxSequenceLength bounds sequence_length (BERT's position table is 512).
 const maxSequenceLength = 4096
 
-
 // Load loads the SavedModel on the tensorflow processor, then the
 // vocabulary and the training's preprocessing settings found beside it.
 func (a *App) Load(ctx context.Context, files processors.Files) error {
