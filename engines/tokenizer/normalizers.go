@@ -194,13 +194,16 @@ func unicodeNormalize(n *normString, f norm.Form) {
 		return
 	}
 	cs := make([]change, 0, len(n.norm)+8)
-	var it norm.Iter
-	it.InitString(f, n.norm)
-	for !it.Done() {
-		start := it.Pos()
-		out := it.Next()
-		in := n.norm[start:it.Pos()]
-		if string(out) == in {
+	// Chunks between normalization boundaries normalize independently.
+	for start := 0; start < len(n.norm); {
+		k := f.NextBoundaryInString(n.norm[start:], true)
+		if k <= 0 {
+			k = len(n.norm) - start
+		}
+		in := n.norm[start : start+k]
+		start += k
+		out := f.String(in)
+		if out == in {
 			for _, r := range in {
 				cs = append(cs, change{r, 0})
 			}
@@ -218,12 +221,12 @@ func unicodeNormalize(n *normString, f norm.Form) {
 				k++
 			}
 		}
-		if sb.String() == string(out) && utf8.RuneCountInString(in) <= len(per) {
+		if sb.String() == out && utf8.RuneCountInString(in) <= len(per) {
 			cs = append(cs, per...)
 			continue
 		}
-		k := utf8.RuneCountInString(in)
-		outR := []rune(string(out))
+		k = utf8.RuneCountInString(in)
+		outR := []rune(out)
 		m := len(outR)
 		for j, r := range outR {
 			switch {

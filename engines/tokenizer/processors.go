@@ -6,13 +6,18 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // postProcessor adds the special tokens of one text or a pair and merges
 // a pair into one encoding.
+//
+// process takes the encodings of one text or a pair and returns pieces
+// that are concatenated into the final encoding (tokenizers'
+// process_encodings, which a Sequence chains before the merge).
 type postProcessor interface {
 	addedTokens(pair bool) int
-	process(a, b *Encoded, addSpecial bool) *Encoded
+	process(encs []*Encoded, addSpecial bool) []*Encoded
 }
 
 // templatePiece is one place of a template: a sequence (seq "A" or "B")
@@ -51,12 +56,13 @@ func (t *templateProcessor) addedTokens(pair bool) int {
 	return t.count(t.single)
 }
 
-func (t *templateProcessor) process(a, b *Encoded, addSpecial bool) *Encoded {
+func (t *templateProcessor) process(encs []*Encoded, addSpecial bool) []*Encoded {
+	a, b := encs[0], pairOf(encs)
 	tpl := t.single
 	if b != nil {
 		tpl = t.pair
 	}
-	e := &Encoded{}
+	e := &Encoded{texts: a.texts, hasTexts: true}
 	for _, p := range tpl {
 		switch {
 		case p.seq == "A":
@@ -72,7 +78,14 @@ func (t *templateProcessor) process(a, b *Encoded, addSpecial bool) *Encoded {
 			}
 		}
 	}
-	return e
+	return []*Encoded{e}
+}
+
+func pairOf(encs []*Encoded) *Encoded {
+	if len(encs) > 1 {
+		return encs[1]
+	}
+	return nil
 }
 
 func parseTemplate(path string, raw json.RawMessage) ([]templatePiece, error) {
@@ -154,7 +167,8 @@ func (p *bertProcessor) addedTokens(pair bool) int {
 	return 3
 }
 
-func (p *bertProcessor) process(a, b *Encoded, addSpecial bool) *Encoded {
+func (p *bertProcessor) process(encs []*Encoded, addSpecial bool) []*Encoded {
+	a, b := encs[0], pairOf(encs)
 	if p.roberta {
 		if p.trimOffsets {
 			trimOffsets(a, p.prefixSpace)
@@ -172,12 +186,9 @@ func (p *bertProcessor) process(a, b *Encoded, addSpecial bool) *Encoded {
 		}
 	}
 	if !addSpecial {
-		if b != nil {
-			a.appendAll(b, 0, false)
-		}
-		return a
+		return encs
 	}
-	e := &Encoded{}
+	e := &Encoded{texts: a.texts, hasTexts: true}
 	e.appendTok(p.clsID, 0, p.cls, [2]int{}, -1, 1)
 	e.appendAll(a, 0, true)
 	e.appendTok(p.sepID, 0, p.sep, [2]int{}, -1, 1)
@@ -190,7 +201,7 @@ func (p *bertProcessor) process(a, b *Encoded, addSpecial bool) *Encoded {
 		e.appendAll(b, t, true)
 		e.appendTok(p.sepID, t, p.sep, [2]int{}, -1, 1)
 	}
-	return e
+	return []*Encoded{e}
 }
 
 // byteLevelProcessor is the ByteLevel post-processor: offsets trimmed of
@@ -199,62 +210,71 @@ type byteLevelProcessor struct{ trim, prefixSpace bool }
 
 func (byteLevelProcessor) addedTokens(bool) int { return 0 }
 
-func (p byteLevelProcessor) process(a, b *Encoded, _ bool) *Encoded {
+func (p byteLevelProcessor) process(encs []*Encoded, _ bool) []*Encoded {
 	if p.trim {
-		trimOffsets(a, p.prefixSpace)
-		if b != nil {
-			trimOffsets(b, p.prefixSpace)
+		for _, e := range encs {
+			trimOffsets(e, p.prefixSpace)
 		}
 	}
-	if b != nil {
-		a.appendAll(b, 0, false)
-	}
-	return a
+	return encs
 }
 
 // trimOffsets is ByteLevel's process_offsets: a token's offsets lose its
 // leading and trailing spaces (Ġ or whitespace), but for the first
 // token's single leading space when a prefix space was added. tokenizers
-// counts characters of the token against character offsets; in bytes, a
-// Ġ stands for one byte and any other whitespace for its own length.
+// moves character offsets by the token's count of such characters (which
+// may land inside a character the token does not start with); here the
+// byte offsets move by as many characters of the text.
 func trimOffsets(e *Encoded, prefixSpace bool) {
 	isSp := func(r rune) bool { return r == 'Ġ' || unicode.IsSpace(r) }
-	bytesOf := func(r rune) int {
-		if r == 'Ġ' {
-			return 1
-		}
-		return len(string(r))
-	}
 	for i, tok := range e.Tokens {
 		off := &e.Offsets[i]
-		rs := []rune(tok)
-		lead, leadBytes := 0, 0
-		for _, r := range rs {
+		text := e.texts[max(e.SequenceIDs[i], 0)&1]
+		lead, trail := 0, 0
+		for _, r := range tok {
 			if !isSp(r) {
 				break
 			}
 			lead++
-			leadBytes += bytesOf(r)
 		}
-		trail, trailBytes := 0, 0
-		for k := len(rs) - 1; k >= 0; k-- {
-			if !isSp(rs[k]) {
+		for k := len(tok); k > 0; {
+			r, size := utf8.DecodeLastRuneInString(tok[:k])
+			if !isSp(r) {
 				break
 			}
 			trail++
-			trailBytes += bytesOf(rs[k])
+			k -= size
 		}
 		if lead > 0 {
 			first := i == 0 || off[0] == 0
 			if !(first && prefixSpace && lead == 1) {
-				off[0] = min(off[0]+leadBytes, off[1])
+				off[0] = min(moveChars(text, off[0], lead), off[1])
 			}
 		}
-		if trail > 0 && off[1] >= trailBytes {
-			off[1] = max(off[1]-trailBytes, off[0])
+		if trail > 0 && charsBefore(text, off[1]) >= trail {
+			off[1] = max(moveChars(text, off[1], -trail), off[0])
 		}
 	}
 }
+
+// moveChars moves byte position p of text by n characters (past the end,
+// by bytes).
+func moveChars(text string, p, n int) int {
+	for ; n > 0; n-- {
+		if p >= len(text) {
+			return p + n
+		}
+		_, size := utf8.DecodeRuneInString(text[p:])
+		p += size
+	}
+	for ; n < 0 && p > 0; n++ {
+		_, size := utf8.DecodeLastRuneInString(text[:min(p, len(text))])
+		p -= size
+	}
+	return p
+}
+
+func charsBefore(text string, p int) int { return utf8.RuneCountInString(text[:min(p, len(text))]) }
 
 type processorSeq []postProcessor
 
@@ -266,14 +286,12 @@ func (s processorSeq) addedTokens(pair bool) int {
 	return n
 }
 
-// process runs each processor in turn; only the first sees the pair
-// separately (tokenizers hands the merged encoding on).
-func (s processorSeq) process(a, b *Encoded, addSpecial bool) *Encoded {
+// process runs each processor in turn on the pieces the one before made.
+func (s processorSeq) process(encs []*Encoded, addSpecial bool) []*Encoded {
 	for _, p := range s {
-		a = p.process(a, b, addSpecial)
-		b = nil
+		encs = p.process(encs, addSpecial)
 	}
-	return a
+	return encs
 }
 
 func parsePostProcessor(path string, raw json.RawMessage) (postProcessor, error) {

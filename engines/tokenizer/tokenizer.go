@@ -60,6 +60,9 @@ type Encoded struct {
 	SpecialTokensMask []int32
 	AttentionMask     []int32
 	SequenceIDs       []int32 // 0 or 1 (a pair's text), -1 for special tokens and padding
+
+	texts    [2]string // the texts the offsets are in, for trimOffsets
+	hasTexts bool
 }
 
 func (e *Encoded) Len() int { return len(e.IDs) }
@@ -76,6 +79,9 @@ func (e *Encoded) appendTok(id, typeID int32, tok string, off [2]int, word, spec
 }
 
 func (e *Encoded) appendAll(o *Encoded, typeID int32, setType bool) {
+	if !e.hasTexts {
+		e.texts, e.hasTexts = o.texts, o.hasTexts
+	}
 	for i := range o.IDs {
 		t := o.TypeIDs[i]
 		if setType {
@@ -370,6 +376,7 @@ func (t *Tokenizer) encodeOne(text string, typeID int32) (*Encoded, error) {
 		t.pre.preTokenize(pt)
 	}
 	e := &Encoded{}
+	e.texts[typeID&1] = text
 	var toks []token
 	for i := range pt.pieces {
 		pc := &pt.pieces[i]
@@ -461,6 +468,12 @@ func (t *Tokenizer) padLength(es []*Encoded) int {
 // postProcess truncates, adds the special tokens and pads, as
 // tokenizers' post_process.
 func (t *Tokenizer) postProcess(a, b *Encoded, addSpecial bool, _ int) (*Encoded, error) {
+	a.hasTexts = true
+	if b != nil {
+		a.texts[1] = b.texts[1]
+		b.texts[0] = a.texts[0]
+		b.hasTexts = true
+	}
 	if tr := t.trunc; tr != nil {
 		max := tr.MaxLength
 		if addSpecial && t.post != nil {
@@ -474,14 +487,16 @@ func (t *Tokenizer) postProcess(a, b *Encoded, addSpecial bool, _ int) (*Encoded
 			return nil, err
 		}
 	}
-	var e *Encoded
+	encs := []*Encoded{a}
+	if b != nil {
+		encs = append(encs, b)
+	}
 	if t.post != nil {
-		e = t.post.process(a, b, addSpecial)
-	} else {
-		e = a
-		if b != nil {
-			e.appendAll(b, 0, false)
-		}
+		encs = t.post.process(encs, addSpecial)
+	}
+	e := encs[0]
+	for _, x := range encs[1:] {
+		e.appendAll(x, 0, false)
 	}
 	if t.pad != nil {
 		e.pad(t.pad, t.padLength([]*Encoded{e}))
