@@ -342,15 +342,17 @@ func parseDecoder(path string, raw json.RawMessage) (decoder, error) {
 }
 
 // DecodeStream decodes ids one at a time, for generation: each Step
-// returns the text the new id completes, never half a UTF-8 character
-// (nothing until the character is whole), as tokenizers' DecodeStream.
+// returns the text the new id adds, nothing while the text would end in
+// half a character (U+FFFD), computed as tokenizers' DecodeStream does: the
+// ids since a few tokens back are decoded again and what the earlier ones
+// gave is cut off, so decoders that look at neighbours (spaces, prefixes)
+// give the same text as decoding all at once.
 type DecodeStream struct {
 	t           *Tokenizer
 	skipSpecial bool
 	ids         []int32
 	prefix      string
 	prefixIndex int
-	readIndex   int
 }
 
 // NewDecodeStream starts an incremental decoding.
@@ -360,6 +362,15 @@ func (t *Tokenizer) NewDecodeStream(skipSpecial bool) *DecodeStream {
 
 // Step adds one id and returns the new text ("" when there is none yet).
 func (d *DecodeStream) Step(id int32) (string, error) {
+	if d.prefix == "" && len(d.ids) > 0 {
+		p, err := d.t.Decode(d.ids, d.skipSpecial)
+		if err != nil {
+			return "", err
+		}
+		if !strings.HasSuffix(p, "\uFFFD") {
+			d.prefix, d.prefixIndex = p, len(d.ids)
+		}
+	}
 	d.ids = append(d.ids, id)
 	s, err := d.t.Decode(d.ids, d.skipSpecial)
 	if err != nil {
@@ -373,11 +384,10 @@ func (d *DecodeStream) Step(id int32) (string, error) {
 	}
 	text := s[len(d.prefix):]
 	newPrefixIndex := len(d.ids) - d.prefixIndex
-	d.ids = append([]int32(nil), d.ids[d.readIndex:]...)
+	d.ids = append([]int32(nil), d.ids[d.prefixIndex:]...)
 	if d.prefix, err = d.t.Decode(d.ids, d.skipSpecial); err != nil {
 		return "", err
 	}
-	d.readIndex = d.prefixIndex
 	d.prefixIndex = newPrefixIndex
 	return text, nil
 }

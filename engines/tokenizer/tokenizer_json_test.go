@@ -126,11 +126,18 @@ type refOwn struct {
 	AttentionMask []int32 `json:"attention_mask"`
 }
 
+type refStream struct {
+	IDs    []int32  `json:"ids"`
+	Skip   bool     `json:"skip"`
+	Chunks []string `json:"chunks"`
+}
+
 type refFile struct {
 	Corpus     []string
 	Tokenizers map[string]struct {
-		Cases []refCase
-		Own   []refOwn
+		Cases  []refCase
+		Own    []refOwn
+		Stream []refStream
 	}
 }
 
@@ -230,107 +237,117 @@ func TestRealTokenizersAgainstHuggingFace(t *testing.T) {
 // checkAgainstRef compares a tokenizer's encodings and decodings with
 // ref_hf.py's cases for name.
 func checkAgainstRef(t *testing.T, ref refFile, name string, load func(t testing.TB) *tokenizer.Tokenizer) {
-		tk := load(t).WithPadding(nil)
-		base, _ := tk.WithTruncation(nil)
-		cases := ref.Tokenizers[name].Cases
-		if len(cases) == 0 {
-			t.Fatal("no reference cases")
-		}
-		fails := 0
-		for _, c := range cases {
-			tt := base
-			if c.Trunc != nil {
-				var err error
-				if tt, err = base.WithTruncation(truncFromRef(*c.Trunc)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var e *tokenizer.Encoded
+	tk := load(t).WithPadding(nil)
+	base, _ := tk.WithTruncation(nil)
+	cases := ref.Tokenizers[name].Cases
+	if len(cases) == 0 {
+		t.Fatal("no reference cases")
+	}
+	fails := 0
+	for _, c := range cases {
+		tt := base
+		if c.Trunc != nil {
 			var err error
-			if c.Pair >= 0 {
-				e, err = tt.EncodePair(ref.Corpus[c.Text], ref.Corpus[c.Pair], c.Special)
-			} else {
-				e, err = tt.Encode(ref.Corpus[c.Text], c.Special)
-			}
-			what := func() string {
-				s := trim(ref.Corpus[c.Text])
-				if c.Pair >= 0 {
-					s += " | " + trim(ref.Corpus[c.Pair])
-				}
-				return s
-			}
-			if c.Error != "" {
-				if err == nil {
-					t.Errorf("%q trunc %v: tokenizers refused (%s), we did not", what(), *c.Trunc, c.Error)
-				}
-				continue
-			}
-			if err != nil {
-				t.Errorf("%q: %v", what(), err)
-				continue
-			}
-			offs := make([][2]int, len(e.Offsets))
-			for i, o := range e.Offsets {
-				if e.WordIDs[i] < 0 {
-					offs[i] = o
-					continue
-				}
-				text := ref.Corpus[c.Text]
-				if e.SequenceIDs[i] == 1 {
-					text = ref.Corpus[c.Pair]
-				}
-				offs[i] = charOffsets(text, o)
-			}
-			bad := ""
-			switch {
-			case !slices.Equal(e.IDs, c.IDs):
-				bad = "ids"
-			case !slices.Equal(e.Tokens, c.Tokens):
-				bad = "tokens"
-			case !slices.Equal(e.TypeIDs, c.TypeIDs):
-				bad = "type ids"
-			case !slices.Equal(e.SpecialTokensMask, c.Special_):
-				bad = "special tokens mask"
-			case !slices.Equal(e.WordIDs, c.WordIDs):
-				bad = "word ids"
-			case !slices.Equal(offs, c.Offsets):
-				bad = "offsets"
-			}
-			if bad != "" {
-				fails++
-				if fails <= 8 {
-					t.Errorf("%q pair=%d special=%v trunc=%v: %s differ\n got ids %v\nwant ids %v\n got %q\nwant %q\n got offsets %v\nwant offsets %v\n got types %v words %v\nwant types %v words %v",
-						what(), c.Pair, c.Special, c.Trunc, bad, e.IDs, c.IDs, e.Tokens, c.Tokens, offs, c.Offsets, e.TypeIDs, e.WordIDs, c.TypeIDs, c.WordIDs)
-				}
-				continue
-			}
-			for _, skip := range []bool{false, true} {
-				want := c.Decoded
-				if skip {
-					want = c.DecSkip
-				}
-				got, err := tk.Decode(e.IDs, skip)
-				if err != nil || got != want {
-					fails++
-					if fails <= 8 {
-						t.Errorf("%q: decode(skip=%v) = %q, %v; want %q", what(), skip, got, err, want)
-					}
-				}
-			}
-		}
-		if fails > 8 {
-			t.Errorf("%d disagreements in all", fails)
-		}
-		for _, o := range ref.Tokenizers[name].Own {
-			own := load(t)
-			e, err := own.Encode(ref.Corpus[o.Text], true)
-			if err != nil {
+			if tt, err = base.WithTruncation(truncFromRef(*c.Trunc)); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(e.IDs, o.IDs) || !slices.Equal(e.AttentionMask, o.AttentionMask) {
-				t.Errorf("the file's own truncation/padding on %q:\n got %v %v\nwant %v %v", trim(ref.Corpus[o.Text]), e.IDs, e.AttentionMask, o.IDs, o.AttentionMask)
+		}
+		var e *tokenizer.Encoded
+		var err error
+		if c.Pair >= 0 {
+			e, err = tt.EncodePair(ref.Corpus[c.Text], ref.Corpus[c.Pair], c.Special)
+		} else {
+			e, err = tt.Encode(ref.Corpus[c.Text], c.Special)
+		}
+		what := func() string {
+			s := trim(ref.Corpus[c.Text])
+			if c.Pair >= 0 {
+				s += " | " + trim(ref.Corpus[c.Pair])
+			}
+			return s
+		}
+		if c.Error != "" {
+			if err == nil {
+				t.Errorf("%q trunc %v: tokenizers refused (%s), we did not", what(), *c.Trunc, c.Error)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", what(), err)
+			continue
+		}
+		offs := make([][2]int, len(e.Offsets))
+		for i, o := range e.Offsets {
+			if e.WordIDs[i] < 0 {
+				offs[i] = o
+				continue
+			}
+			text := ref.Corpus[c.Text]
+			if e.SequenceIDs[i] == 1 {
+				text = ref.Corpus[c.Pair]
+			}
+			offs[i] = charOffsets(text, o)
+		}
+		bad := ""
+		switch {
+		case !slices.Equal(e.IDs, c.IDs):
+			bad = "ids"
+		case !slices.Equal(e.Tokens, c.Tokens):
+			bad = "tokens"
+		case !slices.Equal(e.TypeIDs, c.TypeIDs):
+			bad = "type ids"
+		case !slices.Equal(e.SpecialTokensMask, c.Special_):
+			bad = "special tokens mask"
+		case !slices.Equal(e.WordIDs, c.WordIDs):
+			bad = "word ids"
+		case !slices.Equal(offs, c.Offsets):
+			bad = "offsets"
+		}
+		if bad != "" {
+			fails++
+			if fails <= 8 {
+				t.Errorf("%q pair=%d special=%v trunc=%v: %s differ\n got ids %v\nwant ids %v\n got %q\nwant %q\n got offsets %v\nwant offsets %v\n got types %v words %v\nwant types %v words %v",
+					what(), c.Pair, c.Special, c.Trunc, bad, e.IDs, c.IDs, e.Tokens, c.Tokens, offs, c.Offsets, e.TypeIDs, e.WordIDs, c.TypeIDs, c.WordIDs)
+			}
+			continue
+		}
+		for _, skip := range []bool{false, true} {
+			want := c.Decoded
+			if skip {
+				want = c.DecSkip
+			}
+			got, err := tk.Decode(e.IDs, skip)
+			if err != nil || got != want {
+				fails++
+				if fails <= 8 {
+					t.Errorf("%q: decode(skip=%v) = %q, %v; want %q", what(), skip, got, err, want)
+				}
 			}
 		}
+	}
+	if fails > 8 {
+		t.Errorf("%d disagreements in all", fails)
+	}
+	for _, st := range ref.Tokenizers[name].Stream {
+		ds := tk.NewDecodeStream(st.Skip)
+		for i, id := range st.IDs {
+			got, err := ds.Step(id)
+			if err != nil || got != st.Chunks[i] {
+				t.Errorf("decode stream (skip=%v) of %v, step %d: %q, %v; want %q", st.Skip, st.IDs, i, got, err, st.Chunks[i])
+				break
+			}
+		}
+	}
+	for _, o := range ref.Tokenizers[name].Own {
+		own := load(t)
+		e, err := own.Encode(ref.Corpus[o.Text], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(e.IDs, o.IDs) || !slices.Equal(e.AttentionMask, o.AttentionMask) {
+			t.Errorf("the file's own truncation/padding on %q:\n got %v %v\nwant %v %v", trim(ref.Corpus[o.Text]), e.IDs, e.AttentionMask, o.IDs, o.AttentionMask)
+		}
+	}
 }
 
 // TestSyntheticTokenizersAgainstHuggingFace does the same with the small

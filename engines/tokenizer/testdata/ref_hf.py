@@ -104,7 +104,21 @@ for arg in sys.argv[2:]:
             cases.append(case(tok, i, j, True, t))
     for t in truncs[:2]:
         cases.append(case(tok, 4, -1, True, t))
-    out["tokenizers"][name] = {"cases": cases}
+    # Incremental decoding: the chunks DecodeStream gives id by id.
+    from tokenizers.decoders import DecodeStream
+    stream = []
+    for i in (2, 4, 9, 13, 17):
+        tok.no_truncation()
+        tok.no_padding()
+        ids = tok.encode(corpus[i], add_special_tokens=True).ids
+        for skip in (False, True):
+            ds = DecodeStream(skip_special_tokens=skip)
+            chunks = []
+            for id_ in ids:
+                c = ds.step(tok, id_)
+                chunks.append("" if c is None else c)
+            stream.append({"ids": ids, "skip": skip, "chunks": chunks})
+    out["tokenizers"][name] = {"cases": cases, "stream": stream}
     # The file's own truncation and padding.
     if trunc0 or pad0:
         tok.no_truncation()
