@@ -1,5 +1,9 @@
 // Package tokenizer turns text into the token ids a model was trained on.
 //
+// Tokenizer (tokenizer.go) runs a Hugging Face tokenizer.json; the parts
+// BERT needs (BERT's character classes below, the WordPiece model) are
+// shared with Bert.
+//
 // Bert is BERT's WordPiece tokenizer as google-research/bert's
 // tokenization.py (and EasyTransfer's copy of it, FullTokenizer) runs it:
 // clean the text, space out CJK ideographs, split on whitespace, lower-case
@@ -103,6 +107,7 @@ type Bert struct {
 	unk     string
 	unkID   int32
 	special map[string]int32 // [CLS], [SEP], [PAD], [MASK] where the vocabulary has them
+	wp      *wordPiece
 }
 
 // NewBert returns a tokenizer over vocab.
@@ -119,6 +124,7 @@ func NewBert(vocab *Vocab, opts BertOptions) (*Bert, error) {
 		return nil, fmt.Errorf("the vocabulary has no unknown token %q", unk)
 	}
 	b := &Bert{vocab: vocab, opts: opts, unk: unk, unkID: id, special: map[string]int32{}}
+	b.wp = &wordPiece{v: vocab, prefix: "##", unk: unk, unkID: id, maxChars: opts.MaxInputCharsPerWord}
 	for _, s := range []string{"[CLS]", "[SEP]", "[PAD]", "[MASK]"} {
 		if id, ok := vocab.ID(s); ok {
 			b.special[s] = id
@@ -191,36 +197,14 @@ func (b *Bert) words(text string) []string {
 	return out
 }
 
-// wordPieces appends w's pieces: greedy longest match first, "##" before
-// every piece but the first; a word that cannot be covered, or is longer
-// than MaxInputCharsPerWord runes, is the unknown token.
+// wordPieces appends w's pieces: the WordPiece model's greedy longest
+// match first, "##" before every piece but the first; a word that cannot be
+// covered, or is longer than MaxInputCharsPerWord runes, is the unknown
+// token.
 func (b *Bert) wordPieces(out []string, w string) []string {
-	if utf8.RuneCountInString(w) > b.opts.MaxInputCharsPerWord {
-		return append(out, b.unk)
-	}
 	n := len(out)
-	var key []byte
-	for start := 0; start < len(w); {
-		end := len(w)
-		found := ""
-		for end > start {
-			key = key[:0]
-			if start > 0 {
-				key = append(key, "##"...)
-			}
-			key = append(key, w[start:end]...)
-			if _, ok := b.vocab.ids[string(key)]; ok {
-				found = string(key)
-				break
-			}
-			_, size := utf8.DecodeLastRuneInString(w[start:end])
-			end -= size
-		}
-		if found == "" {
-			return append(out[:n], b.unk)
-		}
-		out = append(out, found)
-		start = end
+	if _, ok := b.wp.pieces(w, nil, func(id int32, _, _ int) { out = append(out, b.vocab.tokens[id]) }); !ok {
+		return append(out[:n], b.unk)
 	}
 	return out
 }
