@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eas-server/eas-server/engines/encoder"
 	"github.com/eas-server/eas-server/processors"
 )
 
@@ -69,7 +70,7 @@ func (o *obj) end() {
 func (a *App) answer(buf *bytes.Buffer, rw row, outs [][]float32) {
 	o := &obj{b: buf}
 	switch a.head {
-	case headClassify, headMulti:
+	case encoder.Classify, encoder.Multi:
 		logits, probs := outs[0], outs[1]
 		order := make([]int, len(probs))
 		for i := range order {
@@ -91,7 +92,7 @@ func (a *App) answer(buf *bytes.Buffer, rw row, outs [][]float32) {
 			e.end()
 		}
 		b.WriteByte(']')
-		if a.head == headMulti {
+		if a.head == encoder.Multi {
 			var on []string
 			for _, c := range order {
 				if float64(probs[c]) > a.threshold {
@@ -104,9 +105,9 @@ func (a *App) answer(buf *bytes.Buffer, rw row, outs [][]float32) {
 		}
 		o.str("probabilities", joinF32(probs))
 		o.str("logits", joinF32(logits))
-	case headTwoTower:
+	case encoder.TwoTower:
 		o.str("emb_output", joinF32(outs[0]))
-	case headVector:
+	case encoder.Vector:
 		H := a.model.HiddenSize
 		seq := outs[1]
 		o.raw("id", rw.id)
@@ -117,7 +118,7 @@ func (a *App) answer(buf *bytes.Buffer, rw row, outs [][]float32) {
 			rowsS = append(rowsS, joinF32(seq[j*H:(j+1)*H]))
 		}
 		o.str("all_hidden_outputs", strings.Join(rowsS, ";"))
-	case headLabel:
+	case encoder.TokenLabels:
 		C := len(a.labels)
 		logits := outs[0]
 		tags := make([]string, rw.padTo)

@@ -24,9 +24,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eas-server/eas-server/engines/encoder"
 	"github.com/eas-server/eas-server/engines/tokenizer"
+	"github.com/eas-server/eas-server/engines/torchckpt"
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/processors/easynlp/ckpt"
 	"github.com/eas-server/eas-server/processors/onnx"
 )
 
@@ -101,8 +102,8 @@ type App struct {
 	app     string
 	rtSpec  processors.Spec
 	rt      *onnx.Model
-	head    head
-	model   modelConfig
+	head    encoder.Head
+	model   encoder.Config
 	tok     *tokenizer.Bert
 	special []special // the vocabulary's special tokens, longest first
 	padID   int32
@@ -235,7 +236,7 @@ func (a *App) Load(ctx context.Context, files processors.Files) error {
 	if err := json.Unmarshal(cb, &a.model); err != nil {
 		return fmt.Errorf("config.json: %v", err)
 	}
-	if err := a.model.check(); err != nil {
+	if err := a.model.Check(); err != nil {
 		return err
 	}
 	if err := a.loadTokenizer(dir); err != nil {
@@ -248,7 +249,7 @@ func (a *App) Load(ctx context.Context, files processors.Files) error {
 	if err != nil {
 		return err
 	}
-	w, err := newWeights(sd)
+	w, err := encoder.NewWeights(sd)
 	if err != nil {
 		return fmt.Errorf("%s: %v", src, err)
 	}
@@ -258,7 +259,7 @@ func (a *App) Load(ctx context.Context, files processors.Files) error {
 	if err := a.checkSizes(w); err != nil {
 		return fmt.Errorf("%s: %v", src, err)
 	}
-	model, err := buildGraph(&a.model, w, a.head, len(a.labels))
+	model, err := encoder.Build(&a.model, w, encoder.Options{Head: a.head, Labels: len(a.labels), Name: Code})
 	if err != nil {
 		return fmt.Errorf("%s: %v", src, err)
 	}
@@ -278,12 +279,9 @@ func (a *App) Load(ctx context.Context, files processors.Files) error {
 }
 
 // readCheckpoint reads model.safetensors, else pytorch_model.bin.
-func (a *App) readCheckpoint(ctx context.Context, dir string) (*ckpt.StateDict, string, error) {
-	for _, c := range []struct {
-		name string
-		read func([]byte) (*ckpt.StateDict, error)
-	}{{"model.safetensors", ckpt.ReadSafetensors}, {"pytorch_model.bin", ckpt.ReadTorch}} {
-		p := filepath.Join(dir, c.name)
+func (a *App) readCheckpoint(ctx context.Context, dir string) (*torchckpt.StateDict, string, error) {
+	for _, c := range encoder.Checkpoints {
+		p := filepath.Join(dir, c.Name)
 		if !isFile(p) {
 			continue
 		}
@@ -291,11 +289,11 @@ func (a *App) readCheckpoint(ctx context.Context, dir string) (*ckpt.StateDict, 
 		if err != nil {
 			return nil, "", fmt.Errorf("model_path: %w", err)
 		}
-		sd, err := c.read(data)
+		sd, err := c.Read(data)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s: %v", c.name, err)
+			return nil, "", fmt.Errorf("%s: %v", c.Name, err)
 		}
-		return sd, c.name, nil
+		return sd, c.Name, nil
 	}
 	return nil, "", fmt.Errorf("%s holds no pytorch_model.bin or model.safetensors: EasyNLP saves the weights as pytorch_model.bin", dir)
 }
@@ -364,7 +362,7 @@ func (a *App) loadSettings(dir string) error {
 	if a.cfg.SequenceLength > 0 {
 		a.seqLen = a.cfg.SequenceLength
 	}
-	if max := a.model.maxLen(); a.seqLen > max {
+	if max := a.model.MaxLen(); a.seqLen > max {
 		if a.cfg.SequenceLength > 0 {
 			return fmt.Errorf("model_config.sequence_length %d is over the %d positions the model has", a.seqLen, max)
 		}
@@ -458,31 +456,31 @@ func labelsFromMapping(b []byte) ([]string, error) {
 }
 
 // bindHead picks the graph's head from the app and the checkpoint.
-func (a *App) bindHead(w *weights) error {
+func (a *App) bindHead(w *encoder.Weights) error {
 	switch a.app {
 	case TextClassify:
-		a.head = headClassify
+		a.head = encoder.Classify
 	case TextClassifyMulti:
-		a.head = headMulti
+		a.head = encoder.Multi
 	case SequenceLabeling:
-		a.head = headLabel
+		a.head = encoder.TokenLabels
 	case Vectorization:
-		a.head = headVector
+		a.head = encoder.Vector
 		return nil
 	case TextMatch:
-		a.head = headClassify
-		if e, ok := w.t["emb_layer.weight"]; ok {
+		a.head = encoder.Classify
+		if e, ok := w.T["emb_layer.weight"]; ok {
 			if len(e.Shape) != 2 {
 				return fmt.Errorf("emb_layer.weight has shape %v", e.Shape)
 			}
-			a.head, a.embSize = headTwoTower, int(e.Shape[0])
+			a.head, a.embSize = encoder.TwoTower, int(e.Shape[0])
 			return nil
 		}
 		if a.labels == nil {
 			return errors.New("a single-tower text_match model needs label_mapping.json")
 		}
 	}
-	c, ok := w.t["classifier.weight"]
+	c, ok := w.T["classifier.weight"]
 	if !ok || len(c.Shape) != 2 {
 		return fmt.Errorf("no classifier.weight [labels, hidden]: EasyNLP's %s model keeps its head there", a.app)
 	}
@@ -493,22 +491,22 @@ func (a *App) bindHead(w *weights) error {
 }
 
 // checkSizes checks config.json and vocab.txt against the tables.
-func (a *App) checkSizes(w *weights) error {
-	word := w.t[w.prefix+"embeddings.word_embeddings.weight"]
+func (a *App) checkSizes(w *encoder.Weights) error {
+	word := w.T[w.Prefix+"embeddings.word_embeddings.weight"]
 	if int64(a.tok.Vocab().Len()) > word.Shape[0] {
 		return fmt.Errorf("vocab.txt has %d tokens but the word embeddings %d rows", a.tok.Vocab().Len(), word.Shape[0])
 	}
-	pos := w.t[w.prefix+"embeddings.position_embeddings.weight"]
+	pos := w.T[w.Prefix+"embeddings.position_embeddings.weight"]
 	if pos != nil && len(pos.Shape) == 2 {
 		n := int(pos.Shape[0])
-		if a.model.roberta() {
-			n -= a.model.padIdx() + 1
+		if a.model.RoBERTa() {
+			n -= a.model.PadIdx() + 1
 		}
 		if n < a.seqLen {
 			return fmt.Errorf("the position table has room for %d tokens, under sequence_length %d", n, a.seqLen)
 		}
 	}
-	if t := w.t[w.prefix+"embeddings.token_type_embeddings.weight"]; t != nil && len(t.Shape) == 2 && t.Shape[0] == 1 {
+	if t := w.T[w.Prefix+"embeddings.token_type_embeddings.weight"]; t != nil && len(t.Shape) == 2 && t.Shape[0] == 1 {
 		a.oneType = true
 	}
 	return nil
@@ -532,13 +530,13 @@ func (a *App) Metadata() processors.Metadata {
 	}
 	var outs []string
 	switch a.head {
-	case headClassify, headMulti:
+	case encoder.Classify, encoder.Multi:
 		outs = []string{"id", "output", "predictions", "probabilities", "logits"}
-	case headTwoTower:
+	case encoder.TwoTower:
 		outs = []string{"emb_output"}
-	case headLabel:
+	case encoder.TokenLabels:
 		outs = []string{"id", "output", "predictions"}
-	case headVector:
+	case encoder.Vector:
 		outs = []string{"id", "pooler_output", "first_token_output", "all_hidden_outputs"}
 	}
 	for _, o := range outs {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eas-server/eas-server/engines/encoder"
 	"github.com/eas-server/eas-server/engines/tokenizer"
 	"github.com/eas-server/eas-server/processors"
 )
@@ -15,9 +16,9 @@ func fuzzApp(t testing.TB, app string) *App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &App{app: app, seqLen: 16, first: "first_sequence", second: "second_sequence", model: modelConfig{ModelType: "bert", MaxPositionEmbeddings: 32}}
+	a := &App{app: app, seqLen: 16, first: "first_sequence", second: "second_sequence", model: encoder.Config{ModelType: "bert", MaxPositionEmbeddings: 32}}
 	if app == Vectorization {
-		a.head = headVector
+		a.head = encoder.Vector
 	}
 	if a.tok, err = tokenizer.NewBert(vocab, tokenizer.BertOptions{LowerCase: true, MaxInputCharsPerWord: 100, PythonLower: true}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/eas-server/eas-server/engines/encoder"
 	"github.com/eas-server/eas-server/engines/tokenizer"
 	"github.com/eas-server/eas-server/processors"
 )
@@ -109,7 +110,7 @@ func (a *App) requestLength(items []map[string]json.RawMessage) (int, error) {
 	if n == -1 {
 		return a.seqLen, nil
 	}
-	limit := a.model.maxLen()
+	limit := a.model.MaxLen()
 	switch {
 	case n < 2:
 		return 0, processors.BadInputf("sequence_length %d leaves no room for [CLS] and [SEP]: send 2 or more", n)
@@ -167,7 +168,7 @@ func (a *App) encode(r *row, it map[string]json.RawMessage, seqLen int) error {
 		clear(r.types)
 	}
 	r.padTo = r.n
-	if a.head == headVector {
+	if a.head == encoder.Vector {
 		r.padTo = seqLen // all_hidden_outputs covers the padded positions
 	}
 	return nil

@@ -1,4 +1,4 @@
-// Package ckpt reads the weights of a PyTorch state_dict without Python:
+// Package torchckpt reads the weights of a PyTorch state_dict without Python:
 // torch.save's zip format (a pickle naming storages kept as files beside
 // it) through a restricted unpickler that knows only the few globals a
 // state_dict's pickle names and never executes anything, and Hugging
@@ -8,7 +8,7 @@
 //
 // Every size is bounded: the file by the caller's limit, the pickle's
 // objects by the pickle's own length, a tensor by its storage.
-package ckpt
+package torchckpt
 
 import (
 	"archive/zip"

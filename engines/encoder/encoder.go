@@ -1,6 +1,14 @@
-package easynlp
+// Package encoder builds a BERT or RoBERTa encoder as an ONNX graph
+// (engines/onnxbuild) from its Hugging Face config.json and a state_dict
+// read by engines/torchckpt, with an optional head (a classifier, a
+// token classifier, a pooler, an embedding layer). The graph takes
+// input_ids, attention_mask and token_type_ids and runs on ONNX Runtime;
+// processors/easynlp (EasyNLP's apps) and processors/textencoder (Hugging
+// Face checkpoints) serve it.
+package encoder
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -9,13 +17,13 @@ import (
 
 	"github.com/eas-server/eas-server/engines/onnxbuild"
 	"github.com/eas-server/eas-server/engines/onnxbuild/onnxpb"
-	"github.com/eas-server/eas-server/processors/easynlp/ckpt"
+	"github.com/eas-server/eas-server/engines/torchckpt"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// modelConfig is the backbone's config.json as EasyNLP (Hugging Face's
-// layout) writes it.
-type modelConfig struct {
+// Config is the backbone's config.json in Hugging Face's layout (as
+// transformers and EasyNLP write it).
+type Config struct {
 	ModelType             string   `json:"model_type"`
 	HiddenSize            int      `json:"hidden_size"`
 	NumHiddenLayers       int      `json:"num_hidden_layers"`
@@ -29,32 +37,35 @@ type modelConfig struct {
 	PadTokenID            *int     `json:"pad_token_id"`
 }
 
-// family is how the backbone computes its position ids.
-func (c *modelConfig) roberta() bool { return c.ModelType == "roberta" }
+// RoBERTa reports whether position ids follow RoBERTa (counted from
+// padding_idx+1) rather than BERT (0, 1, ...).
+func (c *Config) RoBERTa() bool { return c.ModelType == "roberta" }
 
-// padIdx is RoBERTa's padding_idx: its position ids start after it.
-func (c *modelConfig) padIdx() int {
+// PadIdx is RoBERTa's padding_idx: its position ids start after it.
+func (c *Config) PadIdx() int {
 	if c.PadTokenID != nil {
 		return *c.PadTokenID
 	}
 	return 1
 }
 
-// maxLen is the longest sequence the position table holds.
-func (c *modelConfig) maxLen() int {
-	if c.roberta() {
-		return c.MaxPositionEmbeddings - c.padIdx() - 1
+// MaxLen is the longest sequence the position table holds.
+func (c *Config) MaxLen() int {
+	if c.RoBERTa() {
+		return c.MaxPositionEmbeddings - c.PadIdx() - 1
 	}
 	return c.MaxPositionEmbeddings
 }
 
-func (c *modelConfig) check() error {
+// Check refuses a config this package cannot build: a model_type other
+// than bert or roberta, sizes that do not fit, an unknown activation.
+func (c *Config) Check() error {
 	switch c.ModelType {
 	case "bert", "roberta":
 	case "":
-		return errors.New("config.json has no model_type; EasyNLP's text apps are served here for model_type bert and roberta")
+		return errors.New("config.json has no model_type; BERT and RoBERTa encoders (model_type bert, roberta) are built here")
 	default:
-		return fmt.Errorf("config.json's model_type %q is not served here: the easynlp processor builds BERT and RoBERTa encoders (model_type bert, roberta)", c.ModelType)
+		return fmt.Errorf("config.json's model_type %q is not served here: the encoder builder builds BERT and RoBERTa encoders (model_type bert, roberta)", c.ModelType)
 	}
 	switch {
 	case c.HiddenSize <= 0 || c.NumHiddenLayers <= 0 || c.NumAttentionHeads <= 0 || c.IntermediateSize <= 0:
@@ -72,26 +83,34 @@ func (c *modelConfig) check() error {
 	return nil
 }
 
-// head is what the graph answers after the encoder.
-type head int
+// Head is what the graph answers after the encoder.
+type Head int
 
 const (
-	headClassify head = iota // logits, probabilities (softmax) of the pooled output
-	headMulti                // logits, probabilities (sigmoid)
-	headTwoTower             // emb_output of the pooled output
-	headLabel                // per-token logits
-	headVector               // pooler_output and sequence_output
+	// Classify answers logits and probabilities (softmax) of the pooled
+	// output through a linear "classifier" (BERT's pooler then
+	// classifier; a RoBERTa's classifier.dense + classifier.out_proj on
+	// the first token when the checkpoint has them).
+	Classify    Head = iota
+	Multi            // as Classify with a sigmoid: logits, probabilities
+	TwoTower         // emb_output: emb_layer of the pooled output
+	TokenLabels      // per-token logits of a linear "classifier"
+	Vector           // pooler_output and sequence_output
+	Hidden           // last_hidden_state only (no pooler needed)
 )
 
-// weights looks a state_dict's tensors up by their names under the
-// backbone's prefix, EasyNLP's gamma/beta renamed to weight/bias.
-type weights struct {
-	t      map[string]*ckpt.Tensor
-	prefix string
+// Weights looks a state_dict's tensors up by their names under the
+// backbone's prefix (backbone., bert., roberta. or none), LayerNorm's
+// gamma/beta renamed to weight/bias as EasyNLP's and transformers' loaders
+// do.
+type Weights struct {
+	T      map[string]*torchckpt.Tensor
+	Prefix string
 }
 
-func newWeights(sd *ckpt.StateDict) (*weights, error) {
-	w := &weights{t: map[string]*ckpt.Tensor{}}
+// NewWeights indexes sd and finds the backbone's prefix.
+func NewWeights(sd *torchckpt.StateDict) (*Weights, error) {
+	w := &Weights{T: map[string]*torchckpt.Tensor{}}
 	for _, k := range sd.Keys {
 		n := k
 		// EasyNLP's Application.from_pretrained renames the same way.
@@ -101,11 +120,11 @@ func newWeights(sd *ckpt.StateDict) (*weights, error) {
 		if strings.Contains(n, "beta") {
 			n = strings.ReplaceAll(n, "beta", "bias")
 		}
-		w.t[n] = sd.Tensors[k]
+		w.T[n] = sd.Tensors[k]
 	}
 	for _, p := range []string{"backbone.", "bert.", "roberta.", ""} {
-		if _, ok := w.t[p+"embeddings.word_embeddings.weight"]; ok {
-			w.prefix = p
+		if _, ok := w.T[p+"embeddings.word_embeddings.weight"]; ok {
+			w.Prefix = p
 			return w, nil
 		}
 	}
@@ -113,12 +132,15 @@ func newWeights(sd *ckpt.StateDict) (*weights, error) {
 	if len(keys) > 8 {
 		keys = append(keys[:8], "...")
 	}
-	return nil, fmt.Errorf("the checkpoint has no backbone.embeddings.word_embeddings.weight (EasyNLP's key for the BERT/RoBERTa backbone); its keys: %s", strings.Join(keys, ", "))
+	return nil, fmt.Errorf("the checkpoint has no backbone.embeddings.word_embeddings.weight (EasyNLP's key for the BERT/RoBERTa backbone; bert., roberta. or no prefix are read too); its keys: %s", strings.Join(keys, ", "))
 }
 
+// Backbone returns the backbone's tensor name (under the prefix).
+func (w *Weights) Backbone(name string) *torchckpt.Tensor { return w.T[w.Prefix+name] }
+
 // get returns the float tensor name of the given shape.
-func (w *weights) get(name string, shape ...int64) ([]float32, error) {
-	t, ok := w.t[name]
+func (w *Weights) get(name string, shape ...int64) ([]float32, error) {
+	t, ok := w.T[name]
 	if !ok {
 		return nil, fmt.Errorf("the checkpoint has no %s", name)
 	}
@@ -131,13 +153,14 @@ func (w *weights) get(name string, shape ...int64) ([]float32, error) {
 	return t.F32, nil
 }
 
-func (w *weights) has(name string) bool { _, ok := w.t[name]; return ok }
+// Has reports whether the checkpoint has name.
+func (w *Weights) Has(name string) bool { _, ok := w.T[name]; return ok }
 
 // builder emits the encoder graph.
 type builder struct {
 	g   onnxbuild.Graph
-	w   *weights
-	cfg *modelConfig
+	w   *Weights
+	cfg *Config
 	eps float32
 }
 
@@ -193,11 +216,25 @@ func (b *builder) act(x string) string {
 	return b.g.Op1("Mul", b.g.Op1("Mul", x, b.scalar(0.5)), b.g.Op1("Add", e, b.scalar(1)))
 }
 
-// buildGraph writes the ONNX model: input_ids, attention_mask and
-// token_type_ids ([batch, sequence] int64) in, the head's outputs out.
-// labels is the classifier's width (the label count).
-func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, error) {
-	b := &builder{g: onnxbuild.Graph{Prefix: "easynlp/"}, w: w, cfg: cfg, eps: 1e-12}
+// Options name the graph.
+type Options struct {
+	Head   Head
+	Labels int    // the classifier's width (the label count)
+	Name   string // the graph's name and its nodes' prefix ("easynlp")
+}
+
+// Build writes the ONNX model (opset of engines/onnxbuild): input_ids,
+// attention_mask and token_type_ids ([batch, sequence] int64) in, the
+// head's outputs out ([batch, ...] float32). Padding (attention_mask 0)
+// is masked out of attention as (1 - mask) * -10000, so a row's outputs
+// at its real positions do not depend on how far it is padded.
+func Build(cfg *Config, w *Weights, opt Options) ([]byte, error) {
+	hd, labels := opt.Head, opt.Labels
+	name := opt.Name
+	if name == "" {
+		name = "encoder"
+	}
+	b := &builder{g: onnxbuild.Graph{Prefix: name + "/"}, w: w, cfg: cfg, eps: 1e-12}
 	if cfg.LayerNormEps != nil {
 		b.eps = float32(*cfg.LayerNormEps)
 	}
@@ -205,13 +242,13 @@ func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, erro
 	H := int64(cfg.HiddenSize)
 	heads := int64(cfg.NumAttentionHeads)
 	dh := H / heads
-	p := w.prefix
-	word, ok := w.t[p+"embeddings.word_embeddings.weight"]
+	p := w.Prefix
+	word, ok := w.T[p+"embeddings.word_embeddings.weight"]
 	if !ok || len(word.Shape) != 2 || word.Shape[1] != H {
 		return nil, fmt.Errorf("the checkpoint's %sembeddings.word_embeddings.weight is not [vocab, %d]", p, H)
 	}
-	posT := w.t[p+"embeddings.position_embeddings.weight"]
-	typT := w.t[p+"embeddings.token_type_embeddings.weight"]
+	posT := w.T[p+"embeddings.position_embeddings.weight"]
+	typT := w.T[p+"embeddings.token_type_embeddings.weight"]
 	if posT == nil || typT == nil || len(posT.Shape) != 2 || len(typT.Shape) != 2 {
 		return nil, fmt.Errorf("the checkpoint lacks %sembeddings.position_embeddings or token_type_embeddings", p)
 	}
@@ -230,12 +267,12 @@ func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, erro
 	ids, mask, types := "input_ids", "attention_mask", "token_type_ids"
 	emb := g.Op1("Gather", b.f32(wordV, word.Shape...), ids, onnxbuild.AttrInt("axis", 0))
 	var pos string
-	if cfg.roberta() {
+	if cfg.RoBERTa() {
 		// RoBERTa: position ids count the real tokens from padding_idx+1;
 		// padding sits at padding_idx (Hugging Face's
 		// create_position_ids_from_input_ids, from the mask).
 		cs := g.Op1("CumSum", mask, g.I64Scalar(1))
-		pos = g.Op1("Add", g.Op1("Mul", cs, mask), g.I64Scalar(int64(cfg.padIdx())))
+		pos = g.Op1("Add", g.Op1("Mul", cs, mask), g.I64Scalar(int64(cfg.PadIdx())))
 	} else {
 		seq := g.Op1("Squeeze", g.Op1("Shape", ids, onnxbuild.AttrInt("start", 1), onnxbuild.AttrInt("end", 2)), g.I64Const([]int64{0}))
 		pos = g.Op1("Unsqueeze", g.Op1("Range", g.I64Scalar(0), seq, g.I64Scalar(1)), g.I64Const([]int64{0}))
@@ -301,26 +338,39 @@ func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, erro
 	}
 	var outs []out
 	switch hd {
-	case headClassify, headMulti:
-		pl, err := pooled()
-		if err != nil {
-			return nil, err
-		}
-		lg, err := b.linear(pl, "classifier", H, int64(labels))
-		if err != nil {
-			return nil, err
+	case Classify, Multi:
+		var lg string
+		if w.Has("classifier.out_proj.weight") {
+			// transformers' RobertaClassificationHead: dense, tanh,
+			// out_proj of the first token.
+			first := g.Op1("Gather", h, g.I64Scalar(0), onnxbuild.AttrInt("axis", 1))
+			d, err := b.linear(first, "classifier.dense", H, H)
+			if err != nil {
+				return nil, err
+			}
+			if lg, err = b.linear(g.Op1("Tanh", d), "classifier.out_proj", H, int64(labels)); err != nil {
+				return nil, err
+			}
+		} else {
+			pl, err := pooled()
+			if err != nil {
+				return nil, err
+			}
+			if lg, err = b.linear(pl, "classifier", H, int64(labels)); err != nil {
+				return nil, err
+			}
 		}
 		prob := g.Op1("Softmax", lg, onnxbuild.AttrInt("axis", -1))
-		if hd == headMulti {
+		if hd == Multi {
 			prob = g.Op1("Sigmoid", lg)
 		}
 		outs = []out{{"logits", lg, []int64{-1, int64(labels)}}, {"probabilities", prob, []int64{-1, int64(labels)}}}
-	case headTwoTower:
+	case TwoTower:
 		pl, err := pooled()
 		if err != nil {
 			return nil, err
 		}
-		e := w.t["emb_layer.weight"]
+		e := w.T["emb_layer.weight"]
 		if e == nil || len(e.Shape) != 2 {
 			return nil, errors.New("the checkpoint has no emb_layer.weight [embedding_size, hidden]")
 		}
@@ -329,20 +379,24 @@ func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, erro
 			return nil, err
 		}
 		outs = []out{{"emb_output", em, []int64{-1, e.Shape[0]}}}
-	case headLabel:
+	case TokenLabels:
 		lg, err := b.linear(h, "classifier", H, int64(labels))
 		if err != nil {
 			return nil, err
 		}
 		outs = []out{{"logits", lg, []int64{-1, -1, int64(labels)}}}
-	case headVector:
+	case Vector:
 		pl, err := pooled()
 		if err != nil {
 			return nil, err
 		}
 		outs = []out{{"pooler_output", pl, []int64{-1, H}}, {"sequence_output", h, []int64{-1, -1, H}}}
+	case Hidden:
+		outs = []out{{"last_hidden_state", h, []int64{-1, -1, H}}}
+	default:
+		return nil, fmt.Errorf("unknown head %d", hd)
 	}
-	gp := &onnxpb.GraphProto{Name: "easynlp", Node: g.Nodes, Initializer: g.Inits}
+	gp := &onnxpb.GraphProto{Name: name, Node: g.Nodes, Initializer: g.Inits}
 	for _, n := range []string{ids, mask, types} {
 		gp.Input = append(gp.Input, onnxbuild.ValueInfo(n, tensor.Int64, []int64{-1, -1}))
 	}
@@ -351,5 +405,26 @@ func buildGraph(cfg *modelConfig, w *weights, hd head, labels int) ([]byte, erro
 		gp.Output = append(gp.Output, onnxbuild.ValueInfo(o.name, tensor.Float32, o.shape))
 	}
 	gp.Node = g.Nodes
-	return onnxbuild.Model(gp, "eas-server easynlp")
+	return onnxbuild.Model(gp, "eas-server "+name)
 }
+
+// ParseConfig reads config.json and checks it.
+func ParseConfig(b []byte) (*Config, error) {
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("config.json: %v", err)
+	}
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Checkpoint is a weight file a Hugging Face directory may hold.
+type Checkpoint struct {
+	Name string
+	Read func([]byte) (*torchckpt.StateDict, error)
+}
+
+// Checkpoints are the weight files read, in order of preference.
+var Checkpoints = []Checkpoint{{"model.safetensors", torchckpt.ReadSafetensors}, {"pytorch_model.bin", torchckpt.ReadTorch}}

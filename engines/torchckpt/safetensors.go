@@ -1,4 +1,4 @@
-package ckpt
+package torchckpt
 
 import (
 	"encoding/binary"
