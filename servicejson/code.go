@@ -72,6 +72,7 @@ var knownCodes = func() map[string]codeInfo {
 	add("echo", "echo", "", "", "")
 	add("easycv", "easycv", "", "", "")
 	add("easynlp", "easynlp", "", "", "")
+	add("text_encoder", "text_encoder", "", "", "") // ours: EAS has no such code
 	add("easytransfer_cpu", "easytransfer", "cpu", "", "easytransfer_gpu")
 	add("easytransfer_gpu", "easytransfer", "gpu", "", "easytransfer_cpu")
 	return m

@@ -11,6 +11,7 @@ import (
 	_ "github.com/eas-server/eas-server/processors/onnx"         // pytorch_*, onnx_*
 	_ "github.com/eas-server/eas-server/processors/pmml"         // pmml
 	_ "github.com/eas-server/eas-server/processors/tensorflow"   // tensorflow_cpu_*, tensorflow_gpu_*
+	_ "github.com/eas-server/eas-server/processors/textencoder"  // text_encoder (ours)
 	_ "github.com/eas-server/eas-server/processors/treeensemble" // parameter_server, parameter_sever, xgboost
 	_ "github.com/eas-server/eas-server/processors/triton"       // triton
 )
