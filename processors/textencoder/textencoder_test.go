@@ -176,7 +176,9 @@ func TestAgainstTorch(t *testing.T) {
 						Index     int
 						Embedding []float32
 					}
-					Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+					Usage struct {
+						PromptTokens int `json:"prompt_tokens"`
+					}
 				}
 				if err := json.Unmarshal(post(string(b)), &oa); err != nil || oa.Object != "list" || len(oa.Data) != len(texts) || oa.Usage.PromptTokens == 0 {
 					t.Fatalf("input: %v %+v", err, oa)
