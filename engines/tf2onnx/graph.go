@@ -234,6 +234,7 @@ var multiOutputs = map[string][]string{
 	"MaxPoolWithArgmax":   {"output", "argmax"},
 	"LookupTableFindV2":   {"values"},
 	"LookupTableSizeV2":   {"size"},
+	"LookupTableExportV2": {"keys", "values"},
 	"StringSplit":         {"indices", "values", "shape"},
 	"StringSplitV2":       {"indices", "values", "shape"},
 	"SparseFillEmptyRows": {"output_indices", "output_values", "empty_row_indicator", "reverse_index_map"},

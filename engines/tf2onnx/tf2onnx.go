@@ -212,6 +212,7 @@ type converter struct {
 
 	tables     map[string]*tableContents // by HashTableV2 node
 	tableInits map[string][]*node        // initializers by table node; nil until searched
+	writer     *string                   // a signature writing tables (tableWriter); nil until searched
 	usesML     bool                      // the model needs the ai.onnx.ml opset
 	host       *HostProgram              // the host string stage, if any
 
@@ -480,7 +481,7 @@ var stopsWalk = map[string]bool{"VariableV2": true, "VarHandleOp": true, "Variab
 var statefulOps = map[string]bool{
 	"Assign": true, "AssignAdd": true, "AssignSub": true, "AssignVariableOp": true,
 	"AssignAddVariableOp": true, "AssignSubVariableOp": true, "ScatterUpdate": true,
-	"ResourceScatterUpdate": true,
+	"ResourceScatterUpdate": true, "LookupTableInsertV2": true, "LookupTableRemoveV2": true,
 }
 
 // checkControl refuses stateful updates that n waits for through control
