@@ -274,6 +274,9 @@ func listOutputs(nd *nodepb.NodeDef) []listOutput {
 	case "ParseExample":
 		s := n("Nsparse")
 		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")}}
+	case "ParseSingleExample":
+		s := n("num_sparse")
+		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")}}
 	case "ParseExampleV2":
 		s, r := n("num_sparse"), l("ragged_value_types")
 		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")},

@@ -242,8 +242,9 @@ var opTable = map[string]opEntry{
 	"ResizeNearestNeighbor": {(*converter).resize, groupImage, "align_corners, half_pixel_centers"},
 
 	// tf.Example parsing.
-	"ParseExample":   {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
-	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseExample":       {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseExampleV2":     {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseSingleExample": {(*converter).parseExample, groupExample, "dense and VarLen features of a scalar signature input"},
 
 	// Feature columns: string hashing, lookup tables, buckets.
 	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "FarmHash, in Go"},

@@ -43,7 +43,9 @@ func genTables(t *testing.T) (string, map[string]json.RawMessage) {
 // translation reads them as TensorFlow restores them (the TF2 restore
 // function, the TF1 saver's RestoreV2 -> LookupTableImportV2) and looks up
 // present and absent keys as TensorFlow does. A signature that writes a
-// table when served is refused, naming the write.
+// table when served is refused, naming the write. ParseSingleExample
+// translates (processors/tensorflow's TestTablesServed checks its outputs
+// against TensorFlow's).
 func TestMutableTablesAgainstTensorFlow(t *testing.T) {
 	dir, ref := genTables(t)
 	for _, model := range []string{"mutable", "mutable_v1"} {
@@ -55,6 +57,27 @@ func TestMutableTablesAgainstTensorFlow(t *testing.T) {
 			check(t, filepath.Join(dir, model), c["serving_default"])
 		})
 	}
+	// ParseSingleExample of a scalar input: its features are parsed in
+	// Go without the batch dimension (served and compared with
+	// TensorFlow's outputs by processors/tensorflow's TestTablesServed).
+	t.Run("single", func(t *testing.T) {
+		m, err := savedmodel.Load(filepath.Join(dir, "single"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := tf2onnx.Convert(m, "serving_default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts.Inputs) != 1 || ts.Inputs[0].Kind != tf2onnx.Examples || len(ts.Inputs[0].Features) != 5 {
+			t.Fatalf("inputs %+v, want one Examples port with 5 features", ts.Inputs)
+		}
+		for _, f := range ts.Inputs[0].Features {
+			if !f.Single {
+				t.Errorf("feature %q is not parsed as one example's", f.Key)
+			}
+		}
+	})
 	t.Run("writes", func(t *testing.T) {
 		m, err := savedmodel.Load(filepath.Join(dir, "writes"))
 		if err != nil {

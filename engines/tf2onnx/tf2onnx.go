@@ -48,9 +48,9 @@ const (
 	// AnyRank tensors travel flattened to one dimension, with their shape
 	// as an int64 vector in a companion tensor named Name + ShapeSuffix.
 	AnyRank
-	// Examples are a vector of serialized tf.Example protos that the graph
-	// only parses (ParseExample): the caller parses them in Go and feeds
-	// the dense Features instead.
+	// Examples are a vector of serialized tf.Example protos, or one as a
+	// scalar, that the graph only parses (ParseExample, ParseSingleExample):
+	// the caller parses them in Go and feeds the Features instead.
 	Examples
 )
 
@@ -68,6 +68,11 @@ type Feature struct {
 	Shape   []int64        // per example, fully known; nil for a sparse feature
 	Default *tensor.Tensor // used when an example lacks the feature; nil = required
 	Sparse  bool           // a VarLenFeature
+	// Single marks a feature parsed from one example (ParseSingleExample,
+	// or ParseExampleV2 of a scalar input): without the batch dimension,
+	// a dense one is of shape Shape, a sparse one's indices are [n, 1]
+	// (position) and its dense shape [1] (the number of values).
+	Single bool
 }
 
 // The names of a sparse feature's tensors, after its Input.

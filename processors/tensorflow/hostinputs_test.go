@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
+
 	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/pyvenv"
@@ -141,7 +143,7 @@ func TestTablesServed(t *testing.T) {
 	if err := json.Unmarshal(b, &ref); err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range []string{"mutable", "mutable_v1"} {
+	for _, model := range []string{"mutable", "mutable_v1", "single", "single_missing"} {
 		var c map[string]struct{ Inputs, Outputs map[string]refJSON }
 		if err := json.Unmarshal(ref[model], &c); err != nil {
 			t.Fatal(err)
@@ -172,6 +174,19 @@ func TestTablesServed(t *testing.T) {
 				t.Errorf("%s output %s: %v", model, name, err)
 			}
 		}
+	}
+	// A missing required feature: TensorFlow's error, a 400 here.
+	var tfErr string
+	if err := json.Unmarshal(ref["single_required"], &tfErr); err != nil || !strings.Contains(tfErr, "name") {
+		t.Fatalf("TensorFlow did not refuse the example without its required feature: %q %v", tfErr, err)
+	}
+	m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "single"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := tensor.FromStrings("example", []int64{}, []string{example(t, map[string]*examplepb.Feature{"x": floatFeature(1, 2)})})
+	if _, err := predict(t, m, "serving_default", []tensor.Tensor{ex}, nil); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), `no feature "name"`) {
+		t.Errorf("an example without its required feature: err %v, want a 400 naming it (TensorFlow: %s)", err, tfErr)
 	}
 	_, err = loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "writes"))
 	if err == nil || !strings.Contains(err.Error(), "LookupTableInsertV2") || !strings.Contains(err.Error(), "writes lookup tables") {
