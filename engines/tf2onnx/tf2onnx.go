@@ -149,7 +149,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled from constants, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled at load nor restored from the checkpoint or written when served, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 

@@ -10,7 +10,9 @@ OUT_DIR/mutable/    tf.Module (TF2 object graph, restore function), signature
                     vec (MutableHashTable of tensors string->float32 [2],
                     default [-1, -2]), dense (DenseHashTable int64->int64,
                     empty key 0, deleted key -1, a key removed before
-                    saving), n, n_f (the tables' sizes). The contents are
+                    saving), n, n_f (the tables' sizes), keys, values
+                    (the string table's export: in the order the
+                    checkpoint holds, that of the table saved). The contents are
                     inserted before saving: they live in the variables
                     bundle alone.
 OUT_DIR/mutable_v1/ the same kind of table in a TF1 graph (SavedModelBuilder,
@@ -64,8 +66,10 @@ class Mutable(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.int64)])
     def serve(self, s, i):
+        keys, values = self.s2i.export()
         return {"ids": self.s2i.lookup(s), "f": self.i2f.lookup(i), "vec": self.vec.lookup(s),
-                "dense": self.dense.lookup(i), "n": self.s2i.size(), "n_f": self.i2f.size()}
+                "dense": self.dense.lookup(i), "n": self.s2i.size(), "n_f": self.i2f.size(),
+                "keys": keys, "values": values}
 
 
 m = Mutable()
