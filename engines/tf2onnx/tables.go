@@ -202,7 +202,7 @@ func (c *converter) readContents(name string) *tableContents {
 		for _, d := range vshape {
 			size *= d
 		}
-		if err != nil || vshape == nil || size != vals.Shape[1] {
+		if err != nil || vshape == nil || slices.ContainsFunc(vshape, func(d int64) bool { return d < 0 }) || size != vals.Shape[1] {
 			return &tableContents{why: fmt.Sprintf("table %q: its value_shape does not match the checkpoint's values %v", name, vals.Shape)}
 		}
 		keys.Shape = keys.Shape[:1]
@@ -261,8 +261,8 @@ func (c *converter) readContents(name string) *tableContents {
 // constant, or a RestoreV2 output read from the variables bundle.
 func (c *converter) tableInput(init *node, i int) (tensor.Tensor, error) {
 	t, err := c.constInput(init, i)
-	if err == nil {
-		return t, nil
+	if err == nil || i >= len(init.inputs) {
+		return t, err
 	}
 	r, rerr := c.g.resolve(init.inputs[i])
 	for hops := 0; rerr == nil && hops < 8; hops++ {
