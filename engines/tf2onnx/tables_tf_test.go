@@ -60,24 +60,27 @@ func TestMutableTablesAgainstTensorFlow(t *testing.T) {
 	// ParseSingleExample of a scalar input: its features are parsed in
 	// Go without the batch dimension (served and compared with
 	// TensorFlow's outputs by processors/tensorflow's TestTablesServed).
-	t.Run("single", func(t *testing.T) {
-		m, err := savedmodel.Load(filepath.Join(dir, "single"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts, err := tf2onnx.Convert(m, "serving_default")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ts.Inputs) != 1 || ts.Inputs[0].Kind != tf2onnx.Examples || len(ts.Inputs[0].Features) != 5 {
-			t.Fatalf("inputs %+v, want one Examples port with 5 features", ts.Inputs)
-		}
-		for _, f := range ts.Inputs[0].Features {
-			if !f.Single {
-				t.Errorf("feature %q is not parsed as one example's", f.Key)
+	// ParseExampleV2 of a scalar (tf.io.parse_single_example) likewise.
+	for model, nfeat := range map[string]int{"single": 5, "single_v2": 2} {
+		t.Run(model, func(t *testing.T) {
+			m, err := savedmodel.Load(filepath.Join(dir, model))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+			ts, err := tf2onnx.Convert(m, "serving_default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts.Inputs) != 1 || ts.Inputs[0].Kind != tf2onnx.Examples || len(ts.Inputs[0].Features) != nfeat {
+				t.Fatalf("inputs %+v, want one Examples port with %d features", ts.Inputs, nfeat)
+			}
+			for _, f := range ts.Inputs[0].Features {
+				if !f.Single {
+					t.Errorf("feature %q is not parsed as one example's", f.Key)
+				}
+			}
+		})
+	}
 	t.Run("writes", func(t *testing.T) {
 		m, err := savedmodel.Load(filepath.Join(dir, "writes"))
 		if err != nil {

@@ -127,7 +127,9 @@ func (j refJSON) tensor(t *testing.T, name string) tensor.Tensor {
 // mutable lookup tables whose contents are restored from the checkpoint
 // (TF2 and TF1) and a signature parsing one serialized tf.Example
 // (ParseSingleExample; features present, missing ones taking their
-// defaults or empty, a missing required feature a 400).
+// defaults or empty, a missing required feature a 400), and one parsing a
+// scalar with tf.io.parse_single_example (TensorFlow 2 writes it as
+// ParseExampleV2 of one example).
 func TestTablesServed(t *testing.T) {
 	py := pyvenv.Python(t, "tensorflow")
 	dir := t.TempDir()
@@ -143,7 +145,7 @@ func TestTablesServed(t *testing.T) {
 	if err := json.Unmarshal(b, &ref); err != nil {
 		t.Fatal(err)
 	}
-	for _, model := range []string{"mutable", "mutable_v1", "single", "single_missing"} {
+	for _, model := range []string{"mutable", "mutable_v1", "single", "single_missing", "single_v2"} {
 		var c map[string]struct{ Inputs, Outputs map[string]refJSON }
 		if err := json.Unmarshal(ref[model], &c); err != nil {
 			t.Fatal(err)

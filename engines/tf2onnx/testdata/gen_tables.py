@@ -20,10 +20,14 @@ OUT_DIR/mutable_v1/ the same kind of table in a TF1 graph (SavedModelBuilder,
                     [-1] -> ids (string->int64), n (its size).
 OUT_DIR/writes/     a signature that inserts into a MutableHashTable before
                     looking up (refused: the table is written when served).
-OUT_DIR/single/     tf.io.parse_single_example of a scalar string: dense
+OUT_DIR/single/     the ParseSingleExample op of a scalar string: dense
                     float [2] and int64 features with defaults, a required
                     string feature, VarLen int64 and string features.
-OUT_DIR/ref.json    {"mutable"|"mutable_v1"|"single"|"single_missing":
+OUT_DIR/single_v2/  tf.io.parse_single_example of a scalar string
+                    (ParseExampleV2 of one example, as TensorFlow 2 writes
+                    it): a dense float [2] feature with a default,
+                    a VarLen int64 one.
+OUT_DIR/ref.json    {"mutable"|"mutable_v1"|"single"|"single_missing"|"single_v2":
                     {"serving_default": {"inputs", "outputs"}}}, tensors as
                     gen_strings.py writes them.
 """
@@ -124,19 +128,23 @@ tf.saved_model.save(w, os.path.join(out, "writes"), signatures={"serving_default
 
 
 class Single(tf.Module):
+    """The ParseSingleExample op (tf.raw_ops: TensorFlow 2's
+    tf.io.parse_single_example writes ParseExampleV2 of a scalar, TF 1.x's
+    wrote this op)."""
+
     @tf.function(input_signature=[tf.TensorSpec([], tf.string, name="example")])
     def serve(self, example):
-        f = tf.io.parse_single_example(example, {
-            "x": tf.io.FixedLenFeature([2], tf.float32, default_value=[0.5, -0.5]),
-            "age": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-            "name": tf.io.FixedLenFeature([], tf.string),
-            "ids": tf.io.VarLenFeature(tf.int64),
-            "tags": tf.io.VarLenFeature(tf.string),
-        })
-        return {"x": f["x"] * 2.0, "age": f["age"], "name": f["name"],
-                "ids": tf.sparse.to_dense(f["ids"]), "ids_shape": f["ids"].dense_shape,
-                "ids_indices": f["ids"].indices,
-                "tags": tf.sparse.to_dense(f["tags"], default_value="?")}
+        sp_idx, sp_vals, sp_shapes, dense = tf.raw_ops.ParseSingleExample(
+            serialized=example,
+            dense_defaults=[tf.constant(-1, tf.int64), tf.constant([], tf.string), tf.constant([0.5, -0.5])],
+            num_sparse=2, sparse_keys=["ids", "tags"], dense_keys=["age", "name", "x"],
+            sparse_types=[tf.int64, tf.string], dense_shapes=[[], [], [2]])
+        ids = tf.sparse.SparseTensor(sp_idx[0], sp_vals[0], sp_shapes[0])
+        tags = tf.sparse.SparseTensor(sp_idx[1], sp_vals[1], sp_shapes[1])
+        age, name, x = dense
+        return {"x": x * 2.0, "age": age, "name": name,
+                "ids": tf.sparse.to_dense(ids), "ids_shape": ids.dense_shape, "ids_indices": ids.indices,
+                "tags": tf.sparse.to_dense(tags, default_value="?")}
 
 
 def example(**feats):
@@ -157,6 +165,24 @@ ref["single"] = {"serving_default": case(
     sg.serve, example=np.array(example(x=[1.0, 2.5], age=[41], name=["h\u00e9llo"], ids=[3, 1, 4], tags=["a", "b"]), object))}
 # Missing features: x and age take their defaults, ids and tags are empty.
 ref["single_missing"] = {"serving_default": case(sg.serve, example=np.array(example(name=["n"]), object))}
+
+
+class SingleV2(tf.Module):
+    """tf.io.parse_single_example: ParseExampleV2 of a scalar."""
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.string, name="example")])
+    def serve(self, example):
+        f = tf.io.parse_single_example(example, {
+            "x": tf.io.FixedLenFeature([2], tf.float32, default_value=[0.5, -0.5]),
+            "ids": tf.io.VarLenFeature(tf.int64),
+        })
+        return {"x": f["x"], "ids": tf.sparse.to_dense(f["ids"]), "ids_indices": f["ids"].indices,
+                "ids_shape": f["ids"].dense_shape}
+
+
+sv2 = SingleV2()
+tf.saved_model.save(sv2, os.path.join(out, "single_v2"), signatures={"serving_default": sv2.serve})
+ref["single_v2"] = {"serving_default": case(sv2.serve, example=np.array(example(ids=[5, 6]), object))}
 # A missing required feature is TensorFlow's error.
 try:
     sg.serve(tf.constant(example(x=[1.0, 2.0])))
