@@ -69,7 +69,7 @@ func (c *converter) child(tag string) *converter {
 	return &converter{
 		model: c.model, sig: c.sig, keys: c.keys, g: c.g,
 		vals: map[ref]*value{}, unsup: c.unsup, reason: c.reason,
-		tables: c.tables, tableInits: c.tableInits, usesML: c.usesML,
+		tables: c.tables, tableInits: c.tableInits, writer: c.writer, usesML: c.usesML,
 		Graph: onnxbuild.Graph{Prefix: c.Fresh(tag) + "/"},
 	}
 }
@@ -81,7 +81,7 @@ func (c *converter) adopt(sub *converter) {
 	if sub.fatal != nil {
 		c.fail(sub.fatal)
 	}
-	c.tables, c.tableInits = sub.tables, sub.tableInits
+	c.tables, c.tableInits, c.writer = sub.tables, sub.tableInits, sub.writer
 	c.usesML = c.usesML || sub.usesML
 	c.Inits = append(c.Inits, sub.Inits...)
 	sub.Inits = nil

@@ -8,12 +8,14 @@ import (
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// parseExample turns the outputs of ParseExample / ParseExampleV2 into
-// leaves of the host stage: the serving process parses the serialized
-// tf.Example protos in Go (classify and regress signatures send them) into
-// each dense feature and each sparse (VarLen) feature's indices, values and
-// dense shape; the string ops after them run in Go too, the rest in the
-// ONNX model. Ragged features are refused.
+// parseExample turns the outputs of ParseExample / ParseExampleV2 /
+// ParseSingleExample into leaves of the host stage: the serving process
+// parses the serialized tf.Example protos in Go (classify and regress
+// signatures send them) into each dense feature and each sparse (VarLen)
+// feature's indices, values and dense shape; the string ops after them run
+// in Go too, the rest in the ONNX model. ParseSingleExample, and
+// ParseExampleV2 of a scalar, parse one example: features without the
+// batch dimension (Feature.Single). Ragged features are refused.
 func (c *converter) parseExample(n *node) {
 	if len(n.inputs) == 0 {
 		c.unsupported(n, "no serialized input")
@@ -23,10 +25,26 @@ func (c *converter) parseExample(n *node) {
 	if src == nil {
 		return
 	}
+	p := src.port.p
+	single := n.op == "ParseSingleExample" || n.op == "ParseExampleV2" && p.Shape != nil && len(p.Shape) == 0
+	if single && (p.Shape == nil || len(p.Shape) != 0) {
+		c.unsupported(n, "the serialized example must be a scalar signature input")
+		return
+	}
+	if !single && p.Shape != nil && len(p.Shape) != 1 {
+		c.unsupported(n, "the serialized examples must be a vector signature input")
+		return
+	}
 	var nsparse int64
 	var keys []string
 	var defaults []int // input index of each dense default
-	if n.op == "ParseExample" {
+	if n.op == "ParseSingleExample" {
+		nsparse = n.i("num_sparse", 0)
+		for j, k := range n.attr["dense_keys"].GetList().GetS() {
+			keys = append(keys, string(k))
+			defaults = append(defaults, 1+j)
+		}
+	} else if n.op == "ParseExample" {
 		nsparse = n.i("Nsparse", 0)
 		ndense := n.i("Ndense", 0)
 		if ndense < 0 || nsparse < 0 || int(2+nsparse+2*ndense) > len(n.inputs) {
@@ -58,7 +76,7 @@ func (c *converter) parseExample(n *node) {
 			defaults = append(defaults, 5+j)
 		}
 	}
-	if !c.sparseFeatures(n, src.port.p, nsparse) {
+	if !c.sparseFeatures(n, p, nsparse, single) {
 		return
 	}
 	types := n.attr["Tdense"].GetList().GetType()
@@ -67,7 +85,6 @@ func (c *converter) parseExample(n *node) {
 		c.unsupported(n, "Tdense and dense_shapes do not match the dense keys")
 		return
 	}
-	p := src.port.p
 	for j, key := range keys {
 		dt, ok := savedmodel.DTypeOf(types[j])
 		if !ok || (dt != tensor.Float32 && dt != tensor.Int64 && dt != tensor.String) {
@@ -96,27 +113,39 @@ func (c *converter) parseExample(n *node) {
 		}
 		i := slices.IndexFunc(p.Features, func(f Feature) bool { return f.Key == key })
 		if i < 0 {
-			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Shape: shape, Default: def})
+			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Shape: shape, Default: def, Single: single})
 			i = len(p.Features) - 1
-		} else if f := p.Features[i]; f.DType != dt || f.Sparse || !slices.Equal(f.Shape, shape) {
+		} else if f := p.Features[i]; f.DType != dt || f.Sparse || f.Single != single || !slices.Equal(f.Shape, shape) {
 			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or shapes", key))
 			return
 		}
 		// Parsed in Go: a leaf of the host stage, an ONNX input once an
 		// ONNX op reads it.
 		f := p.Features[i]
-		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: 1 + len(shape), nonEmpty: !slices.Contains(shape, 0)})))
+		rank := 1 + len(shape)
+		if single {
+			rank = len(shape)
+		}
+		c.set(n, 3*int(nsparse)+j, c.hostValue(c.hostLeaf(f.Input, hostOut{dtype: dt, rank: rank, nonEmpty: !slices.Contains(shape, 0)})))
 	}
 }
 
 // sparseFeatures records the nsparse sparse (VarLen) features of n and
 // sets their outputs: indices, values and dense shapes, as host leaves.
-func (c *converter) sparseFeatures(n *node, p *Port, nsparse int64) bool {
+func (c *converter) sparseFeatures(n *node, p *Port, nsparse int64, single bool) bool {
 	if nsparse == 0 {
 		return true
 	}
 	var keys []string
-	if n.op == "ParseExample" {
+	if n.op == "ParseSingleExample" {
+		for _, k := range n.attr["sparse_keys"].GetList().GetS() {
+			keys = append(keys, string(k))
+		}
+		if int64(len(keys)) != nsparse {
+			c.unsupported(n, "sparse_keys does not match num_sparse")
+			return false
+		}
+	} else if n.op == "ParseExample" {
 		for j := range int(nsparse) {
 			k := c.in(n, 2+j).konst
 			if k == nil || k.DType != tensor.String || len(k.Strings) != 1 {
@@ -148,9 +177,9 @@ func (c *converter) sparseFeatures(n *node, p *Port, nsparse int64) bool {
 		}
 		i := slices.IndexFunc(p.Features, func(f Feature) bool { return f.Key == key })
 		if i < 0 {
-			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Sparse: true})
+			p.Features = append(p.Features, Feature{Key: key, Input: p.Key + ":" + key, DType: dt, Sparse: true, Single: single})
 			i = len(p.Features) - 1
-		} else if f := p.Features[i]; f.DType != dt || !f.Sparse {
+		} else if f := p.Features[i]; f.DType != dt || !f.Sparse || f.Single != single {
 			c.unsupported(n, fmt.Sprintf("feature %q is parsed twice with different types or kinds", key))
 			return false
 		}

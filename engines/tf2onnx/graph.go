@@ -234,6 +234,7 @@ var multiOutputs = map[string][]string{
 	"MaxPoolWithArgmax":   {"output", "argmax"},
 	"LookupTableFindV2":   {"values"},
 	"LookupTableSizeV2":   {"size"},
+	"LookupTableExportV2": {"keys", "values"},
 	"StringSplit":         {"indices", "values", "shape"},
 	"StringSplitV2":       {"indices", "values", "shape"},
 	"SparseFillEmptyRows": {"output_indices", "output_values", "empty_row_indicator", "reverse_index_map"},
@@ -272,6 +273,9 @@ func listOutputs(nd *nodepb.NodeDef) []listOutput {
 	switch nd.Op {
 	case "ParseExample":
 		s := n("Nsparse")
+		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")}}
+	case "ParseSingleExample":
+		s := n("num_sparse")
 		return []listOutput{{"sparse_indices", s}, {"sparse_values", s}, {"sparse_shapes", s}, {"dense_values", l("Tdense")}}
 	case "ParseExampleV2":
 		s, r := n("num_sparse"), l("ragged_value_types")

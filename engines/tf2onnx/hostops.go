@@ -869,7 +869,7 @@ func init() {
 		"RaggedTensorToVariant", "RaggedGather", "RaggedRange"} {
 		unsupportedWhy[op] = ragged
 	}
-	for _, op := range []string{"ParseSingleExample", "ParseSequenceExample", "ParseSequenceExampleV2", "ParseSingleSequenceExample"} {
-		unsupportedWhy[op] = "only ParseExample and ParseExampleV2 of a serialized signature input are translated"
+	for _, op := range []string{"ParseSequenceExample", "ParseSequenceExampleV2", "ParseSingleSequenceExample"} {
+		unsupportedWhy[op] = "tf.SequenceExample is not parsed; only ParseExample, ParseExampleV2 and ParseSingleExample of a serialized signature input are translated"
 	}
 }

@@ -111,6 +111,8 @@ var unsupportedWhy = map[string]string{
 	"AssignAddVariableOp": "stateful variable updates are not served",
 	"AssignSubVariableOp": "stateful variable updates are not served",
 	"TRTEngineOp":         "a TensorRT engine can only run inside TensorFlow; export the model without TF-TRT",
+	"LookupTableInsertV2": "writes a lookup table when served; translated tables hold what the SavedModel fills them with at load",
+	"LookupTableRemoveV2": "writes a lookup table when served; translated tables hold what the SavedModel fills them with at load",
 }
 
 // translateConst translates Const.

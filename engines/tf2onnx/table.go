@@ -242,8 +242,9 @@ var opTable = map[string]opEntry{
 	"ResizeNearestNeighbor": {(*converter).resize, groupImage, "align_corners, half_pixel_centers"},
 
 	// tf.Example parsing.
-	"ParseExample":   {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
-	"ParseExampleV2": {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseExample":       {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseExampleV2":     {(*converter).parseExample, groupExample, "dense and VarLen features of a signature input"},
+	"ParseSingleExample": {(*converter).parseExample, groupExample, "dense and VarLen features of a scalar signature input"},
 
 	// Feature columns: string hashing, lookup tables, buckets.
 	"StringToHashBucketFast":        {(*converter).stringToHashBucket, groupStrings, "FarmHash, in Go"},
@@ -261,11 +262,15 @@ var opTable = map[string]opEntry{
 	"StringSplit":                   {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
 	"StringSplitV2":                 {(*converter).stringSplit, groupStrings, "of a vector, in Go"},
 	"HashTableV2":                   {(*converter).translateHashTable, groupStrings, ""},
-	"LookupTableImportV2":           {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
+	"MutableHashTableV2":            {(*converter).translateHashTable, groupStrings, "contents restored from the checkpoint"},
+	"MutableHashTableOfTensorsV2":   {(*converter).translateHashTable, groupStrings, "contents restored from the checkpoint"},
+	"MutableDenseHashTableV2":       {(*converter).translateHashTable, groupStrings, "contents restored from the checkpoint; constant empty and deleted keys"},
+	"LookupTableImportV2":           {(*converter).translateTableInit, groupStrings, "constant keys and values, or the checkpoint's (RestoreV2), run at load"},
 	"InitializeTableV2":             {(*converter).translateTableInit, groupStrings, "constant keys and values, run at load"},
 	"InitializeTableFromTextFileV2": {(*converter).translateTableInit, groupStrings, "an asset file, run at load"},
-	"LookupTableFindV2":             {(*converter).lookupTableFind, groupStrings, "string or int64 keys, int64, string or float values; as LabelEncoder"},
+	"LookupTableFindV2":             {(*converter).lookupTableFind, groupStrings, "string or int64 keys; as LabelEncoder, and Gather for rows of values"},
 	"LookupTableSizeV2":             {(*converter).lookupTableSize, groupStrings, ""},
+	"LookupTableExportV2":           {(*converter).lookupTableExport, groupStrings, "not of a dense table; in the checkpoint's order"},
 	"Bucketize":                     {(*converter).bucketize, groupStrings, ""},
 
 	// Control flow: While, StatelessWhile, If, StatelessIf are added by
@@ -278,7 +283,7 @@ func (c *converter) translate(n *node) {
 	if !tableReaders[n.op] {
 		for _, in := range n.inputs {
 			if rr, err := c.g.resolve(in); err == nil && c.vals[rr] != nil && c.vals[rr].table != "" {
-				c.unsupported(n, "reads a lookup table handle; only LookupTableFindV2 and LookupTableSizeV2 are translated")
+				c.unsupported(n, "reads a lookup table handle; only LookupTableFindV2, LookupTableSizeV2 and LookupTableExportV2 are translated")
 				return
 			}
 		}

@@ -48,9 +48,9 @@ const (
 	// AnyRank tensors travel flattened to one dimension, with their shape
 	// as an int64 vector in a companion tensor named Name + ShapeSuffix.
 	AnyRank
-	// Examples are a vector of serialized tf.Example protos that the graph
-	// only parses (ParseExample): the caller parses them in Go and feeds
-	// the dense Features instead.
+	// Examples are a vector of serialized tf.Example protos, or one as a
+	// scalar, that the graph only parses (ParseExample, ParseSingleExample):
+	// the caller parses them in Go and feeds the Features instead.
 	Examples
 )
 
@@ -68,6 +68,11 @@ type Feature struct {
 	Shape   []int64        // per example, fully known; nil for a sparse feature
 	Default *tensor.Tensor // used when an example lacks the feature; nil = required
 	Sparse  bool           // a VarLenFeature
+	// Single marks a feature parsed from one example (ParseSingleExample,
+	// or ParseExampleV2 of a scalar input): without the batch dimension,
+	// a dense one is of shape Shape, a sparse one's indices are [n, 1]
+	// (position) and its dense shape [1] (the number of values).
+	Single bool
 }
 
 // The names of a sparse feature's tensors, after its Input.
@@ -144,7 +149,7 @@ func (e *UnsupportedError) Error() string {
 		}
 	}
 	return fmt.Sprintf("signature %q uses TensorFlow ops that cannot be translated to ONNX: %s; "+
-		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled from constants, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
+		"export a signature without them (TF1 conds, tensor lists, lookup tables not filled at load nor restored from the checkpoint or written when served, string ops outside the host string stage or on values computed in the model, ragged tensors, stateful updates and custom ops such as TRTEngineOp are not served), "+
 		"or convert the model with tf2onnx and put the .onnx file in the model directory", e.Signature, strings.Join(parts, "; "))
 }
 
@@ -212,6 +217,7 @@ type converter struct {
 
 	tables     map[string]*tableContents // by HashTableV2 node
 	tableInits map[string][]*node        // initializers by table node; nil until searched
+	writer     *string                   // a signature writing tables (tableWriter); nil until searched
 	usesML     bool                      // the model needs the ai.onnx.ml opset
 	host       *HostProgram              // the host string stage, if any
 
@@ -480,7 +486,7 @@ var stopsWalk = map[string]bool{"VariableV2": true, "VarHandleOp": true, "Variab
 var statefulOps = map[string]bool{
 	"Assign": true, "AssignAdd": true, "AssignSub": true, "AssignVariableOp": true,
 	"AssignAddVariableOp": true, "AssignSubVariableOp": true, "ScatterUpdate": true,
-	"ResourceScatterUpdate": true,
+	"ResourceScatterUpdate": true, "LookupTableInsertV2": true, "LookupTableRemoveV2": true,
 }
 
 // checkControl refuses stateful updates that n waits for through control

@@ -31,6 +31,9 @@ type graphBuilder struct {
 	// outShapes gives signature output shapes; outputs not listed have an
 	// unknown rank.
 	outShapes map[string][]int64
+	// restores are what the saver's restore op runs (a NoOp named by
+	// SaverDef.restore_op_name, waiting for them).
+	restores []string
 }
 
 func newBuilder() *graphBuilder { return &graphBuilder{inputs: map[string]*corepb.TensorInfo{}} }
@@ -171,6 +174,14 @@ func (b *graphBuilder) save(t testing.TB, outputs map[string]string, outTypes ma
 		MetaInfoDef:  &corepb.MetaGraphDef_MetaInfoDef{Tags: []string{"serve"}},
 		GraphDef:     &graphpb.GraphDef{Node: b.nodes},
 		SignatureDef: map[string]*corepb.SignatureDef{"serving_default": sig},
+	}
+	if len(b.restores) > 0 {
+		var deps []string
+		for _, r := range b.restores {
+			deps = append(deps, "^"+r)
+		}
+		mg.SaverDef = &corepb.SaverDef{RestoreOpName: b.node("NoOp", deps, nil)}
+		mg.GraphDef.Node = b.nodes
 	}
 	data, err := proto.Marshal(&corepb.SavedModel{MetaGraphs: []*corepb.MetaGraphDef{mg}})
 	if err != nil {

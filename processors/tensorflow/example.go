@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -18,12 +19,19 @@ import (
 // dense feature the signature reads, as TensorFlow's ParseExample does:
 // a missing feature takes its default, a required one is an error; and
 // into indices, values and dense shape per sparse (VarLen) feature.
+// Features parsed from one example (Feature.Single: ParseSingleExample, a
+// scalar input) are parsed the same way, as a batch of one, and lose the
+// batch dimension.
 func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 	if t.DType != tensor.String {
 		return nil, badinput.Errorf("input %q holds serialized tf.Example protos and must be DT_STRING, got %s", p.Key, tfName(t.DType))
 	}
 	if len(t.Shape) > 1 {
 		return nil, badinput.Errorf("input %q must be a vector of serialized tf.Example protos, got shape %s", p.Key, tensor.FormatShape(t.Shape))
+	}
+	single := slices.ContainsFunc(p.Features, func(f tf2onnx.Feature) bool { return f.Single })
+	if single && len(t.Strings) != 1 {
+		return nil, badinput.Errorf("input %q is one serialized tf.Example (a scalar), got shape %s", p.Key, tensor.FormatShape(t.Shape))
 	}
 	n := len(t.Strings)
 	examples := make([]*examplepb.Example, n)
@@ -40,6 +48,9 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 			sp, err := parseSparse(p.Key, f, examples)
 			if err != nil {
 				return nil, err
+			}
+			if f.Single {
+				sp = unbatchSparse(sp)
 			}
 			out = append(out, sp...)
 			continue
@@ -103,9 +114,29 @@ func parseExamples(p tf2onnx.Port, t tensor.Tensor) ([]tensor.Tensor, error) {
 					p.Key, i, f.Key, count, per, tensor.FormatShape(f.Shape))
 			}
 		}
+		if f.Single {
+			res.Shape = slices.Clone(f.Shape)
+		}
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// unbatchSparse turns the SparseTensor of a batch of one example (indices
+// [n, 2], dense shape [1, width]) into the one example's: indices [n, 1]
+// (the positions), dense shape [width].
+func unbatchSparse(sp []tensor.Tensor) []tensor.Tensor {
+	idx, _ := sp[0].AsInt64()
+	pos := make([]int64, len(idx)/2)
+	for i := range pos {
+		pos[i] = idx[2*i+1]
+	}
+	shape, _ := sp[2].AsInt64()
+	return []tensor.Tensor{
+		tensor.FromInt64(sp[0].Name, []int64{int64(len(pos)), 1}, pos),
+		sp[1],
+		tensor.FromInt64(sp[2].Name, []int64{1}, shape[1:]),
+	}
 }
 
 // appendDefault appends per elements of def (repeating a single value).

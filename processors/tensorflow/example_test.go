@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,6 +88,21 @@ func TestParseExamplesErrors(t *testing.T) {
 			t.Errorf("err %v, want an input error containing %q", err, tc.want)
 		}
 	}
+	// One example (ParseSingleExample): a scalar, or [1] as scalar
+	// inputs are accepted; not two.
+	single := singlePort(port)
+	for _, shape := range [][]int64{{}, {1}} {
+		got, err := parseExamples(single, tensor.FromStrings("in", shape, []string{ok}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got[1]; tensor.Close(b, tensor.FromFloat32("in:b", []int64{2}, []float32{7, 7}), tensor.Exact) != nil {
+			t.Errorf("single example, default: %v", b)
+		}
+	}
+	if _, err := parseExamples(single, tensor.FromStrings("in", []int64{2}, []string{ok, ok})); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), "is one serialized tf.Example") {
+		t.Errorf("two examples for ParseSingleExample: err %v", err)
+	}
 }
 
 // FuzzParseExamples parses arbitrary bytes as a serialized tf.Example.
@@ -106,6 +122,7 @@ func FuzzParseExamples(f *testing.F) {
 		"ids":  {Kind: &examplepb.Feature_Int64List{Int64List: &examplepb.Int64List{Value: []int64{7, 8, 9}}}},
 		"tags": {Kind: &examplepb.Feature_BytesList{BytesList: &examplepb.BytesList{Value: [][]byte{[]byte("x"), []byte("")}}}},
 		"w":    floatFeature(0.5)})))
+	single := singlePort(port)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Twice, so that sparse indices span examples.
 		out, err := parseExamples(port, tensor.FromStrings("in", []int64{2}, []string{string(data), string(data)}))
@@ -136,5 +153,70 @@ func FuzzParseExamples(f *testing.F) {
 				}
 			}
 		}
+		// The same example alone, parsed as ParseSingleExample reads
+		// it (a scalar): the batch of one's features, unbatched.
+		batch, err := parseExamples(port, tensor.FromStrings("in", []int64{1}, []string{string(data)}))
+		if err != nil {
+			t.Fatalf("parsed twice but not once: %v", err)
+		}
+		one, err := parseExamples(single, tensor.FromStrings("in", []int64{}, []string{string(data)}))
+		if err != nil {
+			t.Fatalf("parsed in a batch but not alone: %v", err)
+		}
+		checkUnbatched(t, single, batch, one)
 	})
+}
+
+// singlePort is port with every feature parsed from one example.
+func singlePort(port tf2onnx.Port) tf2onnx.Port {
+	port.Shape = []int64{}
+	port.Features = slices.Clone(port.Features)
+	for i := range port.Features {
+		port.Features[i].Single = true
+	}
+	return port
+}
+
+// checkUnbatched checks that one (a single example's features) is batch
+// (the same example's as a batch of one) without the batch dimension.
+func checkUnbatched(t *testing.T, port tf2onnx.Port, batch, one []tensor.Tensor) {
+	t.Helper()
+	if len(one) != len(batch) {
+		t.Fatalf("%d tensors alone, %d in a batch", len(one), len(batch))
+	}
+	for _, o := range one {
+		if err := o.Validate(); err != nil {
+			t.Fatalf("feature %s: %v", o.Name, err)
+		}
+	}
+	k := 0
+	for _, f := range port.Features {
+		if !f.Sparse {
+			b := batch[k]
+			b.Shape = f.Shape
+			if err := tensor.Close(one[k], b, tensor.Exact); err != nil {
+				t.Fatalf("dense %s: %v", f.Key, err)
+			}
+			k++
+			continue
+		}
+		bi, _ := batch[k].AsInt64()
+		oi, _ := one[k].AsInt64()
+		if len(one[k].Shape) != 2 || one[k].Shape[1] != 1 || len(oi)*2 != len(bi) {
+			t.Fatalf("sparse %s: indices %v alone, %v in a batch", f.Key, one[k].Shape, batch[k].Shape)
+		}
+		for j := range oi {
+			if bi[2*j] != 0 || bi[2*j+1] != oi[j] {
+				t.Fatalf("sparse %s: index %d is %d alone, (%d, %d) in a batch", f.Key, j, oi[j], bi[2*j], bi[2*j+1])
+			}
+		}
+		if err := tensor.Close(one[k+1], batch[k+1], tensor.Exact); err != nil {
+			t.Fatalf("sparse %s values: %v", f.Key, err)
+		}
+		bs, _ := batch[k+2].AsInt64()
+		if err := tensor.Close(one[k+2], tensor.FromInt64(one[k+2].Name, []int64{1}, bs[1:]), tensor.Exact); err != nil {
+			t.Fatalf("sparse %s dense shape: %v", f.Key, err)
+		}
+		k += 3
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	examplepb "github.com/wamuir/graft/tensorflow/core/example/example_protos_go_proto"
+
 	"github.com/eas-server/eas-server/engines/tf2onnx"
 	"github.com/eas-server/eas-server/internal/badinput"
 	"github.com/eas-server/eas-server/internal/pyvenv"
@@ -34,52 +36,11 @@ func TestHostInputsServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type jt struct {
-		DType string
-		Shape []int64
-		Data  []float64
-		B64   []string
-	}
-	var ref map[string]map[string]struct{ Inputs, Outputs map[string]jt }
+	var ref map[string]map[string]struct{ Inputs, Outputs map[string]refJSON }
 	if err := json.Unmarshal(b, &ref); err != nil {
 		t.Fatal(err)
 	}
-	conv := func(name string, j jt) tensor.Tensor {
-		switch j.DType {
-		case "BYTES":
-			out := tensor.Tensor{Name: name, DType: tensor.String, Shape: j.Shape}
-			for _, s := range j.B64 {
-				raw, err := base64.StdEncoding.DecodeString(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out.Strings = append(out.Strings, raw)
-			}
-			return out
-		case "FP32":
-			v := make([]float32, len(j.Data))
-			for i, x := range j.Data {
-				v[i] = float32(x)
-			}
-			return tensor.FromFloat32(name, j.Shape, v)
-		case "INT64":
-			v := make([]int64, len(j.Data))
-			for i, x := range j.Data {
-				v[i] = int64(x) // the test's integers are exact in float64
-			}
-			return tensor.FromInt64(name, j.Shape, v)
-		case "INT32":
-			v := make([]int32, len(j.Data))
-			for i, x := range j.Data {
-				v[i] = int32(x)
-			}
-			return tensor.FromInt32(name, j.Shape, v)
-		case "FP64":
-			return tensor.FromFloat64(name, j.Shape, j.Data)
-		}
-		t.Fatalf("%s: dtype %s", name, j.DType)
-		return tensor.Tensor{}
-	}
+	conv := func(name string, j refJSON) tensor.Tensor { return j.tensor(t, name) }
 	// features: hashed strings, tables, Bucketize; strops: every op of
 	// the host string stage; varlen: tf.Example VarLen features (int64
 	// ids, hashed strings, floats) in safe_embedding_lookup_sparse; fc:
@@ -112,6 +73,126 @@ func TestHostInputsServed(t *testing.T) {
 				t.Errorf("%s output %s: %v", model, name, err)
 			}
 		}
+	}
+}
+
+// refJSON is a tensor as the tf2onnx test scripts write them.
+type refJSON struct {
+	DType string
+	Shape []int64
+	Data  []float64
+	B64   []string
+}
+
+func (j refJSON) tensor(t *testing.T, name string) tensor.Tensor {
+	t.Helper()
+	switch j.DType {
+	case "BYTES":
+		out := tensor.Tensor{Name: name, DType: tensor.String, Shape: j.Shape}
+		for _, s := range j.B64 {
+			raw, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.Strings = append(out.Strings, raw)
+		}
+		return out
+	case "FP32":
+		v := make([]float32, len(j.Data))
+		for i, x := range j.Data {
+			v[i] = float32(x)
+		}
+		return tensor.FromFloat32(name, j.Shape, v)
+	case "INT64":
+		v := make([]int64, len(j.Data))
+		for i, x := range j.Data {
+			v[i] = int64(x) // the tests' integers are exact in float64
+		}
+		return tensor.FromInt64(name, j.Shape, v)
+	case "INT32":
+		v := make([]int32, len(j.Data))
+		for i, x := range j.Data {
+			v[i] = int32(x)
+		}
+		return tensor.FromInt32(name, j.Shape, v)
+	case "FP64":
+		return tensor.FromFloat64(name, j.Shape, j.Data)
+	}
+	t.Fatalf("%s: dtype %s", name, j.DType)
+	return tensor.Tensor{}
+}
+
+// TestTablesServed serves the SavedModels of
+// engines/tf2onnx/testdata/gen_tables.py on the default ONNX runtime:
+// mutable lookup tables whose contents are restored from the checkpoint
+// (TF2 and TF1) and a signature parsing one serialized tf.Example
+// (ParseSingleExample; features present, missing ones taking their
+// defaults or empty, a missing required feature a 400), and one parsing a
+// scalar with tf.io.parse_single_example (TensorFlow 2 writes it as
+// ParseExampleV2 of one example).
+func TestTablesServed(t *testing.T) {
+	py := pyvenv.Python(t, "tensorflow")
+	dir := t.TempDir()
+	script := filepath.Join(require.RepoRoot(), "engines", "tf2onnx", "testdata", "gen_tables.py")
+	if out, err := exec.Command(py, script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("gen_tables.py: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ref.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]json.RawMessage
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"mutable", "mutable_v1", "single", "single_missing", "single_v2"} {
+		var c map[string]struct{ Inputs, Outputs map[string]refJSON }
+		if err := json.Unmarshal(ref[model], &c); err != nil {
+			t.Fatal(err)
+		}
+		m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, strings.TrimSuffix(model, "_missing")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inputs []tensor.Tensor
+		for name, j := range c["serving_default"].Inputs {
+			inputs = append(inputs, j.tensor(t, name))
+		}
+		got, err := predict(t, m, "serving_default", inputs, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		outs := c["serving_default"].Outputs
+		if len(got) != len(outs) {
+			t.Errorf("%s: %d outputs, TensorFlow has %d", model, len(got), len(outs))
+		}
+		for name, j := range outs {
+			want := j.tensor(t, name)
+			tol := tensor.Exact
+			if want.DType == tensor.Float32 {
+				tol = tensor.F32Accumulated
+			}
+			if err := tensor.Close(got[name], want, tol); err != nil {
+				t.Errorf("%s output %s: %v", model, name, err)
+			}
+		}
+	}
+	// A missing required feature: TensorFlow's error, a 400 here.
+	var tfErr string
+	if err := json.Unmarshal(ref["single_required"], &tfErr); err != nil || !strings.Contains(tfErr, "name") {
+		t.Fatalf("TensorFlow did not refuse the example without its required feature: %q %v", tfErr, err)
+	}
+	m, err := loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "single"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := tensor.FromStrings("example", []int64{}, []string{example(t, map[string]*examplepb.Feature{"x": floatFeature(1, 2)})})
+	if _, err := predict(t, m, "serving_default", []tensor.Tensor{ex}, nil); err == nil || !badinput.Is(err) || !strings.Contains(err.Error(), `no feature "name"`) {
+		t.Errorf("an example without its required feature: err %v, want a 400 naming it (TensorFlow: %s)", err, tfErr)
+	}
+	_, err = loadModel(t, "tensorflow_cpu_2.7", filepath.Join(dir, "writes"))
+	if err == nil || !strings.Contains(err.Error(), "LookupTableInsertV2") || !strings.Contains(err.Error(), "writes lookup tables") {
+		t.Errorf("a signature writing a table deployed, or failed otherwise: %v", err)
 	}
 }
 
