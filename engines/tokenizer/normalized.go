@@ -22,14 +22,14 @@ type span struct{ a, b int32 }
 // values in align are relative to orig after subtracting sub: a slice
 // shares its parent's array and only moves sub.
 type normString struct {
-	orig  string
-	norm  string
-	align []span
-	sub   int32
-	shift int // orig's byte offset in the whole text
+	origLen int // length of the original piece (its text is not kept)
+	norm    string
+	align   []span
+	sub     int32
+	shift   int // orig's byte offset in the whole text
 }
 
-func newNormString(s string) normString { return normString{orig: s, norm: s} }
+func newNormString(s string) normString { return normString{origLen: len(s), norm: s} }
 
 // alignAt is the alignment of byte i of norm, relative to orig.
 func (n *normString) alignAt(i int) span {
@@ -97,13 +97,13 @@ func (n *normString) slice(s, e int) (normString, bool) {
 		return normString{}, false
 	}
 	if n.align == nil {
-		return normString{orig: n.orig[s:e], norm: n.norm[s:e], shift: n.shift + s, sub: n.sub}, true
+		return normString{origLen: e - s, norm: n.norm[s:e], shift: n.shift + s, sub: n.sub}, true
 	}
-	orig := ""
-	if os >= 0 && oe <= len(n.orig) && os <= oe {
-		orig = n.orig[os:oe]
+	origLen := 0
+	if os >= 0 && oe <= n.origLen && os <= oe {
+		origLen = oe - os
 	}
-	return normString{orig: orig, norm: n.norm[s:e], align: n.align[s:e], sub: n.sub + int32(os), shift: n.shift + os}, true
+	return normString{origLen: origLen, norm: n.norm[s:e], align: n.align[s:e], sub: n.sub + int32(os), shift: n.shift + os}, true
 }
 
 // change is one character of a transformation: ch 0 replaces the next
@@ -119,7 +119,7 @@ type change struct {
 // with a non-empty alignment are left out.
 func (n *normString) fullRange() (int, int, bool) {
 	if len(n.norm) == 0 {
-		return 0, 0, len(n.orig) == 0
+		return 0, 0, n.origLen == 0
 	}
 	if n.align == nil {
 		return 0, len(n.norm), true
@@ -460,6 +460,9 @@ const (
 // splitBy cuts n where p matches, keeping or merging the matches as the
 // behaviour says; empty pieces are dropped by the caller.
 func (n *normString) splitBy(p pattern, behavior int, out []normString) []normString {
+	if rp, ok := p.(runePattern); ok && (behavior == splitRemoved || behavior == splitIsolated) {
+		return n.splitRunes(rp, behavior == splitIsolated, out)
+	}
 	ms := p.findMatches(n.norm)
 	type piece struct {
 		s, e   int
@@ -519,6 +522,38 @@ func (n *normString) splitBy(p pattern, behavior int, out []normString) []normSt
 		if sl, ok := n.slice(p.s, p.e); ok {
 			out = append(out, sl)
 		}
+	}
+	return out
+}
+
+// splitRunes is splitBy for a runePattern, removing or isolating each
+// matching character, without building the matches.
+func (n *normString) splitRunes(p runePattern, keep bool, out []normString) []normString {
+	s := n.norm
+	last := 0
+	emit := func(a, b int) {
+		if sl, ok := n.slice(a, b); ok {
+			out = append(out, sl)
+		}
+	}
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if p(r) {
+			if last < i {
+				emit(last, i)
+			}
+			if keep {
+				emit(i, i+size)
+			}
+			last = i + size
+		}
+		i += size
+	}
+	if last < len(s) || len(s) == 0 {
+		emit(last, len(s))
 	}
 	return out
 }

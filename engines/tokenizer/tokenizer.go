@@ -67,6 +67,14 @@ type Encoded struct {
 
 func (e *Encoded) Len() int { return len(e.IDs) }
 
+func newEncoded(n int) *Encoded {
+	return &Encoded{
+		IDs: make([]int32, 0, n), TypeIDs: make([]int32, 0, n), Tokens: make([]string, 0, n),
+		Offsets: make([][2]int, 0, n), WordIDs: make([]int32, 0, n), SpecialTokensMask: make([]int32, 0, n),
+		AttentionMask: make([]int32, 0, n), SequenceIDs: make([]int32, 0, n),
+	}
+}
+
 func (e *Encoded) appendTok(id, typeID int32, tok string, off [2]int, word, special int32) {
 	e.IDs = append(e.IDs, id)
 	e.TypeIDs = append(e.TypeIDs, typeID)
@@ -375,20 +383,27 @@ func (t *Tokenizer) encodeOne(text string, typeID int32) (*Encoded, error) {
 	if t.pre != nil {
 		t.pre.preTokenize(pt)
 	}
-	e := &Encoded{}
-	e.texts[typeID&1] = text
 	var toks []token
+	counts := make([]int, len(pt.pieces))
 	for i := range pt.pieces {
 		pc := &pt.pieces[i]
-		if !pc.hasTok {
+		if pc.hasTok {
+			toks = append(toks, token{id: pc.added, value: pc.n.norm, s: 0, e: len(pc.n.norm)})
+		} else {
 			var err error
-			toks, err = t.model.tokenize(pc.n.norm, toks[:0])
-			if err != nil {
+			if toks, err = t.model.tokenize(pc.n.norm, toks); err != nil {
 				return nil, err
 			}
-			pc.toks = toks
 		}
-		for _, tk := range pc.toks {
+		counts[i] = len(toks)
+	}
+	e := newEncoded(len(toks))
+	e.texts[typeID&1] = text
+	k := 0
+	for i := range pt.pieces {
+		pc := &pt.pieces[i]
+		for ; k < counts[i]; k++ {
+			tk := toks[k]
 			off := [2]int{tk.s, tk.e}
 			if a, b, ok := pc.n.toOriginal(tk.s, tk.e); ok {
 				off = [2]int{pc.n.shift + a, pc.n.shift + b}
