@@ -261,7 +261,10 @@ func (b *bpe) word(w string) ([]symbol, error) {
 			out = append(out, sy)
 		}
 	}
-	return append([]symbol(nil), out...), nil
+	if len(w) < bpeCacheMaxLen {
+		return append([]symbol(nil), out...), nil // cached: no spare capacity kept
+	}
+	return out, nil
 }
 
 type mergeItem struct {

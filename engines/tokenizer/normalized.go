@@ -557,3 +557,61 @@ func (n *normString) splitRunes(p runePattern, keep bool, out []normString) []no
 	}
 	return out
 }
+
+// edit is a transformation of norm[s:e] alone.
+type edit struct {
+	s, e int
+	cs   []change
+}
+
+// applyEdits applies non-overlapping edits in order of position in one
+// pass, each as transformRange would.
+func (n *normString) applyEdits(edits []edit) {
+	if len(edits) == 0 {
+		return
+	}
+	n.materialize()
+	var sb strings.Builder
+	sb.Grow(len(n.norm) + 16)
+	al := make([]span, 0, len(n.align)+16)
+	last := 0
+	for _, ed := range edits {
+		sb.WriteString(n.norm[last:ed.s])
+		al = append(al, n.align[last:ed.s]...)
+		old := n.norm[ed.s:ed.e]
+		pos := 0
+		for _, c := range ed.cs {
+			idx := ed.s + pos
+			var a span
+			switch {
+			case c.ch > 0 && idx < 1:
+				a = span{n.sub, n.sub}
+			case c.ch > 0:
+				a = n.align[min(idx-1, len(n.align)-1)]
+			case idx < len(n.align):
+				a = n.align[idx]
+			default:
+				a = n.align[len(n.align)-1]
+			}
+			if c.ch <= 0 {
+				for k := 0; k <= -c.ch && pos < len(old); k++ {
+					_, size := utf8.DecodeRuneInString(old[pos:])
+					pos += size
+				}
+			}
+			size := utf8.RuneLen(c.r)
+			if size < 0 {
+				size = 3
+			}
+			sb.WriteRune(c.r)
+			for k := 0; k < size; k++ {
+				al = append(al, a)
+			}
+		}
+		last = ed.e
+	}
+	sb.WriteString(n.norm[last:])
+	al = append(al, n.align[last:]...)
+	n.norm = sb.String()
+	n.align = al
+}

@@ -383,7 +383,7 @@ func (t *Tokenizer) encodeOne(text string, typeID int32) (*Encoded, error) {
 	if t.pre != nil {
 		t.pre.preTokenize(pt)
 	}
-	var toks []token
+	toks := make([]token, 0, len(text)/3+4)
 	counts := make([]int, len(pt.pieces))
 	for i := range pt.pieces {
 		pc := &pt.pieces[i]
