@@ -128,6 +128,7 @@ type bpe struct {
 	byteFallback bool
 	ignoreMerges bool
 	byteIDs      [256]int32
+	asciiIDs     [128]int32 // single ASCII characters' ids (-1: none), without prefix or suffix
 
 	mu    sync.RWMutex
 	cache map[string][]symbol
@@ -211,8 +212,14 @@ func (b *bpe) word(w string) ([]symbol, error) {
 		if i+size == len(w) {
 			key = append(key, b.suffix...)
 		}
+		var id int32 = -1
+		if size == 1 && w[i] < utf8.RuneSelf && len(key) == 1 {
+			id = b.asciiIDs[w[i]]
+		} else if x, ok := b.v.ids[string(key)]; ok {
+			id = x
+		}
 		i += size
-		if id, ok := b.v.ids[string(key)]; ok {
+		if id >= 0 {
 			if unkID >= 0 {
 				add(unkID, unkLen)
 				unkID = -1
@@ -267,56 +274,70 @@ func (b *bpe) word(w string) ([]symbol, error) {
 	return out, nil
 }
 
+// mergeItem is a candidate merge: key is rank<<32 | position, so the
+// smallest key is the lowest rank, leftmost.
 type mergeItem struct {
-	rank, pos, id int32
+	key uint64
+	id  int32
 }
 
-func less(a, b mergeItem) bool { return a.rank < b.rank || a.rank == b.rank && a.pos < b.pos }
+func mergeKey(rank, pos int32) uint64 { return uint64(uint32(rank))<<32 | uint64(uint32(pos)) }
 
 // mergeAll applies the merges through a priority queue keyed by (rank,
-// position), skipping entries whose pair has changed since.
+// position), skipping entries whose pair has changed since. The queue is a
+// 4-ary heap, as tokenizers' (shallower than a binary one).
 func (b *bpe) mergeAll(syms []symbol) {
 	h := make([]mergeItem, 0, len(syms))
 	push := func(it mergeItem) {
 		h = append(h, it)
 		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !less(h[i], h[p]) {
+			p := (i - 1) / 4
+			if h[p].key <= it.key {
 				break
 			}
-			h[i], h[p] = h[p], h[i]
+			h[i] = h[p]
 			i = p
+			h[i] = it
 		}
 	}
 	pop := func() mergeItem {
 		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		for i := 0; ; {
-			l, r, m := 2*i+1, 2*i+2, i
-			if l < len(h) && less(h[l], h[m]) {
-				m = l
-			}
-			if r < len(h) && less(h[r], h[m]) {
-				m = r
-			}
-			if m == i {
+		last := h[len(h)-1]
+		h = h[:len(h)-1]
+		n := len(h)
+		if n == 0 {
+			return top
+		}
+		i := 0
+		for {
+			c := 4*i + 1
+			if c >= n {
 				break
 			}
-			h[i], h[m] = h[m], h[i]
+			m := c
+			for k := c + 1; k < c+4 && k < n; k++ {
+				if h[k].key < h[m].key {
+					m = k
+				}
+			}
+			if h[m].key >= last.key {
+				break
+			}
+			h[i] = h[m]
 			i = m
 		}
+		h[i] = last
 		return top
 	}
 	for i := 0; i+1 < len(syms); i++ {
 		if m, ok := b.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			push(mergeItem{m.rank, int32(i), m.id})
+			push(mergeItem{mergeKey(m.rank, int32(i)), m.id})
 		}
 	}
 	for len(h) > 0 {
 		top := pop()
-		cur := &syms[top.pos]
+		pos := int32(uint32(top.key))
+		cur := &syms[pos]
 		if cur.len == 0 || cur.next < 0 {
 			continue
 		}
@@ -330,16 +351,16 @@ func (b *bpe) mergeAll(syms []symbol) {
 		cur.next = right.next
 		syms[nextPos].len = 0
 		if right.next >= 0 && int(right.next) < len(syms) {
-			syms[right.next].prev = top.pos
+			syms[right.next].prev = pos
 		}
 		if cur.prev >= 0 {
 			if m, ok := b.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
-				push(mergeItem{m.rank, cur.prev, m.id})
+				push(mergeItem{mergeKey(m.rank, cur.prev), m.id})
 			}
 		}
 		if cur.next >= 0 && int(cur.next) < len(syms) {
 			if m, ok := b.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
-				push(mergeItem{m.rank, top.pos, m.id})
+				push(mergeItem{mergeKey(m.rank, pos), m.id})
 			}
 		}
 	}
@@ -349,6 +370,12 @@ func (b *bpe) mergeAll(syms []symbol) {
 // rank their order).
 func newBPE(v *Vocab, merges [][2]string, prefix string) (*bpe, error) {
 	b := &bpe{v: v, unkID: -1, prefix: prefix, merges: make(map[uint64]mergeTo, len(merges)), cache: map[string][]symbol{}}
+	for i := range b.asciiIDs {
+		b.asciiIDs[i] = -1
+		if id, ok := v.ids[string(rune(i))]; ok {
+			b.asciiIDs[i] = id
+		}
+	}
 	for i := range b.byteIDs {
 		b.byteIDs[i] = -1
 		if id, ok := v.ids[fmt.Sprintf("<0x%02X>", i)]; ok {

@@ -226,39 +226,37 @@ func (n *normString) mapRunes(f func(rune) rune) {
 	n.transform(cs, 0)
 }
 
-// filter keeps the characters keep accepts (NormalizedString.filter).
+// filter keeps the characters keep accepts (NormalizedString.filter): a
+// kept character followed by removed ones replaces itself and removes
+// them; removed characters before the first kept one go with no trace.
+// Only the places with removals are rewritten.
 func (n *normString) filter(keep func(rune) bool) {
-	all := true
-	for _, r := range n.norm {
-		if !keep(r) {
-			all = false
-			break
+	var edits []edit
+	lastKept := -1 // byte index of the last kept character
+	runStart := -1 // start of the current run of removed characters
+	var lastR rune
+	flush := func(end int) {
+		if runStart < 0 {
+			return
 		}
-	}
-	if all {
-		return
-	}
-	cs := make([]change, 0, len(n.norm))
-	removed, removedStart := 0, 0
-	var last rune
-	hasLast := false
-	for _, r := range n.norm {
-		if keep(r) {
-			if hasLast {
-				cs = append(cs, change{last, -removed})
-			} else {
-				removedStart = removed
-			}
-			last, hasLast = r, true
-			removed = 0
+		k := utf8.RuneCountInString(n.norm[runStart:end])
+		if lastKept < 0 {
+			edits = append(edits, edit{0, end, nil})
 		} else {
-			removed++
+			edits = append(edits, edit{lastKept, end, []change{{lastR, -k}}})
+		}
+		runStart = -1
+	}
+	for i, r := range n.norm {
+		if keep(r) {
+			flush(i)
+			lastKept, lastR = i, r
+		} else if runStart < 0 {
+			runStart = i
 		}
 	}
-	if hasLast {
-		cs = append(cs, change{last, -removed})
-	}
-	n.transform(cs, removedStart)
+	flush(len(n.norm))
+	n.applyEdits(edits)
 }
 
 // prepend puts s before the text (nothing on an empty text).

@@ -142,16 +142,14 @@ func (b bertNormalizer) normalize(n *normString) {
 			return r
 		})
 	}
-	if b.chinese && strings.ContainsFunc(n.norm, isCJK) {
-		cs := make([]change, 0, len(n.norm)+8)
-		for _, r := range n.norm {
-			if isCJK(r) {
-				cs = append(cs, change{' ', 0}, change{r, 1}, change{' ', 1})
-			} else {
-				cs = append(cs, change{r, 0})
+	if b.chinese {
+		var edits []edit
+		for i, r := range n.norm {
+			if r >= 0x3400 && isCJK(r) {
+				edits = append(edits, edit{i, i + utf8.RuneLen(r), []change{{' ', 0}, {r, 1}, {' ', 1}}})
 			}
 		}
-		n.transform(cs, 0)
+		n.applyEdits(edits)
 	}
 	if b.stripAccents {
 		unicodeNormalize(n, norm.NFD)

@@ -67,11 +67,15 @@ type Encoded struct {
 
 func (e *Encoded) Len() int { return len(e.IDs) }
 
+// newEncoded is an empty encoding with room for n tokens, its six int32
+// lists in one allocation.
 func newEncoded(n int) *Encoded {
+	b := make([]int32, 6*n)
+	part := func(k int) []int32 { return b[k*n : k*n : (k+1)*n] }
 	return &Encoded{
-		IDs: make([]int32, 0, n), TypeIDs: make([]int32, 0, n), Tokens: make([]string, 0, n),
-		Offsets: make([][2]int, 0, n), WordIDs: make([]int32, 0, n), SpecialTokensMask: make([]int32, 0, n),
-		AttentionMask: make([]int32, 0, n), SequenceIDs: make([]int32, 0, n),
+		IDs: part(0), TypeIDs: part(1), WordIDs: part(2), SpecialTokensMask: part(3),
+		AttentionMask: part(4), SequenceIDs: part(5),
+		Tokens: make([]string, 0, n), Offsets: make([][2]int, 0, n),
 	}
 }
 
