@@ -147,6 +147,15 @@ func (b *bpe) vocab() *Vocab { return b.v }
 
 func pairKey(a, c int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(c)) }
 
+// scratch is reusable memory for long words (not cached): symbols and the
+// merge queue.
+type scratch struct {
+	syms []symbol
+	heap []mergeItem
+}
+
+var bpeScratch sync.Pool
+
 type symbol struct {
 	id         int32
 	prev, next int32
@@ -171,7 +180,13 @@ func (b *bpe) tokenize(s string, out []token) ([]token, error) {
 	}
 	if !cached {
 		var err error
-		syms, err = b.word(s)
+		sc, _ := bpeScratch.Get().(*scratch)
+		if sc == nil {
+			sc = &scratch{}
+		}
+		// The scratch memory goes back once the tokens are read from it.
+		defer bpeScratch.Put(sc)
+		syms, err = b.word(s, sc)
 		if err != nil {
 			return out, err
 		}
@@ -191,9 +206,12 @@ func (b *bpe) tokenize(s string, out []token) ([]token, error) {
 	return out, nil
 }
 
-// word is BPE's merge_word: the symbols of s, merged.
-func (b *bpe) word(w string) ([]symbol, error) {
-	syms := make([]symbol, 0, len(w))
+// word is BPE's merge_word on sc's memory: the symbols of w, merged.
+func (b *bpe) word(w string, sc *scratch) ([]symbol, error) {
+	syms := sc.syms[:0]
+	if cap(syms) < len(w) {
+		syms = make([]symbol, 0, len(w))
+	}
 	add := func(id int32, n int) {
 		syms = append(syms, symbol{id: id, prev: int32(len(syms) - 1), next: -1, len: int32(n)})
 		if len(syms) > 1 {
@@ -261,7 +279,8 @@ func (b *bpe) word(w string) ([]symbol, error) {
 	if unkID >= 0 {
 		add(unkID, unkLen)
 	}
-	b.mergeAll(syms)
+	sc.heap = b.mergeAll(syms, sc.heap)
+	sc.syms = syms
 	out := syms[:0]
 	for _, sy := range syms {
 		if sy.len != 0 {
@@ -286,56 +305,17 @@ func mergeKey(rank, pos int32) uint64 { return uint64(uint32(rank))<<32 | uint64
 // mergeAll applies the merges through a priority queue keyed by (rank,
 // position), skipping entries whose pair has changed since. The queue is a
 // 4-ary heap, as tokenizers' (shallower than a binary one).
-func (b *bpe) mergeAll(syms []symbol) {
-	h := make([]mergeItem, 0, len(syms))
-	push := func(it mergeItem) {
-		h = append(h, it)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 4
-			if h[p].key <= it.key {
-				break
-			}
-			h[i] = h[p]
-			i = p
-			h[i] = it
-		}
-	}
-	pop := func() mergeItem {
-		top := h[0]
-		last := h[len(h)-1]
-		h = h[:len(h)-1]
-		n := len(h)
-		if n == 0 {
-			return top
-		}
-		i := 0
-		for {
-			c := 4*i + 1
-			if c >= n {
-				break
-			}
-			m := c
-			for k := c + 1; k < c+4 && k < n; k++ {
-				if h[k].key < h[m].key {
-					m = k
-				}
-			}
-			if h[m].key >= last.key {
-				break
-			}
-			h[i] = h[m]
-			i = m
-		}
-		h[i] = last
-		return top
-	}
+func (b *bpe) mergeAll(syms []symbol, h []mergeItem) []mergeItem {
+	h = h[:0]
+	push := func(h []mergeItem, it mergeItem) []mergeItem { return heapPush(h, it) }
 	for i := 0; i+1 < len(syms); i++ {
 		if m, ok := b.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			push(mergeItem{mergeKey(m.rank, int32(i)), m.id})
+			h = push(h, mergeItem{mergeKey(m.rank, int32(i)), m.id})
 		}
 	}
 	for len(h) > 0 {
-		top := pop()
+		var top mergeItem
+		top, h = heapPop(h)
 		pos := int32(uint32(top.key))
 		cur := &syms[pos]
 		if cur.len == 0 || cur.next < 0 {
@@ -355,15 +335,16 @@ func (b *bpe) mergeAll(syms []symbol) {
 		}
 		if cur.prev >= 0 {
 			if m, ok := b.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
-				push(mergeItem{mergeKey(m.rank, cur.prev), m.id})
+				h = push(h, mergeItem{mergeKey(m.rank, cur.prev), m.id})
 			}
 		}
 		if cur.next >= 0 && int(cur.next) < len(syms) {
 			if m, ok := b.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
-				push(mergeItem{mergeKey(m.rank, pos), m.id})
+				h = push(h, mergeItem{mergeKey(m.rank, pos), m.id})
 			}
 		}
 	}
+	return h
 }
 
 // newBPE builds the model from a vocabulary and merges (pairs of tokens,
@@ -530,4 +511,51 @@ func parseModel(path string, raw json.RawMessage) (model, error) {
 		return nil, unsupported(path, "model", t)
 	}
 	return m, o.done()
+}
+
+// heapPush and heapPop keep h a 4-ary min-heap by key.
+func heapPush(h []mergeItem, it mergeItem) []mergeItem {
+	h = append(h, it)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) >> 2
+		if h[p].key <= it.key {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = it
+	return h
+}
+
+func heapPop(h []mergeItem) (mergeItem, []mergeItem) {
+	top := h[0]
+	n := len(h) - 1
+	last := h[n]
+	h = h[:n]
+	if n == 0 {
+		return top, h
+	}
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m, mk := c, h[c].key
+		end := min(c+4, n)
+		for k := c + 1; k < end; k++ {
+			if h[k].key < mk {
+				m, mk = k, h[k].key
+			}
+		}
+		if mk >= last.key {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = last
+	return top, h
 }
