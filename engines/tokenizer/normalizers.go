@@ -196,14 +196,11 @@ func unicodeNormalize(n *normString, f norm.Form) {
 	var edits []edit
 	var buf []byte
 	for start := 0; start < len(n.norm); {
-		if q := f.QuickSpanString(n.norm[start:]); q > 0 {
-			start += q
-			// QuickSpan stops before a character that may combine with
-			// the one before: back up to that chunk's boundary.
-			if start < len(n.norm) {
-				_, size := utf8.DecodeLastRuneInString(n.norm[:start])
-				start -= size
-			}
+		// QuickSpan's end is a boundary: what comes before is normal and
+		// does not combine with what follows.
+		start += f.QuickSpanString(n.norm[start:])
+		if start >= len(n.norm) {
+			break
 		}
 		k := f.NextBoundaryInString(n.norm[start:], true)
 		if k <= 0 {
