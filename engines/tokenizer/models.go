@@ -128,6 +128,7 @@ type bpe struct {
 	byteFallback bool
 	ignoreMerges bool
 	byteIDs      [256]int32
+	asciiIDs     [128]int32 // single ASCII characters' ids (-1: none), without prefix or suffix
 
 	mu    sync.RWMutex
 	cache map[string][]symbol
@@ -145,6 +146,15 @@ const (
 func (b *bpe) vocab() *Vocab { return b.v }
 
 func pairKey(a, c int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(c)) }
+
+// scratch is reusable memory for long words (not cached): symbols and the
+// merge queue.
+type scratch struct {
+	syms []symbol
+	heap []mergeItem
+}
+
+var bpeScratch sync.Pool
 
 type symbol struct {
 	id         int32
@@ -170,7 +180,13 @@ func (b *bpe) tokenize(s string, out []token) ([]token, error) {
 	}
 	if !cached {
 		var err error
-		syms, err = b.word(s)
+		sc, _ := bpeScratch.Get().(*scratch)
+		if sc == nil {
+			sc = &scratch{}
+		}
+		// The scratch memory goes back once the tokens are read from it.
+		defer bpeScratch.Put(sc)
+		syms, err = b.word(s, sc)
 		if err != nil {
 			return out, err
 		}
@@ -190,9 +206,12 @@ func (b *bpe) tokenize(s string, out []token) ([]token, error) {
 	return out, nil
 }
 
-// word is BPE's merge_word: the symbols of s, merged.
-func (b *bpe) word(w string) ([]symbol, error) {
-	syms := make([]symbol, 0, len(w))
+// word is BPE's merge_word on sc's memory: the symbols of w, merged.
+func (b *bpe) word(w string, sc *scratch) ([]symbol, error) {
+	syms := sc.syms[:0]
+	if cap(syms) < len(w) {
+		syms = make([]symbol, 0, len(w))
+	}
 	add := func(id int32, n int) {
 		syms = append(syms, symbol{id: id, prev: int32(len(syms) - 1), next: -1, len: int32(n)})
 		if len(syms) > 1 {
@@ -211,8 +230,14 @@ func (b *bpe) word(w string) ([]symbol, error) {
 		if i+size == len(w) {
 			key = append(key, b.suffix...)
 		}
+		var id int32 = -1
+		if size == 1 && w[i] < utf8.RuneSelf && len(key) == 1 {
+			id = b.asciiIDs[w[i]]
+		} else if x, ok := b.v.ids[string(key)]; ok {
+			id = x
+		}
 		i += size
-		if id, ok := b.v.ids[string(key)]; ok {
+		if id >= 0 {
 			if unkID >= 0 {
 				add(unkID, unkLen)
 				unkID = -1
@@ -254,66 +279,45 @@ func (b *bpe) word(w string) ([]symbol, error) {
 	if unkID >= 0 {
 		add(unkID, unkLen)
 	}
-	b.mergeAll(syms)
+	sc.heap = b.mergeAll(syms, sc.heap)
+	sc.syms = syms
 	out := syms[:0]
 	for _, sy := range syms {
 		if sy.len != 0 {
 			out = append(out, sy)
 		}
 	}
-	return append([]symbol(nil), out...), nil
+	if len(w) < bpeCacheMaxLen {
+		return append([]symbol(nil), out...), nil // cached: no spare capacity kept
+	}
+	return out, nil
 }
 
+// mergeItem is a candidate merge: key is rank<<32 | position, so the
+// smallest key is the lowest rank, leftmost.
 type mergeItem struct {
-	rank, pos, id int32
+	key uint64
+	id  int32
 }
 
-func less(a, b mergeItem) bool { return a.rank < b.rank || a.rank == b.rank && a.pos < b.pos }
+func mergeKey(rank, pos int32) uint64 { return uint64(uint32(rank))<<32 | uint64(uint32(pos)) }
 
 // mergeAll applies the merges through a priority queue keyed by (rank,
-// position), skipping entries whose pair has changed since.
-func (b *bpe) mergeAll(syms []symbol) {
-	h := make([]mergeItem, 0, len(syms))
-	push := func(it mergeItem) {
-		h = append(h, it)
-		for i := len(h) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !less(h[i], h[p]) {
-				break
-			}
-			h[i], h[p] = h[p], h[i]
-			i = p
-		}
-	}
-	pop := func() mergeItem {
-		top := h[0]
-		last := len(h) - 1
-		h[0] = h[last]
-		h = h[:last]
-		for i := 0; ; {
-			l, r, m := 2*i+1, 2*i+2, i
-			if l < len(h) && less(h[l], h[m]) {
-				m = l
-			}
-			if r < len(h) && less(h[r], h[m]) {
-				m = r
-			}
-			if m == i {
-				break
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
-		}
-		return top
-	}
+// position), skipping entries whose pair has changed since. The queue is a
+// 4-ary heap, as tokenizers' (shallower than a binary one).
+func (b *bpe) mergeAll(syms []symbol, h []mergeItem) []mergeItem {
+	h = h[:0]
+	push := func(h []mergeItem, it mergeItem) []mergeItem { return heapPush(h, it) }
 	for i := 0; i+1 < len(syms); i++ {
 		if m, ok := b.merges[pairKey(syms[i].id, syms[i+1].id)]; ok {
-			push(mergeItem{m.rank, int32(i), m.id})
+			h = push(h, mergeItem{mergeKey(m.rank, int32(i)), m.id})
 		}
 	}
 	for len(h) > 0 {
-		top := pop()
-		cur := &syms[top.pos]
+		var top mergeItem
+		top, h = heapPop(h)
+		pos := int32(uint32(top.key))
+		cur := &syms[pos]
 		if cur.len == 0 || cur.next < 0 {
 			continue
 		}
@@ -327,25 +331,32 @@ func (b *bpe) mergeAll(syms []symbol) {
 		cur.next = right.next
 		syms[nextPos].len = 0
 		if right.next >= 0 && int(right.next) < len(syms) {
-			syms[right.next].prev = top.pos
+			syms[right.next].prev = pos
 		}
 		if cur.prev >= 0 {
 			if m, ok := b.merges[pairKey(syms[cur.prev].id, cur.id)]; ok {
-				push(mergeItem{m.rank, cur.prev, m.id})
+				h = push(h, mergeItem{mergeKey(m.rank, cur.prev), m.id})
 			}
 		}
 		if cur.next >= 0 && int(cur.next) < len(syms) {
 			if m, ok := b.merges[pairKey(cur.id, syms[cur.next].id)]; ok {
-				push(mergeItem{m.rank, top.pos, m.id})
+				h = push(h, mergeItem{mergeKey(m.rank, pos), m.id})
 			}
 		}
 	}
+	return h
 }
 
 // newBPE builds the model from a vocabulary and merges (pairs of tokens,
 // rank their order).
 func newBPE(v *Vocab, merges [][2]string, prefix string) (*bpe, error) {
 	b := &bpe{v: v, unkID: -1, prefix: prefix, merges: make(map[uint64]mergeTo, len(merges)), cache: map[string][]symbol{}}
+	for i := range b.asciiIDs {
+		b.asciiIDs[i] = -1
+		if id, ok := v.ids[string(rune(i))]; ok {
+			b.asciiIDs[i] = id
+		}
+	}
 	for i := range b.byteIDs {
 		b.byteIDs[i] = -1
 		if id, ok := v.ids[fmt.Sprintf("<0x%02X>", i)]; ok {
@@ -500,4 +511,51 @@ func parseModel(path string, raw json.RawMessage) (model, error) {
 		return nil, unsupported(path, "model", t)
 	}
 	return m, o.done()
+}
+
+// heapPush and heapPop keep h a 4-ary min-heap by key.
+func heapPush(h []mergeItem, it mergeItem) []mergeItem {
+	h = append(h, it)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) >> 2
+		if h[p].key <= it.key {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = it
+	return h
+}
+
+func heapPop(h []mergeItem) (mergeItem, []mergeItem) {
+	top := h[0]
+	n := len(h) - 1
+	last := h[n]
+	h = h[:n]
+	if n == 0 {
+		return top, h
+	}
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m, mk := c, h[c].key
+		end := min(c+4, n)
+		for k := c + 1; k < end; k++ {
+			if h[k].key < mk {
+				m, mk = k, h[k].key
+			}
+		}
+		if mk >= last.key {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = last
+	return top, h
 }

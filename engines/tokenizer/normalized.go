@@ -22,14 +22,14 @@ type span struct{ a, b int32 }
 // values in align are relative to orig after subtracting sub: a slice
 // shares its parent's array and only moves sub.
 type normString struct {
-	orig  string
-	norm  string
-	align []span
-	sub   int32
-	shift int // orig's byte offset in the whole text
+	origLen int // length of the original piece (its text is not kept)
+	norm    string
+	align   []span
+	sub     int32
+	shift   int // orig's byte offset in the whole text
 }
 
-func newNormString(s string) normString { return normString{orig: s, norm: s} }
+func newNormString(s string) normString { return normString{origLen: len(s), norm: s} }
 
 // alignAt is the alignment of byte i of norm, relative to orig.
 func (n *normString) alignAt(i int) span {
@@ -97,13 +97,13 @@ func (n *normString) slice(s, e int) (normString, bool) {
 		return normString{}, false
 	}
 	if n.align == nil {
-		return normString{orig: n.orig[s:e], norm: n.norm[s:e], shift: n.shift + s, sub: n.sub}, true
+		return normString{origLen: e - s, norm: n.norm[s:e], shift: n.shift + s, sub: n.sub}, true
 	}
-	orig := ""
-	if os >= 0 && oe <= len(n.orig) && os <= oe {
-		orig = n.orig[os:oe]
+	origLen := 0
+	if os >= 0 && oe <= n.origLen && os <= oe {
+		origLen = oe - os
 	}
-	return normString{orig: orig, norm: n.norm[s:e], align: n.align[s:e], sub: n.sub + int32(os), shift: n.shift + os}, true
+	return normString{origLen: origLen, norm: n.norm[s:e], align: n.align[s:e], sub: n.sub + int32(os), shift: n.shift + os}, true
 }
 
 // change is one character of a transformation: ch 0 replaces the next
@@ -119,7 +119,7 @@ type change struct {
 // with a non-empty alignment are left out.
 func (n *normString) fullRange() (int, int, bool) {
 	if len(n.norm) == 0 {
-		return 0, 0, len(n.orig) == 0
+		return 0, 0, n.origLen == 0
 	}
 	if n.align == nil {
 		return 0, len(n.norm), true
@@ -226,39 +226,37 @@ func (n *normString) mapRunes(f func(rune) rune) {
 	n.transform(cs, 0)
 }
 
-// filter keeps the characters keep accepts (NormalizedString.filter).
+// filter keeps the characters keep accepts (NormalizedString.filter): a
+// kept character followed by removed ones replaces itself and removes
+// them; removed characters before the first kept one go with no trace.
+// Only the places with removals are rewritten.
 func (n *normString) filter(keep func(rune) bool) {
-	all := true
-	for _, r := range n.norm {
-		if !keep(r) {
-			all = false
-			break
+	var edits []edit
+	lastKept := -1 // byte index of the last kept character
+	runStart := -1 // start of the current run of removed characters
+	var lastR rune
+	flush := func(end int) {
+		if runStart < 0 {
+			return
 		}
-	}
-	if all {
-		return
-	}
-	cs := make([]change, 0, len(n.norm))
-	removed, removedStart := 0, 0
-	var last rune
-	hasLast := false
-	for _, r := range n.norm {
-		if keep(r) {
-			if hasLast {
-				cs = append(cs, change{last, -removed})
-			} else {
-				removedStart = removed
-			}
-			last, hasLast = r, true
-			removed = 0
+		k := utf8.RuneCountInString(n.norm[runStart:end])
+		if lastKept < 0 {
+			edits = append(edits, edit{0, end, nil})
 		} else {
-			removed++
+			edits = append(edits, edit{lastKept, end, []change{{lastR, -k}}})
+		}
+		runStart = -1
+	}
+	for i, r := range n.norm {
+		if keep(r) {
+			flush(i)
+			lastKept, lastR = i, r
+		} else if runStart < 0 {
+			runStart = i
 		}
 	}
-	if hasLast {
-		cs = append(cs, change{last, -removed})
-	}
-	n.transform(cs, removedStart)
+	flush(len(n.norm))
+	n.applyEdits(edits)
 }
 
 // prepend puts s before the text (nothing on an empty text).
@@ -460,6 +458,9 @@ const (
 // splitBy cuts n where p matches, keeping or merging the matches as the
 // behaviour says; empty pieces are dropped by the caller.
 func (n *normString) splitBy(p pattern, behavior int, out []normString) []normString {
+	if rp, ok := p.(runePattern); ok && (behavior == splitRemoved || behavior == splitIsolated) {
+		return n.splitRunes(rp, behavior == splitIsolated, out)
+	}
 	ms := p.findMatches(n.norm)
 	type piece struct {
 		s, e   int
@@ -521,4 +522,94 @@ func (n *normString) splitBy(p pattern, behavior int, out []normString) []normSt
 		}
 	}
 	return out
+}
+
+// splitRunes is splitBy for a runePattern, removing or isolating each
+// matching character, without building the matches.
+func (n *normString) splitRunes(p runePattern, keep bool, out []normString) []normString {
+	s := n.norm
+	last := 0
+	emit := func(a, b int) {
+		if sl, ok := n.slice(a, b); ok {
+			out = append(out, sl)
+		}
+	}
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if p(r) {
+			if last < i {
+				emit(last, i)
+			}
+			if keep {
+				emit(i, i+size)
+			}
+			last = i + size
+		}
+		i += size
+	}
+	if last < len(s) || len(s) == 0 {
+		emit(last, len(s))
+	}
+	return out
+}
+
+// edit is a transformation of norm[s:e] alone.
+type edit struct {
+	s, e int
+	cs   []change
+}
+
+// applyEdits applies non-overlapping edits in order of position in one
+// pass, each as transformRange would.
+func (n *normString) applyEdits(edits []edit) {
+	if len(edits) == 0 {
+		return
+	}
+	n.materialize()
+	var sb strings.Builder
+	sb.Grow(len(n.norm) + 16)
+	al := make([]span, 0, len(n.align)+16)
+	last := 0
+	for _, ed := range edits {
+		sb.WriteString(n.norm[last:ed.s])
+		al = append(al, n.align[last:ed.s]...)
+		old := n.norm[ed.s:ed.e]
+		pos := 0
+		for _, c := range ed.cs {
+			idx := ed.s + pos
+			var a span
+			switch {
+			case c.ch > 0 && idx < 1:
+				a = span{n.sub, n.sub}
+			case c.ch > 0:
+				a = n.align[min(idx-1, len(n.align)-1)]
+			case idx < len(n.align):
+				a = n.align[idx]
+			default:
+				a = n.align[len(n.align)-1]
+			}
+			if c.ch <= 0 {
+				for k := 0; k <= -c.ch && pos < len(old); k++ {
+					_, size := utf8.DecodeRuneInString(old[pos:])
+					pos += size
+				}
+			}
+			size := utf8.RuneLen(c.r)
+			if size < 0 {
+				size = 3
+			}
+			sb.WriteRune(c.r)
+			for k := 0; k < size; k++ {
+				al = append(al, a)
+			}
+		}
+		last = ed.e
+	}
+	sb.WriteString(n.norm[last:])
+	al = append(al, n.align[last:]...)
+	n.norm = sb.String()
+	n.align = al
 }

@@ -142,16 +142,14 @@ func (b bertNormalizer) normalize(n *normString) {
 			return r
 		})
 	}
-	if b.chinese && strings.ContainsFunc(n.norm, isCJK) {
-		cs := make([]change, 0, len(n.norm)+8)
-		for _, r := range n.norm {
-			if isCJK(r) {
-				cs = append(cs, change{' ', 0}, change{r, 1}, change{' ', 1})
-			} else {
-				cs = append(cs, change{r, 0})
+	if b.chinese {
+		var edits []edit
+		for i, r := range n.norm {
+			if r >= 0x3400 && isCJK(r) {
+				edits = append(edits, edit{i, i + utf8.RuneLen(r), []change{{' ', 0}, {r, 1}, {' ', 1}}})
 			}
 		}
-		n.transform(cs, 0)
+		n.applyEdits(edits)
 	}
 	if b.stripAccents {
 		unicodeNormalize(n, norm.NFD)
@@ -193,55 +191,64 @@ func unicodeNormalize(n *normString, f norm.Form) {
 	if f.IsNormalString(n.norm) {
 		return
 	}
-	cs := make([]change, 0, len(n.norm)+8)
-	// Chunks between normalization boundaries normalize independently.
+	// Only the chunks that change are rewritten (rewriting a chunk as it
+	// is would keep its alignment anyway).
+	var edits []edit
+	var buf []byte
 	for start := 0; start < len(n.norm); {
+		// QuickSpan's end is a boundary: what comes before is normal and
+		// does not combine with what follows.
+		start += f.QuickSpanString(n.norm[start:])
+		if start >= len(n.norm) {
+			break
+		}
 		k := f.NextBoundaryInString(n.norm[start:], true)
 		if k <= 0 {
 			k = len(n.norm) - start
 		}
 		in := n.norm[start : start+k]
+		buf = f.AppendString(buf[:0], in)
+		if string(buf) != in {
+			edits = append(edits, edit{start, start + k, normChanges(in, string(buf), f)})
+		}
 		start += k
-		out := f.String(in)
-		if out == in {
-			for _, r := range in {
-				cs = append(cs, change{r, 0})
-			}
-			continue
-		}
-		// Each character decomposed alone, when that is the segment's form.
-		var per []change
-		var sb strings.Builder
-		for _, r := range in {
-			d := f.String(string(r))
-			sb.WriteString(d)
-			k := 0
-			for _, x := range d {
-				per = append(per, change{x, min(k, 1)})
-				k++
-			}
-		}
-		if sb.String() == out && utf8.RuneCountInString(in) <= len(per) {
-			cs = append(cs, per...)
-			continue
-		}
-		k = utf8.RuneCountInString(in)
-		outR := []rune(out)
-		m := len(outR)
-		for j, r := range outR {
-			switch {
-			case m >= k && j < k:
-				cs = append(cs, change{r, 0})
-			case m >= k:
-				cs = append(cs, change{r, 1})
-			case j < m-1:
-				cs = append(cs, change{r, 0})
-			default:
-				cs = append(cs, change{r, -(k - m)})
-			}
+	}
+	n.applyEdits(edits)
+}
+
+// normChanges are the changes that turn a chunk into its normal form.
+func normChanges(in, out string, f norm.Form) []change {
+	var per []change
+	var sb strings.Builder
+	for _, r := range in {
+		d := f.String(string(r))
+		sb.WriteString(d)
+		k := 0
+		for _, x := range d {
+			per = append(per, change{x, min(k, 1)})
+			k++
 		}
 	}
-	n.transform(cs, 0)
+	if sb.String() == out && utf8.RuneCountInString(in) <= len(per) {
+		return per
+	}
+	k := utf8.RuneCountInString(in)
+	outR := []rune(out)
+	m := len(outR)
+	cs := make([]change, 0, m)
+	for j, r := range outR {
+		switch {
+		case m >= k && j < k:
+			cs = append(cs, change{r, 0})
+		case m >= k:
+			cs = append(cs, change{r, 1})
+		case j < m-1:
+			cs = append(cs, change{r, 0})
+		default:
+			cs = append(cs, change{r, -(k - m)})
+		}
+	}
+	return cs
 }
 
 type lowercaseNormalizer struct{}

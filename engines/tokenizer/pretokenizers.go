@@ -13,7 +13,7 @@ import (
 // (or the added vocabulary) has run on it, its tokens.
 type piece struct {
 	n      normString
-	toks   []token
+	added  int32 // the added token's id when hasTok
 	hasTok bool
 }
 
@@ -32,7 +32,11 @@ type preTokenized struct {
 // splitEach replaces every piece without tokens by the pieces f makes of
 // it, dropping empty ones.
 func (p *preTokenized) splitEach(f func(n normString, out []normString) []normString) {
-	out := make([]piece, 0, len(p.pieces)*2)
+	size := 0
+	for _, pc := range p.pieces {
+		size += len(pc.n.norm)
+	}
+	out := make([]piece, 0, len(p.pieces)+size/4+1)
 	var buf []normString
 	for _, pc := range p.pieces {
 		if pc.hasTok {

@@ -62,7 +62,12 @@ func (t *templateProcessor) process(encs []*Encoded, addSpecial bool) []*Encoded
 	if b != nil {
 		tpl = t.pair
 	}
-	e := &Encoded{texts: a.texts, hasTexts: true}
+	n := a.Len() + t.count(tpl)
+	if b != nil {
+		n += b.Len()
+	}
+	e := newEncoded(n)
+	e.texts, e.hasTexts = a.texts, true
 	for _, p := range tpl {
 		switch {
 		case p.seq == "A":
@@ -188,7 +193,12 @@ func (p *bertProcessor) process(encs []*Encoded, addSpecial bool) []*Encoded {
 	if !addSpecial {
 		return encs
 	}
-	e := &Encoded{texts: a.texts, hasTexts: true}
+	n := a.Len() + 4
+	if b != nil {
+		n += b.Len()
+	}
+	e := newEncoded(n)
+	e.texts, e.hasTexts = a.texts, true
 	e.appendTok(p.clsID, 0, p.cls, [2]int{}, -1, 1)
 	e.appendAll(a, 0, true)
 	e.appendTok(p.sepID, 0, p.sep, [2]int{}, -1, 1)

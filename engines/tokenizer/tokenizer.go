@@ -67,6 +67,18 @@ type Encoded struct {
 
 func (e *Encoded) Len() int { return len(e.IDs) }
 
+// newEncoded is an empty encoding with room for n tokens, its six int32
+// lists in one allocation.
+func newEncoded(n int) *Encoded {
+	b := make([]int32, 6*n)
+	part := func(k int) []int32 { return b[k*n : k*n : (k+1)*n] }
+	return &Encoded{
+		IDs: part(0), TypeIDs: part(1), WordIDs: part(2), SpecialTokensMask: part(3),
+		AttentionMask: part(4), SequenceIDs: part(5),
+		Tokens: make([]string, 0, n), Offsets: make([][2]int, 0, n),
+	}
+}
+
 func (e *Encoded) appendTok(id, typeID int32, tok string, off [2]int, word, special int32) {
 	e.IDs = append(e.IDs, id)
 	e.TypeIDs = append(e.TypeIDs, typeID)
@@ -375,20 +387,27 @@ func (t *Tokenizer) encodeOne(text string, typeID int32) (*Encoded, error) {
 	if t.pre != nil {
 		t.pre.preTokenize(pt)
 	}
-	e := &Encoded{}
-	e.texts[typeID&1] = text
-	var toks []token
+	toks := make([]token, 0, len(text)/3+4)
+	counts := make([]int, len(pt.pieces))
 	for i := range pt.pieces {
 		pc := &pt.pieces[i]
-		if !pc.hasTok {
+		if pc.hasTok {
+			toks = append(toks, token{id: pc.added, value: pc.n.norm, s: 0, e: len(pc.n.norm)})
+		} else {
 			var err error
-			toks, err = t.model.tokenize(pc.n.norm, toks[:0])
-			if err != nil {
+			if toks, err = t.model.tokenize(pc.n.norm, toks); err != nil {
 				return nil, err
 			}
-			pc.toks = toks
 		}
-		for _, tk := range pc.toks {
+		counts[i] = len(toks)
+	}
+	e := newEncoded(len(toks))
+	e.texts[typeID&1] = text
+	k := 0
+	for i := range pt.pieces {
+		pc := &pt.pieces[i]
+		for ; k < counts[i]; k++ {
+			tk := toks[k]
 			off := [2]int{tk.s, tk.e}
 			if a, b, ok := pc.n.toOriginal(tk.s, tk.e); ok {
 				off = [2]int{pc.n.shift + a, pc.n.shift + b}

@@ -156,3 +156,38 @@ func FuzzEncodeGPTPattern(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeStreamBytes: byte-fallback pieces of one character give
+// nothing until the character is whole.
+func TestDecodeStreamBytes(t *testing.T) {
+	js := `{"model": {"type": "BPE", "vocab": {"<unk>": 0, "▁a": 1, "<0xE2>": 2, "<0x82>": 3, "<0xAC>": 4, "▁": 5, "a": 6}, "merges": ["▁ a"],
+	  "byte_fallback": true, "unk_token": "<unk>", "fuse_unk": true},
+	 "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+	 "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}`
+	tk, err := tokenizer.ParseTokenizerJSON([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := tk.Encode("a €a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.IDs, []int32{1, 5, 2, 3, 4, 6}) || !slices.Equal(e.Offsets, [][2]int{{0, 1}, {1, 2}, {2, 5}, {2, 5}, {2, 5}, {5, 6}}) {
+		t.Fatalf("encode: %v %q %v", e.IDs, e.Tokens, e.Offsets)
+	}
+	ds := tk.NewDecodeStream(false)
+	var got []string
+	for _, id := range e.IDs {
+		s, err := ds.Step(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if !slices.Equal(got, []string{"a", " ", "", "", "€", "a"}) {
+		t.Errorf("stream: %q", got)
+	}
+	if s, _ := tk.Decode(e.IDs, false); s != "a €a" {
+		t.Errorf("decode: %q", s)
+	}
+}
