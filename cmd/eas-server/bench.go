@@ -20,6 +20,7 @@ import (
 func benchCmd() *cobra.Command {
 	var (
 		endpoint, service, url, token, bodyFile, format, output string
+		bodiesFile                                              string
 		tensors                                                 []string
 		concurrency                                             string
 		duration, warmup                                        time.Duration
@@ -31,7 +32,7 @@ func benchCmd() *cobra.Command {
 		Short: "Load-test a service: throughput and latency percentiles per concurrency",
 		Long: "Closed-loop load generator (like Triton's perf_analyzer). Each of C clients sends a request,\n" +
 			"waits for the answer and sends the next, for --duration after --warmup.\n" +
-			"The body is --body FILE, or generated from --tensor NAME:DTYPE:D1xD2 in --format.",
+			"The body is --body FILE, one line of --bodies FILE in turn, or generated from --tensor NAME:DTYPE:D1xD2 in --format.",
 		Example: "  eas-server bench --service echo --token T --body req.json --concurrency 1,8,64\n" +
 			"  eas-server bench --service mlp --token T --tensor input:FP32:1x2048 --format torch -c 1,64 -o json",
 		Args: cobra.NoArgs,
@@ -59,9 +60,29 @@ func benchCmd() *cobra.Command {
 				header["Authorization"] = token
 			}
 			var body []byte
+			var bodies [][]byte
+			given := 0
+			for _, g := range []bool{bodyFile != "", bodiesFile != "", len(tensors) > 0} {
+				if g {
+					given++
+				}
+			}
 			switch {
-			case bodyFile != "" && len(tensors) > 0:
-				return fmt.Errorf("give --body or --tensor, not both")
+			case given > 1:
+				return fmt.Errorf("give one of --body, --bodies, --tensor")
+			case bodiesFile != "":
+				b, err := os.ReadFile(bodiesFile)
+				if err != nil {
+					return fmt.Errorf("--bodies: %w", err)
+				}
+				for _, line := range strings.Split(string(b), "\n") {
+					if line = strings.TrimRight(line, "\r"); line != "" {
+						bodies = append(bodies, []byte(line))
+					}
+				}
+				if len(bodies) == 0 {
+					return fmt.Errorf("--bodies: %s has no non-empty line", bodiesFile)
+				}
 			case bodyFile != "":
 				b, err := os.ReadFile(bodyFile)
 				if err != nil {
@@ -98,7 +119,7 @@ func benchCmd() *cobra.Command {
 			var results []loadgen.Result
 			for _, c := range levels {
 				r, err := loadgen.Run(cmd.Context(), loadgen.Config{
-					URL: target, Body: body, Header: header, Concurrency: c, Duration: duration, Warmup: warmup,
+					URL: target, Body: body, Bodies: bodies, Header: header, Concurrency: c, Duration: duration, Warmup: warmup,
 				})
 				if err != nil {
 					return err
@@ -120,6 +141,7 @@ func benchCmd() *cobra.Command {
 	fl.StringVar(&url, "url", "", "full target URL (instead of --endpoint and --service)")
 	fl.StringVar(&token, "token", os.Getenv("EAS_TOKEN"), "service token (default $EAS_TOKEN)")
 	fl.StringVar(&bodyFile, "body", "", "file whose bytes every request sends")
+	fl.StringVar(&bodiesFile, "bodies", "", "file with one body per line (e.g. JSON lines): requests send them in turn, shared by all clients")
 	fl.StringArrayVar(&tensors, "tensor", nil, "generated input NAME:DTYPE:D1xD2 (repeatable)")
 	fl.StringVar(&format, "format", "torch", "body format of generated tensors: "+strings.Join(loadgen.Formats, ", "))
 	fl.StringVarP(&concurrency, "concurrency", "c", "1,8,64", "comma-separated client counts")

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 )
@@ -25,6 +26,7 @@ type Config struct {
 	URL         string            // full URL, e.g. http://127.0.0.1:8080/api/predict/echo
 	Method      string            // default POST
 	Body        []byte            // request body sent by every request
+	Bodies      [][]byte          // instead of Body: the bodies in turn, shared by all clients (request n sends Bodies[n%len])
 	Header      map[string]string // extra headers (Authorization, Inference-Header-Content-Length)
 	Concurrency int               // concurrent clients
 	Duration    time.Duration     // measured time
@@ -74,6 +76,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	measureFrom := start.Add(cfg.Warmup)
 	end := measureFrom.Add(cfg.Duration)
+	var next atomic.Uint64
 	var wg sync.WaitGroup
 	for i := range workers {
 		w := &worker{status: map[string]int{}}
@@ -86,10 +89,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				if !t0.Before(end) {
 					return
 				}
-				code := send(ctx, client, &cfg)
+				body := cfg.Body
+				if len(cfg.Bodies) > 0 {
+					body = cfg.Bodies[(next.Add(1)-1)%uint64(len(cfg.Bodies))]
+				}
+				code := send(ctx, client, &cfg, body)
 				t1 := time.Now()
-				if t0.Before(measureFrom) || t1.After(end) {
-					continue // warm-up, or straddles the end
+				// An answer counts when it arrives inside the window,
+				// whenever it was sent: a closed loop whose answers take
+				// seconds would otherwise lose up to one answer per client
+				// at the window's start.
+				if t1.Before(measureFrom) || t1.After(end) {
+					continue // warm-up, or after the end
 				}
 				w.lat = append(w.lat, t1.Sub(t0))
 				w.status[code]++
@@ -123,8 +134,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, ctx.Err()
 }
 
-func send(ctx context.Context, client *http.Client, cfg *Config) string {
-	req, err := http.NewRequestWithContext(ctx, cfg.Method, cfg.URL, bytes.NewReader(cfg.Body))
+func send(ctx context.Context, client *http.Client, cfg *Config, body []byte) string {
+	req, err := http.NewRequestWithContext(ctx, cfg.Method, cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return "error"
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,5 +78,50 @@ func TestGeneratedBodiesDecode(t *testing.T) {
 		if _, err := ParseTensorSpec(bad); err == nil {
 			t.Errorf("ParseTensorSpec(%q) accepted", bad)
 		}
+	}
+}
+
+func TestRunBodiesInTurn(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[string(b)]++
+		mu.Unlock()
+	}))
+	defer ts.Close()
+	res, err := Run(t.Context(), Config{URL: ts.URL, Bodies: [][]byte{[]byte("a"), []byte("bb"), []byte("ccc")},
+		Concurrency: 3, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if res.OK == 0 || len(seen) != 3 {
+		t.Fatalf("ok %d, bodies seen %v", res.OK, seen)
+	}
+	for _, n := range seen { // sent in turn: the counts differ by at most one
+		if n < seen["ccc"] || n > seen["a"] {
+			t.Fatalf("bodies not sent in turn: %v", seen)
+		}
+	}
+}
+
+// An answer sent during the warm-up and arriving inside the window counts:
+// with answers slower than the warm-up, every client's first answer does.
+func TestRunCountsAnswersArrivingInWindow(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(150 * time.Millisecond)
+	}))
+	defer ts.Close()
+	res, err := Run(t.Context(), Config{URL: ts.URL, Body: []byte("x"), Concurrency: 4,
+		Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 4 {
+		t.Fatalf("ok = %d, want the 4 answers sent in the warm-up and arriving at 150 ms", res.OK)
 	}
 }
