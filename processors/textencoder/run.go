@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	"github.com/eas-server/eas-server/processors"
@@ -29,32 +30,79 @@ func (m *Model) BatchKey(p *Payload) (string, bool) {
 	return "bucket-over", true
 }
 
-// Run feeds every row of the batch at once, padded to the longest, and
-// pools or scores each row.
+// Run feeds the batch's rows to the model in runs of similar length: the
+// rows sorted by length are cut into groups whose padding stays within
+// maxPadWaste of their real tokens, each group one run padded to its
+// longest (padding changes no answer; on a CPU it costs as much as real
+// tokens, so one run padded to the longest of very different texts can be
+// slower than running them alone). Then each row is pooled or scored.
 func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*Result, error) {
 	if m.rt == nil {
 		return nil, errNotLoaded
 	}
-	total, L := 0, 0
-	for _, p := range batch {
-		total += len(p.rows)
-		L = max(L, p.longest())
+	type ref struct{ p, r int }
+	var refs []ref
+	for i, p := range batch {
+		for j := range p.rows {
+			refs = append(refs, ref{i, j})
+		}
+	}
+	rowOf := func(x ref) row { return batch[x.p].rows[x.r] }
+	sort.SliceStable(refs, func(i, j int) bool { return len(rowOf(refs[i]).ids) < len(rowOf(refs[j]).ids) })
+	res := make([]*Result, len(batch))
+	for i, p := range batch {
+		res[i] = &Result{rows: make([][]float32, len(p.rows))}
+	}
+	for start := 0; start < len(refs); {
+		end, real := start, 0
+		for end < len(refs) {
+			n := len(rowOf(refs[end]).ids)
+			if end > start && float64((end-start+1)*n) > (1+maxPadWaste)*float64(real+n) {
+				break
+			}
+			real += n
+			end++
+		}
+		rows := make([]row, end-start)
+		for k := range rows {
+			rows[k] = rowOf(refs[start+k])
+		}
+		out, dim, err := m.forward(ctx, rows)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range out {
+			x := refs[start+k]
+			res[x.p].rows[x.r] = v
+			res[x.p].dim = dim
+		}
+		start = end
+	}
+	return res, nil
+}
+
+// maxPadWaste is how much padding a run may carry beyond its real
+// tokens before its rows are split into runs of their own lengths.
+const maxPadWaste = 0.25
+
+// forward runs rows as one run padded to the longest of them and pools or
+// scores each; dim is the width of a token embedding (pooling none).
+func (m *Model) forward(ctx context.Context, rows []row) ([][]float32, int, error) {
+	total, L := len(rows), 0
+	for _, r := range rows {
+		L = max(L, len(r.ids))
 	}
 	ids := make([]int64, total*L)
 	mask := make([]int64, total*L)
 	types := make([]int64, total*L)
-	k := 0
-	for _, p := range batch {
-		for _, r := range p.rows {
-			off := k * L
-			for j := 0; j < L; j++ {
-				if j < len(r.ids) {
-					ids[off+j], mask[off+j], types[off+j] = int64(r.ids[j]), 1, int64(r.types[j])
-				} else {
-					ids[off+j] = int64(m.padID)
-				}
+	for k, r := range rows {
+		off := k * L
+		for j := 0; j < L; j++ {
+			if j < len(r.ids) {
+				ids[off+j], mask[off+j], types[off+j] = int64(r.ids[j]), 1, int64(r.types[j])
+			} else {
+				ids[off+j] = int64(m.padID)
 			}
-			k++
 		}
 	}
 	shape := []int64{int64(total), int64(L)}
@@ -77,11 +125,11 @@ func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*Result, error) {
 	}
 	ip, err := m.rt.FromTensors(ctx, tp)
 	if err != nil {
-		return nil, fmt.Errorf("text_encoder: the model refused the tokenized batch: %w", err)
+		return nil, 0, fmt.Errorf("text_encoder: the model refused the tokenized batch: %w", err)
 	}
 	rs, err := m.rt.Run(ctx, []*onnx.Payload{ip})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out *tensor.Tensor
 	for i := range rs[0].Outputs {
@@ -90,49 +138,44 @@ func (m *Model) Run(ctx context.Context, batch []*Payload) ([]*Result, error) {
 		}
 	}
 	if out == nil {
-		return nil, fmt.Errorf("text_encoder: the model gave no output %q", m.output)
+		return nil, 0, fmt.Errorf("text_encoder: the model gave no output %q", m.output)
 	}
 	vals, err := out.AsFloat32()
 	if err != nil {
-		return nil, fmt.Errorf("text_encoder: output %q: %v", m.output, err)
+		return nil, 0, fmt.Errorf("text_encoder: output %q: %v", m.output, err)
 	}
 	sh := out.Shape
 	switch {
 	case len(sh) == 3 && sh[0] == int64(total) && sh[1] == int64(L):
 		if m.task == TaskClassification {
-			return nil, fmt.Errorf("text_encoder: the classification output %q has shape %v, not [batch, labels]", m.output, sh)
+			return nil, 0, fmt.Errorf("text_encoder: the classification output %q has shape %v, not [batch, labels]", m.output, sh)
 		}
 	case len(sh) == 2 && sh[0] == int64(total):
 		if m.task == TaskEmbedding && m.pooling != "none" {
-			return nil, fmt.Errorf("text_encoder: the output %q has shape %v (one vector per text): model_config.pooling must be none", m.output, sh)
+			return nil, 0, fmt.Errorf("text_encoder: the output %q has shape %v (one vector per text): model_config.pooling must be none", m.output, sh)
 		}
 	default:
-		return nil, fmt.Errorf("text_encoder: the output %q has shape %v, not [%d, %d, hidden] or [%d, width]", m.output, sh, total, L, total)
+		return nil, 0, fmt.Errorf("text_encoder: the output %q has shape %v, not [%d, %d, hidden] or [%d, width]", m.output, sh, total, L, total)
 	}
-	res := make([]*Result, len(batch))
-	k = 0
-	for i, p := range batch {
-		r := &Result{rows: make([][]float32, len(p.rows))}
-		for j, rw := range p.rows {
-			if len(sh) == 3 {
-				H := int(sh[2])
-				r.dim = H
-				r.rows[j] = m.pool(vals[k*L*H:(k+1)*L*H], len(rw.ids), H)
-			} else {
-				w := int(sh[1])
-				v := append([]float32(nil), vals[k*w:(k+1)*w]...)
-				if m.task == TaskClassification {
-					apply(m.fn, v)
-				} else if m.normalize {
-					l2(v)
-				}
-				r.rows[j] = v
+	res := make([][]float32, total)
+	dim := 0
+	for k, rw := range rows {
+		if len(sh) == 3 {
+			H := int(sh[2])
+			dim = H
+			res[k] = m.pool(vals[k*L*H:(k+1)*L*H], len(rw.ids), H)
+		} else {
+			w := int(sh[1])
+			v := append([]float32(nil), vals[k*w:(k+1)*w]...)
+			if m.task == TaskClassification {
+				apply(m.fn, v)
+			} else if m.normalize {
+				l2(v)
 			}
-			k++
+			res[k] = v
 		}
-		res[i] = r
 	}
-	return res, nil
+	return res, dim, nil
 }
 
 // pool reduces one row's [L, H] hidden states over its n real tokens as
