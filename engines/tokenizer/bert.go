@@ -16,8 +16,11 @@ package tokenizer
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -415,4 +418,47 @@ func (b *Bert) EncodePair(a, bIDs []int32, hasB bool, maxLen int, pad bool) (Enc
 		e.Mask[i] = 1
 	}
 	return e, nil
+}
+
+// MaxBertDirFileBytes bounds vocab.txt and tokenizer_config.json as
+// ReadBertDir reads them.
+const MaxBertDirFileBytes = 64 << 20
+
+// ReadBertDir reads a BERT model directory's WordPiece vocabulary
+// (vocab.txt) and whether to lower-case (tokenizer_config.json's
+// do_lower_case; true when the file or the key is absent, as Hugging
+// Face's BertTokenizer defaults). A missing vocab.txt is an error wrapping
+// fs.ErrNotExist, so callers can say what they looked for.
+func ReadBertDir(dir string) (vocab *Vocab, lowerCase bool, err error) {
+	read := func(name string) ([]byte, error) {
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is not a regular file", p)
+		}
+		if st.Size() > MaxBertDirFileBytes {
+			return nil, fmt.Errorf("%s is %d bytes, over the %d read", p, st.Size(), MaxBertDirFileBytes)
+		}
+		return os.ReadFile(p)
+	}
+	vb, err := read("vocab.txt")
+	if err != nil {
+		return nil, false, err
+	}
+	if vocab, err = ParseVocab(vb); err != nil {
+		return nil, false, fmt.Errorf("vocab.txt: %v", err)
+	}
+	lowerCase = true
+	if b, err := read("tokenizer_config.json"); err == nil {
+		var tc struct {
+			DoLowerCase *bool `json:"do_lower_case"`
+		}
+		if json.Unmarshal(b, &tc) == nil && tc.DoLowerCase != nil {
+			lowerCase = *tc.DoLowerCase
+		}
+	}
+	return vocab, lowerCase, nil
 }

@@ -2,6 +2,8 @@ package tokenizer_test
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,5 +204,21 @@ func TestEncodePair(t *testing.T) {
 	}
 	if _, err := bert(t, vocab(t, "[UNK]"), tokenizer.BertOptions{}).EncodePair(nil, nil, false, 8, true); err == nil {
 		t.Error("a vocabulary without [CLS] encoded")
+	}
+}
+
+func TestReadBertDir(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := tokenizer.ReadBertDir(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("no vocab.txt: %v, want fs.ErrNotExist", err)
+	}
+	os.WriteFile(filepath.Join(dir, "vocab.txt"), []byte("[UNK]\nhello\n"), 0o644)
+	v, lower, err := tokenizer.ReadBertDir(dir)
+	if err != nil || !lower || v.Len() != 2 {
+		t.Errorf("vocab.txt alone: %v %v %v, want 2 tokens, lower-cased", v, lower, err)
+	}
+	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(`{"do_lower_case": false}`), 0o644)
+	if _, lower, err := tokenizer.ReadBertDir(dir); err != nil || lower {
+		t.Errorf("do_lower_case false: %v %v", lower, err)
 	}
 }

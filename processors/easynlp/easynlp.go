@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -301,31 +302,15 @@ func (a *App) readCheckpoint(ctx context.Context, dir string) (*torchckpt.StateD
 // loadTokenizer reads vocab.txt (and tokenizer_config.json's
 // do_lower_case).
 func (a *App) loadTokenizer(dir string) error {
-	vp := filepath.Join(dir, "vocab.txt")
-	if !isFile(vp) {
+	vocab, lower, err := tokenizer.ReadBertDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		if isFile(filepath.Join(dir, "merges.txt")) {
 			return fmt.Errorf("%s has a byte-level BPE vocabulary (vocab.json, merges.txt) and no vocab.txt: only WordPiece (vocab.txt) tokenization is built for EasyNLP's apps here", dir)
 		}
 		return fmt.Errorf("%s has no vocab.txt, the WordPiece vocabulary EasyNLP's BERT tokenizer reads", dir)
 	}
-	vb, err := readSide(vp)
 	if err != nil {
 		return err
-	}
-	vocab, err := tokenizer.ParseVocab(vb)
-	if err != nil {
-		return fmt.Errorf("vocab.txt: %v", err)
-	}
-	lower := true
-	if p := filepath.Join(dir, "tokenizer_config.json"); isFile(p) {
-		if b, err := readSide(p); err == nil {
-			var tc struct {
-				DoLowerCase *bool `json:"do_lower_case"`
-			}
-			if json.Unmarshal(b, &tc) == nil && tc.DoLowerCase != nil {
-				lower = *tc.DoLowerCase
-			}
-		}
 	}
 	if a.cfg.DoLowerCase != nil {
 		lower = *a.cfg.DoLowerCase

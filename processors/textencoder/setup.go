@@ -2,7 +2,9 @@ package textencoder
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -116,28 +118,12 @@ func (m *Model) loadTokenizer(dir string) error {
 		m.tok = t.WithPadding(nil)
 		return nil
 	}
-	vp := filepath.Join(dir, "vocab.txt")
-	if !isFile(vp) {
+	vocab, lower, err := tokenizer.ReadBertDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s has no tokenizer.json and no vocab.txt: the text encoder tokenizes with one of them, beside the model", dir)
 	}
-	vb, err := readSide(vp)
 	if err != nil {
 		return err
-	}
-	vocab, err := tokenizer.ParseVocab(vb)
-	if err != nil {
-		return fmt.Errorf("vocab.txt: %v", err)
-	}
-	lower := true
-	if p := filepath.Join(dir, "tokenizer_config.json"); isFile(p) {
-		if b, err := readSide(p); err == nil {
-			var tc struct {
-				DoLowerCase *bool `json:"do_lower_case"`
-			}
-			if json.Unmarshal(b, &tc) == nil && tc.DoLowerCase != nil {
-				lower = *tc.DoLowerCase
-			}
-		}
 	}
 	if m.bert, err = tokenizer.NewBert(vocab, tokenizer.BertOptions{LowerCase: lower, MaxInputCharsPerWord: 100, PythonLower: true}); err != nil {
 		return fmt.Errorf("vocab.txt: %v", err)
