@@ -223,7 +223,12 @@ func (s *Sampler) kthLargest(l []float32, k int) float32 {
 
 // topP keeps the most likely tokens while the probability of those before
 // them is below top_p: the token that crosses it is kept, and always the
-// most likely one (Hugging Face's TopPLogitsWarper).
+// most likely one (Hugging Face's TopPLogitsWarper). The kept tokens are a
+// prefix of the vocabulary sorted by (logit descending, id ascending), so
+// instead of sorting it finds the last kept token by a weighted quickselect
+// (three-way partitions around a pivot logit, each side's probability mass
+// deciding where the cut lies): linear time in the vocabulary, whatever the
+// distribution's shape.
 func (s *Sampler) topP(l []float32) {
 	idx := s.idx[:0]
 	for i, v := range l {
@@ -232,27 +237,98 @@ func (s *Sampler) topP(l []float32) {
 		}
 	}
 	s.idx = idx
-	slices.SortFunc(idx, func(a, b int32) int {
-		switch {
-		case l[a] > l[b]:
-			return -1
-		case l[a] < l[b]:
-			return 1
-		}
-		return int(a - b)
-	})
+	if len(idx) == 0 {
+		return
+	}
 	mx, lse := logSumExp(l)
-	total := math.Exp(lse)
-	var cum float64
-	ninf := float32(math.Inf(-1))
-	for n, id := range idx {
-		if cum/total >= s.p.TopP {
-			for _, r := range idx[n:] {
-				l[r] = ninf
+	target := s.p.TopP * math.Exp(lse)
+	prob := func(i int32) float64 { return math.Exp(float64(l[i]) - mx) }
+	before := 0.0 // the mass ranked above idx[lo:hi]
+	lo, hi := 0, len(idx)
+	lastV, lastI := float32(0), int32(-1) // the last kept token
+	for {
+		if hi-lo <= 16 {
+			r := idx[lo:hi]
+			slices.SortFunc(r, func(a, b int32) int {
+				switch {
+				case l[a] > l[b]:
+					return -1
+				case l[a] < l[b]:
+					return 1
+				}
+				return int(a - b)
+			})
+			for n, id := range r {
+				if n > 0 && before >= target {
+					break
+				}
+				lastV, lastI = l[id], id
+				before += prob(id)
 			}
-			return
+			break
 		}
-		cum += math.Exp(float64(l[id]) - mx)
+		// Three-way partition of idx[lo:hi] around the pivot's logit:
+		// [lo, gt) above it, [gt, lt) equal, [lt, hi) below.
+		pv := l[idx[lo+(hi-lo)/2]]
+		gt, i, lt := lo, lo, hi
+		for i < lt {
+			switch v := l[idx[i]]; {
+			case v > pv:
+				idx[gt], idx[i] = idx[i], idx[gt]
+				gt++
+				i++
+			case v < pv:
+				lt--
+				idx[lt], idx[i] = idx[i], idx[lt]
+			default:
+				i++
+			}
+		}
+		above := 0.0
+		for _, id := range idx[lo:gt] {
+			above += prob(id)
+		}
+		if gt > lo && before+above >= target {
+			// The cut is inside the tokens above the pivot, or right
+			// after them: narrow to them. Their last one is kept unless
+			// the cut comes earlier, which the narrower range decides.
+			hi = gt
+			continue
+		}
+		before += above
+		// The ties at the pivot, in id order.
+		eq := idx[gt:lt]
+		slices.Sort(eq)
+		done := false
+		for _, id := range eq {
+			if before >= target {
+				done = true
+				break
+			}
+			lastV, lastI = l[id], id
+			before += prob(id)
+		}
+		if done || before >= target || lt == hi {
+			if lastI < 0 {
+				// Nothing of this range kept: the cut fell right after
+				// the tokens above it, whose last is the pivot's successor
+				// in rank; find it among idx[lo:gt] (the smallest logit,
+				// then the largest id).
+				for _, id := range idx[lo:gt] {
+					if lastI < 0 || l[id] < lastV || l[id] == lastV && id > lastI {
+						lastV, lastI = l[id], id
+					}
+				}
+			}
+			break
+		}
+		lo = lt
+	}
+	ninf := float32(math.Inf(-1))
+	for i, v := range l {
+		if v < lastV || v == lastV && int32(i) > lastI {
+			l[i] = ninf
+		}
 	}
 }
 
