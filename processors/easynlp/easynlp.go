@@ -176,18 +176,11 @@ const maxSequenceLength = 8192
 // maxSideFileBytes bounds config.json, vocab.txt and the JSON files.
 const maxSideFileBytes = 64 << 20
 
+// readSide reads a small file beside the model (a config, a vocabulary)
+// with the model files' checks (processors.ReadModel: regular files only,
+// bounded by maxSideFileBytes).
 func readSide(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", filepath.Base(path))
-	}
-	if st.Size() > maxSideFileBytes {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d this processor reads", filepath.Base(path), st.Size(), maxSideFileBytes)
-	}
-	return os.ReadFile(path)
+	return processors.ReadModel(context.Background(), path, maxSideFileBytes)
 }
 
 // findModelDir returns model_path, or the one directory below it, that

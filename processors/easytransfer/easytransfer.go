@@ -188,15 +188,11 @@ func findBeside(dir, root, name string) string {
 // label_mapping.json.
 const maxSideFileBytes = 64 << 20
 
+// readSide reads a small file beside the model (a config, a vocabulary)
+// with the model files' checks (processors.ReadModel: regular files only,
+// bounded by maxSideFileBytes).
 func readSide(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxSideFileBytes {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d this processor reads", filepath.Base(path), st.Size(), maxSideFileBytes)
-	}
-	return os.ReadFile(path)
+	return processors.ReadModel(context.Background(), path, maxSideFileBytes)
 }
 
 // Close releases the SavedModel's sessions.
