@@ -110,18 +110,30 @@ func TestRunBodiesInTurn(t *testing.T) {
 
 // An answer sent during the warm-up and arriving inside the window counts:
 // with answers slower than the warm-up, every client's first answer does.
+// The server holds the 4 first requests until the warm-up is over and the
+// others until the window has closed, so exactly those 4 count.
 func TestRunCountsAnswersArrivingInWindow(t *testing.T) {
+	const warmup, window = 50 * time.Millisecond, time.Second
+	var n atomic.Int64
+	inWindow := make(chan struct{})
+	afterWindow := make(chan struct{})
+	time.AfterFunc(3*warmup, func() { close(inWindow) })
+	time.AfterFunc(warmup+window+300*time.Millisecond, func() { close(afterWindow) })
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		time.Sleep(150 * time.Millisecond)
+		if n.Add(1) <= 4 {
+			<-inWindow
+		} else {
+			<-afterWindow
+		}
 	}))
 	defer ts.Close()
 	res, err := Run(t.Context(), Config{URL: ts.URL, Body: []byte("x"), Concurrency: 4,
-		Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond})
+		Warmup: warmup, Duration: window})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.OK != 4 {
-		t.Fatalf("ok = %d, want the 4 answers sent in the warm-up and arriving at 150 ms", res.OK)
+		t.Fatalf("ok = %d, want the 4 answers sent in the warm-up and released inside the window", res.OK)
 	}
 }
