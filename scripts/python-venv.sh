@@ -24,7 +24,14 @@ python="${EAS_VENV_PYTHON:-python3}"
 for name in "$@"; do
 	req="requirements/$name.txt"
 	[[ -f "$req" ]] || { echo "python-venv.sh: no $req" >&2; exit 2; }
-	sum="$(sha256sum "$req" | cut -d' ' -f1)"
+	# "# python-venv.sh: --then NAME2" installs requirements/NAME2.txt into
+	# the same venv afterwards, with NAME2's own --no-deps,
+	# --no-build-isolation and "--env KEY=VALUE" header lines: a package
+	# that must be built from source in a way a requirements line cannot
+	# say (easycv-check's mmcv without its compiled ops).
+	then="$(sed -n 's/^# python-venv.sh: --then //p' "$req" | head -n1)"
+	[[ -z "$then" || -f "requirements/$then.txt" ]] || { echo "python-venv.sh: $req names --then $then, but there is no requirements/$then.txt" >&2; exit 2; }
+	sum="$(cat "$req" ${then:+"requirements/$then.txt"} | sha256sum | cut -d' ' -f1)"
 	dir="$root/$name"
 	if [[ -x "$dir/bin/python" && "$(cat "$dir/.requirements.sha256" 2>/dev/null)" == "$sum" ]]; then
 		continue
@@ -44,5 +51,14 @@ for name in "$@"; do
 	nodeps=()
 	grep -qx "# python-venv.sh: --no-deps" "$req" && nodeps=(--no-deps)
 	"$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input "${nodeps[@]}" -r "$req"
+	if [[ -n "$then" ]]; then
+		treq="requirements/$then.txt"
+		topts=()
+		grep -qx "# python-venv.sh: --no-deps" "$treq" && topts+=(--no-deps)
+		grep -qx "# python-venv.sh: --no-build-isolation" "$treq" && topts+=(--no-build-isolation)
+		envs=()
+		while IFS= read -r kv; do envs+=("$kv"); done < <(sed -n 's/^# python-venv.sh: --env //p' "$treq")
+		env "${envs[@]}" "$dir/bin/python" -m pip install -q --disable-pip-version-check --no-input "${topts[@]}" -r "$treq"
+	fi
 	echo "$sum" >"$dir/.requirements.sha256"
 done

@@ -7,10 +7,9 @@ changing gen_yolox.py. PYTHON is a venv over Debian's torch (pip's
 EasyCV pins a CUDA-era stack; installed without its dependencies it runs on
 Debian's torch 1.13):
 
-  bash scripts/python-venv.sh easycv-check   # the pinned scripts/requirements/easycv-check.txt
-  V=~/.cache/eas-server/pyvenv/easycv-check
-  MMCV_WITH_OPS=0 $V/bin/pip install --no-build-isolation --no-deps mmcv==1.7.2
-  $V/bin/python processors/easycv/testdata/check_with_easycv.py OUTDIR
+  bash scripts/python-venv.sh easycv-check   # scripts/requirements/easycv-check.txt, then
+                                             # easycv-check-mmcv.txt (mmcv without its ops)
+  ~/.cache/eas-server/pyvenv/easycv-check/bin/python processors/easycv/testdata/check_with_easycv.py OUTDIR
 
 What EasyCV imports but YoloXPredictor never calls is stubbed below:
 mmcv's compiled ops (3D detection), xtcocotools (keypoint metrics),
