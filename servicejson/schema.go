@@ -224,7 +224,7 @@ var fields = []*field{
 	{path: "metadata.rpc.max_batch_timeout", kind: kInt, lo: 0, hi: 60000, unit: "ms", hint: "milliseconds a request may wait for a batch to fill, e.g. 50",
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.MaxBatchTimeout = ms(v) }},
 	{path: "metadata.rpc.keepalive", kind: kInt, lo: 1, hi: 600000, unit: "ms", hint: "the per-request deadline in milliseconds, e.g. 5000",
-		set: func(s *Service, _ string, v any) { s.Metadata.RPC.Keepalive = ms(v) }},
+		set: func(s *Service, _ string, v any) { s.Metadata.RPC.Keepalive, s.Metadata.RPC.KeepaliveSet = ms(v), true }},
 	{path: "metadata.rpc.worker_threads", kind: kInt, lo: 1, hi: 1024, hint: "concurrent executions per instance, e.g. 5",
 		set: func(s *Service, _ string, v any) { s.Metadata.RPC.WorkerThreads = integer(v) }},
 	{path: "metadata.rpc.io_threads", kind: kInt, lo: 1, hi: 1024, hint: "e.g. 4",

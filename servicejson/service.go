@@ -141,6 +141,10 @@ type RPC struct {
 	MaxBatchSize    int           // default 16, 1..1024
 	MaxBatchTimeout time.Duration // default 50ms; the oldest request's longest wait for a batch
 	Keepalive       time.Duration // default 5s; per-request deadline from arrival, then 408
+	// KeepaliveSet says keepalive was written in service.json: a generative
+	// service (llm_*) has a deadline only then, since the default would cut
+	// most streams (docs/generation.md).
+	KeepaliveSet bool
 	WorkerThreads   int           // default 5; concurrent executions per instance
 	IOThreads       int           // default 4
 	MaxQueueSize    int           // default 64; a full queue answers 450

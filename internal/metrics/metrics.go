@@ -44,6 +44,7 @@ type Metrics struct {
 	loadSeconds   *prometheus.HistogramVec
 	loadFailures  *prometheus.CounterVec
 	buildInfo     *prometheus.GaugeVec
+	generation    *generation
 	// series caches each service's children of the vectors above, so
 	// that the hot path does not hash label values for every request.
 	series sync.Map // service name -> *serviceSeries
@@ -279,6 +280,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "eas_build_info", Help: "1, labelled with the server's version, the Go version that built it and its VCS revision.",
 		}, []string{"version", "goversion", "revision"}),
 	}
+	m.generation = newGeneration()
+	reg.MustRegister(m.generation.collectors()...)
 	reg.MustRegister(m.asyncQueues, m.models)
 	reg.MustRegister(m.requests, m.duration, m.batchSize, m.queueWait, m.compute, m.queueDepth, m.unknownFields,
 		m.inFlight, m.serviceInfo, m.serviceState, m.loadSeconds, m.loadFailures, m.buildInfo)
@@ -476,4 +479,5 @@ func (m *Metrics) Forget(service string) {
 	m.serviceState.DeletePartialMatch(l)
 	m.loadSeconds.DeletePartialMatch(l)
 	m.loadFailures.DeletePartialMatch(l)
+	m.generation.forget(l)
 }

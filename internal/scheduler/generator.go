@@ -36,6 +36,10 @@ type Generator struct {
 	Chat func(messages []map[string]any, addGenerationPrompt bool, extra map[string]any) (string, error)
 	// Stepper runs the model.
 	Stepper Stepper
+	// Limits are model_config's bounds on the sequence scheduler
+	// (max_num_seqs, max_num_batched_tokens, max_cached_tokens); the
+	// service adds metadata.rpc's queue, deadline and rate limit.
+	Limits SeqConfig
 }
 
 // Stepper runs a decoder model one iteration at a time over a batch of

@@ -26,6 +26,10 @@ type Live struct {
 	Token     auth.Secret        // "" = open service
 	Engine    *processors.Engine // the processor, adapted for the scheduler and the server
 	Scheduler *scheduler.Scheduler
+	// Sequences runs a generative processor's requests (processors.
+	// Generative); nil for every other processor. It belongs to the loaded
+	// model, so versions sharing a model share it.
+	Sequences *scheduler.Sequences
 	Started   time.Time // when this version began to serve
 
 	model     *model
@@ -50,9 +54,10 @@ func (l *Live) Release() { l.refs.Add(-1) }
 // workers) over the same model, without loading it again. The last Live to
 // be retired closes it.
 type model struct {
-	engine  *processors.Engine
-	fetched *fetchList // local paths from the model cache, released on close
-	users   atomic.Int32
+	engine    *processors.Engine
+	fetched   *fetchList           // local paths from the model cache, released on close
+	sequences *scheduler.Sequences // a generative processor's sequence scheduler; nil otherwise
+	users     atomic.Int32
 }
 
 // Acquire returns the serving version and holds it until Release; ok is
@@ -83,6 +88,7 @@ func (mgr *Manager) newLive(version int, spec *servicejson.Service, token string
 		Token:     auth.Secret(token),
 		Engine:    m.engine,
 		Scheduler: mgr.newScheduler(spec, m.engine, log),
+		Sequences: m.sequences,
 		Started:   time.Now().UTC(),
 		model:     m,
 	}
@@ -117,6 +123,11 @@ func (mgr *Manager) retire(ctx context.Context, l *Live, log *slog.Logger) {
 		log.Warn("version drain cut short", "version", l.Version, "err", err)
 	}
 	if l.model.users.Add(-1) == 0 {
+		if q := l.model.sequences; q != nil {
+			if err := q.Stop(ctx); err != nil {
+				log.Warn("generation drain cut short", "version", l.Version, "err", err)
+			}
+		}
 		closeProcessor(l.model.engine.Processor(), log)
 		l.model.fetched.release()
 	}

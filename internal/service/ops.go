@@ -146,7 +146,7 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 			return err
 		}
 		loadTime = time.Since(began)
-		nl = m.newLive(v, spec, token, &model{engine: engine, fetched: fetched}, log)
+		nl = m.newLive(v, spec, token, &model{engine: engine, fetched: fetched, sequences: m.newSequences(spec, engine, log)}, log)
 	}
 	if token != saved {
 		if err := m.saveToken(s.Name, token); err != nil {

@@ -109,3 +109,27 @@ func both(a, b scheduler.Observer) scheduler.Observer {
 }
 
 var _ processors.Schedulers = (*modelSchedulers)(nil)
+
+// newSequences starts the sequence scheduler of a generative processor
+// (nil for the others): model_config's limits (Generator.Limits) with
+// metadata.rpc's queue and rate limit for all instances, and rpc.keepalive
+// as the whole request's deadline only when service.json sets it.
+func (m *Manager) newSequences(spec *servicejson.Service, e *processors.Engine, log *slog.Logger) *scheduler.Sequences {
+	g, ok := e.Processor().(processors.Generative)
+	if !ok {
+		return nil
+	}
+	gen := g.Generator()
+	cfg, rpc := gen.Limits, spec.Metadata.RPC
+	n := max(spec.Metadata.Instance, 1)
+	cfg.MaxWaiting = rpc.MaxQueueSize * n
+	cfg.RateLimit = float64(rpc.RateLimit * n)
+	if rpc.KeepaliveSet {
+		cfg.Timeout = rpc.Keepalive
+	}
+	var obs scheduler.SeqObserver
+	if gs := m.opt.Metrics.Generation(spec.Name); gs != nil {
+		obs = scheduler.SeqObserver{Step: gs.Step, FirstToken: gs.FirstToken, InterToken: gs.InterToken, Tokens: gs.Tokens, State: gs.State}
+	}
+	return scheduler.NewSequences(cfg, gen, obs, log)
+}
