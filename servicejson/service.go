@@ -144,14 +144,14 @@ type RPC struct {
 	// KeepaliveSet says keepalive was written in service.json: a generative
 	// service (llm_*) has a deadline only then, since the default would cut
 	// most streams (docs/generation.md).
-	KeepaliveSet bool
-	WorkerThreads   int           // default 5; concurrent executions per instance
-	IOThreads       int           // default 4
-	MaxQueueSize    int           // default 64; a full queue answers 450
-	RateLimit       int           // QPS per instance, then 429; default 0 = off
-	Decompressor    string        // "" (none), zlib, gzip, snappy, zstd or lz4
-	EnableSigterm   bool
-	EnableJemalloc  bool // accepted for compatibility; no effect here
+	KeepaliveSet   bool
+	WorkerThreads  int    // default 5; concurrent executions per instance
+	IOThreads      int    // default 4
+	MaxQueueSize   int    // default 64; a full queue answers 450
+	RateLimit      int    // QPS per instance, then 429; default 0 = off
+	Decompressor   string // "" (none), zlib, gzip, snappy, zstd or lz4
+	EnableSigterm  bool
+	EnableJemalloc bool // accepted for compatibility; no effect here
 	// PreferredBatchSizes are batch sizes the batcher aims for (ascending,
 	// each at most MaxBatchSize); nil means any size.
 	PreferredBatchSizes []int
