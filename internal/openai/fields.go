@@ -125,6 +125,9 @@ func (o *object) float(k string, dst **float64) error {
 }
 
 func parseFloat(v []byte) (float64, error) {
+	if jsonKind(v) != "a number" { // json.Number also takes a quoted number
+		return 0, fmt.Errorf("not a number")
+	}
 	var n json.Number
 	if err := json.Unmarshal(v, &n); err != nil {
 		return 0, err
@@ -151,6 +154,9 @@ func (o *object) integer(k string, lo, hi int64, dst **int64) error {
 }
 
 func parseInt(v []byte) (int64, error) {
+	if jsonKind(v) != "a number" {
+		return 0, fmt.Errorf("not a number")
+	}
 	var n json.Number
 	if err := json.Unmarshal(v, &n); err != nil {
 		return 0, err

@@ -155,33 +155,12 @@ func (s *Service) generate(ew errorWriter, r *http.Request, body BodyFunc, chat,
 		return ew.failErr(s.status(err), err)
 	}
 	g := s.Backend.Generator()
-	var (
-		smp  *sampling
-		jobs []job
-	)
 	if plain {
-		chat, err = plainIsChat(b)
-		if err != nil {
+		if chat, err = plainIsChat(b); err != nil {
 			return ew.badRequest(err)
 		}
 	}
-	if chat {
-		var req *chatRequest
-		if req, err = decodeChat(b); err == nil {
-			smp = &req.sampling
-			if err = checkModel(smp, g, s.Name); err == nil {
-				jobs, err = prepareChat(req, g)
-			}
-		}
-	} else {
-		var req *completionRequest
-		if req, err = decodeCompletion(b); err == nil {
-			smp = &req.sampling
-			if err = checkModel(smp, g, s.Name); err == nil {
-				jobs, err = prepareCompletion(req, g)
-			}
-		}
-	}
+	smp, jobs, err := prepare(b, chat, g, s.Name)
 	if err != nil {
 		return ew.badRequest(err)
 	}
@@ -211,6 +190,31 @@ func (s *Service) generate(ew errorWriter, r *http.Request, body BodyFunc, chat,
 		return writeJSON(ew.w, http.StatusOK, a.chatCompletion(u))
 	}
 	return writeJSON(ew.w, http.StatusOK, a.completion(u))
+}
+
+// prepare decodes a request body and makes its jobs. Every error is a
+// *FieldError (or, should a tokenizer fail, a plain error: a 500).
+func prepare(b []byte, chat bool, g *scheduler.Generator, service string) (*sampling, []job, error) {
+	if chat {
+		req, err := decodeChat(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkModel(&req.sampling, g, service); err != nil {
+			return nil, nil, err
+		}
+		jobs, err := prepareChat(req, g)
+		return &req.sampling, jobs, err
+	}
+	req, err := decodeCompletion(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkModel(&req.sampling, g, service); err != nil {
+		return nil, nil, err
+	}
+	jobs, err := prepareCompletion(req, g)
+	return &req.sampling, jobs, err
 }
 
 // plainIsChat says which API a plain-form body is for.
