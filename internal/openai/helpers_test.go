@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,8 +131,9 @@ func testGenerator(t testing.TB, rec *chatRecord, model scheduler.Stepper) *sche
 // choice), sometimes the end of text. gate, when set, holds each Step until
 // the test sends on it.
 type wordModel struct {
-	words   []int32
-	gate    chan struct{}
+	words    []int32
+	gate     chan struct{}
+	released chan struct{} // closed at the test's end: steps run freely
 	waiting atomic.Int32 // Steps blocked on gate
 	live    atomic.Int32 // sequences not released
 }
@@ -171,28 +173,82 @@ func (m *wordModel) NewSequence() scheduler.Sequence {
 func (m *wordModel) Step(ctx context.Context, batch []scheduler.StepInput) ([][]float32, error) {
 	if m.gate != nil {
 		m.waiting.Add(1)
-		<-m.gate
+		select {
+		case <-m.gate:
+		case <-m.released:
+		}
 		m.waiting.Add(-1)
 	}
 	out := make([][]float32, len(batch))
 	for i, in := range batch {
 		q := in.Seq.(*wordSeq)
 		q.hist = append(q.hist, in.Tokens...)
-		h := fnv.New64a()
-		for _, id := range q.hist {
-			fmt.Fprint(h, id, ",")
-		}
-		x := h.Sum64()
-		row := make([]float32, gpt2Vocab)
-		for k := range 4 {
-			row[m.words[(x+uint64(k))%uint64(len(m.words))]] = float32(9 - 2*k)
-		}
-		if x%9 == 0 {
-			row[gpt2EOS] = 12
-		}
-		out[i] = row
+		out[i] = m.logits(q.hist)
 	}
 	return out, nil
+}
+
+// logits are the model's logits after hist.
+func (m *wordModel) logits(hist []int32) []float32 {
+	h := fnv.New64a()
+	for _, id := range hist {
+		fmt.Fprint(h, id, ",")
+	}
+	x := h.Sum64()
+	row := make([]float32, gpt2Vocab)
+	for k := range 4 {
+		row[m.words[(x+uint64(k))%uint64(len(m.words))]] = float32(9 - 2*k)
+	}
+	if x%9 == 0 {
+		row[gpt2EOS] = 12
+	}
+	return row
+}
+
+// greedy is what the model generates from prompt at temperature 0, worked
+// out here without the scheduler: the ids (the end of text included when
+// it ended there), the text, and the finish reason.
+func (m *wordModel) greedy(t testing.TB, prompt []int32, maxTokens int) ([]int32, string, string) {
+	t.Helper()
+	hist := slices.Clone(prompt)
+	var out []int32
+	finish := "length"
+	for len(out) < maxTokens {
+		row := m.logits(hist)
+		best := int32(0)
+		for id, v := range row {
+			if v > row[best] {
+				best = int32(id)
+			}
+		}
+		out = append(out, best)
+		hist = append(hist, best)
+		if best == gpt2EOS {
+			finish = "stop"
+			break
+		}
+	}
+	text, err := gpt2(t).Decode(out, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler's incremental decoding never ends a piece in U+FFFD
+	// (it may be half a character the next token completes), so a
+	// choice that ends there does not show it.
+	return out, strings.TrimRight(text, "\uFFFD"), finish
+}
+
+// runSteps lets a gated model's steps run until the test ends.
+func (m *wordModel) runSteps() {
+	go func() {
+		for {
+			select {
+			case m.gate <- struct{}{}:
+			case <-m.released:
+				return
+			}
+		}
+	}()
 }
 
 // testServer serves a Service over Sequences on model, the way the server
@@ -210,7 +266,7 @@ func newTestServer(t *testing.T, cfg scheduler.SeqConfig, gated bool) *testServe
 	t.Helper()
 	ts := &testServer{model: newWordModel(t), chat: &chatRecord{}}
 	if gated {
-		ts.model.gate = make(chan struct{})
+		ts.model.gate, ts.model.released = make(chan struct{}), make(chan struct{})
 	}
 	ts.gen = testGenerator(t, ts.chat, ts.model)
 	ts.seqs = scheduler.NewSequences(cfg, ts.gen, scheduler.SeqObserver{}, nil)
@@ -227,7 +283,7 @@ func newTestServer(t *testing.T, cfg scheduler.SeqConfig, gated bool) *testServe
 	}))
 	t.Cleanup(func() {
 		if ts.model.gate != nil {
-			close(ts.model.gate)
+			close(ts.model.released)
 		}
 		ts.Server.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -285,8 +285,10 @@ func (a *answer) tokenLogprobs(c *choiceState, d *delta, lps []scheduler.TokenLo
 			}
 			if a.top > 0 {
 				m := make(map[string]float64, len(t.Top))
-				for _, alt := range t.Top {
-					m[a.tokenText(c.recent, prefix, alt.Token)] = lp(alt.Logprob)
+				for _, alt := range t.Top { // most likely first: two ids of one text keep the likelier
+					if k := a.tokenText(c.recent, prefix, alt.Token); !hasKey(m, k) {
+						m[k] = lp(alt.Logprob)
+					}
 				}
 				d.complete.TopLogprobs = append(d.complete.TopLogprobs, m)
 				c.complete.TopLogprobs = append(c.complete.TopLogprobs, m)
@@ -416,4 +418,9 @@ func (a *answer) usageChunk(u Usage) any {
 	}
 	return &Completion{ID: a.id, Object: "text_completion", Created: a.created, Model: a.model,
 		Choices: []CompletionChoice{}, Usage: &u}
+}
+
+func hasKey(m map[string]float64, k string) bool {
+	_, ok := m[k]
+	return ok
 }
