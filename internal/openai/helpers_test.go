@@ -134,8 +134,8 @@ type wordModel struct {
 	words    []int32
 	gate     chan struct{}
 	released chan struct{} // closed at the test's end: steps run freely
-	waiting atomic.Int32 // Steps blocked on gate
-	live    atomic.Int32 // sequences not released
+	waiting  atomic.Int32  // Steps blocked on gate
+	live     atomic.Int32  // sequences not released
 }
 
 type wordSeq struct {
