@@ -270,7 +270,10 @@ export class ChatPanel {
     let answer = '';
     const add = (piece) => {
       if (!piece) return;
-      if (!first) first = performance.now();
+      if (!first) {
+        first = performance.now();
+        this.setStatus(`First token after ${(first - start).toFixed(0)} ms; streaming…`);
+      }
       chunks++;
       answer += piece;
       const follow = this.atBottom();
