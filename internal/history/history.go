@@ -2,7 +2,9 @@
 // metrics in memory, so that the web console can draw charts without a
 // Prometheus server: a Sampler reads the server's own registry every
 // Interval and turns the counters and histograms into per-interval rates,
-// latency quantiles and batch sizes, kept for Window.
+// latency quantiles and batch sizes, kept for Window. A generative
+// service's points also carry its token latencies, token rates, batch and
+// key/value cache (Generation).
 package history
 
 import (
@@ -33,6 +35,16 @@ const (
 	depthName    = "eas_queue_depth"
 	inFlightName = "eas_requests_in_flight"
 	stateName    = "eas_service_state" // only tells that a service exists
+
+	// A generative service's (internal/metrics' generation.go).
+	ttftName     = "eas_generation_time_to_first_token_seconds"
+	itlName      = "eas_generation_inter_token_seconds"
+	promptName   = "eas_generation_prompt_tokens_total"
+	outputName   = "eas_generation_tokens_total"
+	runningName  = "eas_generation_sequences_running"
+	waitingName  = "eas_generation_requests_waiting"
+	cacheName    = "eas_generation_cache_tokens"
+	capacityName = "eas_generation_cache_capacity_tokens"
 )
 
 // Point is one service's interval. The JSON names are the console's.
@@ -48,6 +60,32 @@ type Point struct {
 	Batch      *float64 `json:",omitempty"`
 	QueueDepth int      // requests waiting for a worker at T
 	InFlight   int      // requests admitted and not yet answered at T
+	// Generation is set for a generative service only (one whose
+	// eas_generation_ series exist: its sequence scheduler made them), so
+	// the console tells the two kinds apart by its presence.
+	Generation *Generation `json:",omitempty"`
+}
+
+// Generation is a generative service's interval: its token latencies and
+// rates over the interval, and its batch and cache at T.
+type Generation struct {
+	// TTFTP50Ms and TTFTP99Ms are time-to-first-token quantiles (arrival
+	// to first generated token), interpolated as P50Ms is; absent when no
+	// request got its first token in the interval.
+	TTFTP50Ms *float64 `json:",omitempty"`
+	TTFTP99Ms *float64 `json:",omitempty"`
+	// ITLP50Ms and ITLP99Ms are inter-token latency quantiles (between two
+	// tokens of one sequence); absent when no second token came.
+	ITLP50Ms *float64 `json:",omitempty"`
+	ITLP99Ms *float64 `json:",omitempty"`
+	// PromptTokensPerSec is prompt tokens fed to the model per second,
+	// TokensPerSec tokens generated per second; 0 when idle.
+	PromptTokensPerSec float64
+	TokensPerSec       float64
+	Running            int // sequences in the running batch at T
+	Waiting            int // requests waiting for a place in the batch at T
+	CacheTokens        int // tokens held in the key/value cache at T
+	CacheCapacity      int // the cache's bound in tokens; 0 when unknown
 }
 
 // Options configure a Sampler.
@@ -95,6 +133,14 @@ type reading struct {
 	batch    *hist
 	depth    float64
 	inFlight float64
+	gen      *genReading // nil: no generation series
+}
+
+// genReading is what one gather holds of a generative service.
+type genReading struct {
+	ttft, itl                         *hist
+	prompt, output                    float64
+	running, waiting, cache, capacity float64
 }
 
 // seriesKey is one eas_requests_total series of a service. Deltas are
@@ -312,7 +358,44 @@ func point(now time.Time, elapsed float64, prev, r *reading) Point {
 		b := round(d.sum / float64(d.count))
 		p.Batch = &b
 	}
+	if r.gen != nil {
+		var pg *genReading
+		if prev != nil {
+			pg = prev.gen
+		}
+		p.Generation = generation(elapsed, pg, r.gen)
+	}
 	return p
+}
+
+// generation computes a generative service's interval from prev (nil:
+// from zero) to g, as point does the request series.
+func generation(elapsed float64, prev, g *genReading) *Generation {
+	out := &Generation{Running: int(g.running), Waiting: int(g.waiting), CacheTokens: int(g.cache), CacheCapacity: int(g.capacity)}
+	var prevTTFT, prevITL *hist
+	prompt, output := g.prompt, g.output
+	if prev != nil {
+		prevTTFT, prevITL = prev.ttft, prev.itl
+		prompt, output = grown(prev.prompt, g.prompt), grown(prev.output, g.output)
+	}
+	out.PromptTokensPerSec = round(prompt / elapsed)
+	out.TokensPerSec = round(output / elapsed)
+	if d := delta(prevTTFT, g.ttft); d != nil && d.count > 0 {
+		out.TTFTP50Ms, out.TTFTP99Ms = ms(quantile(0.5, d)), ms(quantile(0.99, d))
+	}
+	if d := delta(prevITL, g.itl); d != nil && d.count > 0 {
+		out.ITLP50Ms, out.ITLP99Ms = ms(quantile(0.5, d)), ms(quantile(0.99, d))
+	}
+	return out
+}
+
+// grown is a counter's increase from prev to cur; all of cur when it went
+// down (a reset: the series was recreated).
+func grown(prev, cur float64) float64 {
+	if cur >= prev {
+		return cur - prev
+	}
+	return cur
 }
 
 // delta is cur less prev, bucket by bucket; all of cur when prev is nil
@@ -410,7 +493,8 @@ func readings(mfs []*dto.MetricFamily) map[string]*reading {
 	}
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case requestsName, durationName, batchName, depthName, inFlightName, stateName:
+		case requestsName, durationName, batchName, depthName, inFlightName, stateName,
+			ttftName, itlName, promptName, outputName, runningName, waitingName, cacheName, capacityName:
 		default:
 			continue
 		}
@@ -432,10 +516,38 @@ func readings(mfs []*dto.MetricFamily) map[string]*reading {
 				r.depth = m.GetGauge().GetValue()
 			case inFlightName:
 				r.inFlight = m.GetGauge().GetValue()
+			case ttftName, itlName, promptName, outputName, runningName, waitingName, cacheName, capacityName:
+				readGeneration(r, mf.GetName(), m)
 			}
 		}
 	}
 	return out
+}
+
+// readGeneration puts one eas_generation_ series into r.
+func readGeneration(r *reading, name string, m *dto.Metric) {
+	if r.gen == nil {
+		r.gen = &genReading{}
+	}
+	g := r.gen
+	switch name {
+	case ttftName:
+		g.ttft = histOf(m.GetHistogram())
+	case itlName:
+		g.itl = histOf(m.GetHistogram())
+	case promptName:
+		g.prompt = m.GetCounter().GetValue()
+	case outputName:
+		g.output = m.GetCounter().GetValue()
+	case runningName:
+		g.running = m.GetGauge().GetValue()
+	case waitingName:
+		g.waiting = m.GetGauge().GetValue()
+	case cacheName:
+		g.cache = m.GetGauge().GetValue()
+	case capacityName:
+		g.capacity = m.GetGauge().GetValue()
+	}
 }
 
 // add is h and o summed, bucket by bucket; either may be nil. Histograms

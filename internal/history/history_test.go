@@ -406,3 +406,95 @@ func TestModelBatchesCount(t *testing.T) {
 		t.Errorf("Batch = %s, want 2: one run of 2 in the interval", show(p))
 	}
 }
+
+// TestGenerationPoint: a generative service's point carries its token
+// latency quantiles over the interval, its token rates and its batch and
+// cache gauges, fed through the series its sequence scheduler records on;
+// a service without those series has no Generation at all.
+func TestGenerationPoint(t *testing.T) {
+	r := newRig(t, history.Options{})
+	g := r.m.Generation("llm")
+	r.requests("plain", "1", 200, 2, time.Millisecond)
+	// 4 first tokens at 30 ms: the (25 ms, 50 ms] bucket.
+	for range 4 {
+		g.FirstToken(30 * time.Millisecond)
+	}
+	// 10 inter-token gaps of 7 ms: the (5 ms, 10 ms] bucket.
+	for range 10 {
+		g.InterToken(7 * time.Millisecond)
+	}
+	g.Step(3, 120, 5*time.Millisecond)
+	g.Tokens(120, 4)
+	g.Step(3, 0, 5*time.Millisecond)
+	g.Tokens(0, 16)
+	g.State(3, 2, 700, 2048)
+	r.sample(t, 2*time.Second)
+
+	p := last(t, r.points(t, "llm"))
+	gen := p.Generation
+	if gen == nil {
+		t.Fatalf("a generative service's point has no Generation: %s", show(p))
+	}
+	// histogram_quantile: 25 + 25*(q*4)/4 ms and 5 + 5*(q*10)/10 ms.
+	if !near(gen.TTFTP50Ms, 37.5) || !near(gen.TTFTP99Ms, 49.75) {
+		t.Errorf("TTFT p50, p99 = %s, want 37.5 and 49.75", show(p))
+	}
+	if !near(gen.ITLP50Ms, 7.5) || !near(gen.ITLP99Ms, 9.95) {
+		t.Errorf("ITL p50, p99 = %s, want 7.5 and 9.95", show(p))
+	}
+	if gen.PromptTokensPerSec != 60 || gen.TokensPerSec != 10 {
+		t.Errorf("token rates = %s, want 120 and 20 tokens in 2 s: 60/s and 10/s", show(p))
+	}
+	if gen.Running != 3 || gen.Waiting != 2 || gen.CacheTokens != 700 || gen.CacheCapacity != 2048 {
+		t.Errorf("gauges = %s, want running 3, waiting 2, cache 700 of 2048", show(p))
+	}
+	if !near(p.Batch, 3) {
+		t.Errorf("Batch = %s, want 3: a step is a model run of its sequences", show(p))
+	}
+	if pl := last(t, r.points(t, "plain")); pl.Generation != nil || strings.Contains(show(pl), "Generation") {
+		t.Errorf("a service without generation series: %s", show(pl))
+	}
+
+	// An idle interval: no quantiles, rates 0, the gauges as set.
+	g.State(1, 0, 300, 2048)
+	r.sample(t, 2*time.Second)
+	p = last(t, r.points(t, "llm"))
+	js := show(p)
+	for _, absent := range []string{"TTFTP50Ms", "TTFTP99Ms", "ITLP50Ms", "ITLP99Ms"} {
+		if strings.Contains(js, absent) {
+			t.Errorf("idle point %s has %s", js, absent)
+		}
+	}
+	if gen := p.Generation; gen == nil || gen.PromptTokensPerSec != 0 || gen.TokensPerSec != 0 || gen.Running != 1 || gen.CacheTokens != 300 {
+		t.Errorf("idle point = %s, want rates 0, running 1, cache 300", js)
+	}
+
+	// Only the interval counts, and rates divide by the time elapsed.
+	g.FirstToken(3 * time.Millisecond) // (2.5 ms, 5 ms]
+	g.Tokens(10, 25)
+	r.sample(t, 5*time.Second)
+	p = last(t, r.points(t, "llm"))
+	if gen := p.Generation; gen == nil || !near(gen.TTFTP99Ms, 4.975) || gen.ITLP50Ms != nil || gen.PromptTokensPerSec != 2 || gen.TokensPerSec != 5 {
+		t.Errorf("next interval = %s, want TTFTP99Ms 4.975, no ITL, 2 and 5 tokens/s", show(p))
+	}
+}
+
+// A generative service deleted and recreated within one interval counts
+// its tokens from zero: no negative rate.
+func TestGenerationReset(t *testing.T) {
+	r := newRig(t, history.Options{})
+	g := r.m.Generation("llm")
+	g.Tokens(400, 100)
+	g.FirstToken(time.Second)
+	r.sample(t, 2*time.Second)
+	r.m.Forget("llm")
+	g = r.m.Generation("llm")
+	g.Tokens(8, 2)
+	g.FirstToken(3 * time.Millisecond)
+	g.State(1, 0, 10, 64)
+	r.sample(t, 2*time.Second)
+	p := last(t, r.points(t, "llm"))
+	if gen := p.Generation; gen == nil || gen.PromptTokensPerSec != 4 || gen.TokensPerSec != 1 || !near(gen.TTFTP99Ms, 4.975) || gen.CacheCapacity != 64 {
+		t.Errorf("after a reset: %s, want 4 and 1 tokens/s, TTFTP99Ms 4.975, capacity 64", show(p))
+	}
+}

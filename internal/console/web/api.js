@@ -54,6 +54,7 @@ async function send(path, init) {
   try {
     return await fetch(url(path), { cache: 'no-store', credentials: 'omit', ...init });
   } catch (err) {
+    if (err.name === 'AbortError') throw err; // stopped on purpose, not a failure
     throw new ApiError(0, 'NetworkError', `cannot reach the server: ${err.message}`);
   }
 }
@@ -151,4 +152,17 @@ export async function dataPlane(method, path, token, body) {
     requestId: res.headers.get('X-Request-Id') || '',
     bytes,
   };
+}
+
+// chatCompletion posts an OpenAI chat request (an object) to a generative
+// service with its AccessToken and answers the Response as it arrives,
+// unread: the chat panel reads its body as a stream of server-sent events.
+// signal (an AbortSignal) stops the request and the stream.
+export function chatCompletion(name, token, request, signal) {
+  return send(`api/predict/${encodeURIComponent(name)}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { Authorization: token, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+    body: JSON.stringify(request),
+    signal,
+  });
 }

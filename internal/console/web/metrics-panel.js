@@ -2,6 +2,9 @@
 // code, p50/p99 latency, batch size, queue depth and in-flight requests),
 // fed from GET /api/v2/metrics?service=<name>&since=<ms>: the first call
 // takes the server's whole window, the next ones only the newer points.
+// A generative service (llm_*) gets five more from its points' Generation:
+// time to first token and inter-token latency (p50/p99), tokens/s in and
+// out, running and waiting sequences, and key/value cache use.
 
 import { metrics } from './api.js';
 import { h, setText } from './dom.js';
@@ -40,6 +43,7 @@ export class MetricsPanel {
       batch: new LineChart({ id: 'batch', title: 'Batch size', digits: 1 }),
       queue: new LineChart({ id: 'queue', title: 'Queue depth and in flight', digits: 0 }),
     };
+    this.grid = h('div', { class: 'charts' }, Object.values(this.charts).map((c) => c.element));
     this.status = h('p', { id: 'metrics-status', class: 'muted', role: 'status' });
     const select = h('select', { id: 'metrics-range' },
       RANGES.map((r) => h('option', { value: String(r.ms), selected: r.ms === this.rangeMs, text: r.label })));
@@ -52,7 +56,21 @@ export class MetricsPanel {
         h('h2', { id: 'metrics-title', text: 'Metrics' }),
         h('label', { for: 'metrics-range', class: 'inline-label', text: 'Show' }), select),
       this.status,
-      h('div', { class: 'charts' }, Object.values(this.charts).map((c) => c.element)));
+      this.grid);
+    this.render();
+  }
+
+  // setGenerative adds the charts of a generative service's points, once.
+  setGenerative(on) {
+    if (!on || this.genCharts) return;
+    this.genCharts = {
+      ttft: new LineChart({ id: 'ttft', title: 'Time to first token (ms)', unit: ' ms', digits: 1 }),
+      itl: new LineChart({ id: 'itl', title: 'Inter-token latency (ms)', unit: ' ms', digits: 1 }),
+      tokens: new LineChart({ id: 'tokens', title: 'Tokens/s', unit: '/s', digits: 1 }),
+      sequences: new LineChart({ id: 'sequences', title: 'Running and waiting sequences', digits: 0 }),
+      cache: new LineChart({ id: 'cache', title: 'KV cache use (% of capacity)', unit: ' %', digits: 1 }),
+    };
+    this.grid.append(...Object.values(this.genCharts).map((c) => c.element));
     this.render();
   }
 
@@ -105,11 +123,43 @@ export class MetricsPanel {
       line('queue depth', '#bc4c00', (p) => num(p.QueueDepth)),
       line('in flight', '#0969da', (p) => num(p.InFlight)),
     ], range, gap);
+    if (!this.genCharts) return;
+    // A point without Generation (before the service was generative, or
+    // from an older server) is a gap, not a zero.
+    const gen = (p) => p.Generation || {};
+    const g = this.genCharts;
+    g.ttft.set([
+      line('p50', '#0969da', (p) => num(gen(p).TTFTP50Ms)),
+      line('p99', '#cf222e', (p) => num(gen(p).TTFTP99Ms)),
+    ], range, gap, idle('first tokens'));
+    g.itl.set([
+      line('p50', '#0969da', (p) => num(gen(p).ITLP50Ms)),
+      line('p99', '#cf222e', (p) => num(gen(p).ITLP99Ms)),
+    ], range, gap, idle('tokens'));
+    g.tokens.set([
+      line('prompt (in)', '#8250df', (p) => num(gen(p).PromptTokensPerSec)),
+      line('generated (out)', '#1a7f37', (p) => num(gen(p).TokensPerSec)),
+    ], range, gap);
+    g.sequences.set([
+      line('running', '#0969da', (p) => num(gen(p).Running)),
+      line('waiting', '#bc4c00', (p) => num(gen(p).Waiting)),
+    ], range, gap);
+    g.cache.set([line('cache use', '#8250df', (p) => cachePercent(p))], range, gap, idle('cache bound'));
   }
 
   destroy() {
     Object.values(this.charts).forEach((c) => c.destroy());
+    Object.values(this.genCharts || {}).forEach((c) => c.destroy());
   }
+}
+
+// cachePercent is a point's key/value cache use as a percentage of its
+// capacity; null without a Generation or a capacity.
+export function cachePercent(p) {
+  const g = (p && p.Generation) || {};
+  const used = num(g.CacheTokens);
+  const cap = num(g.CacheCapacity);
+  return used === null || !(cap > 0) ? null : (100 * used) / cap;
 }
 
 function num(v) {

@@ -1,7 +1,8 @@
 // page-detail.js: one service's page. Header (name, state, message,
 // endpoint, token behind a toggle), actions (modify, stop, start, delete,
 // the last three confirmed in a dialog), model download progress, metrics
-// charts, the test panel, versions (switch / roll back), instances, events
+// charts (more for a generative service), the test panel (with a chat for a
+// generative service), versions (switch / roll back), instances, events
 // (newest first) and the current config. Everything refreshes every 2 s.
 
 import { control, servicePath, regionOf } from './api.js';
@@ -176,8 +177,10 @@ class DetailPage {
     this.message.classList.toggle('failed', s.Status === 'Failed');
     setText(this.endpoint, s.IntranetEndpoint);
     if (this.tokenShown) setText(this.token, s.AccessToken);
-    setText(this.facts.processor, processorOf(s.ServiceConfig));
-    this.test.chooseMode(processorOf(s.ServiceConfig));
+    const processor = processorOf(s.ServiceConfig);
+    setText(this.facts.processor, processor);
+    this.test.chooseMode(processor);
+    this.metrics.setGenerative(/^llm_/.test(processor));
     setText(this.facts.version, s.LatestVersion !== s.CurrentVersion
       ? `${s.CurrentVersion} (latest ${s.LatestVersion})` : String(s.CurrentVersion));
     setText(this.facts.instances, `${s.RunningInstance} running of ${s.TotalInstance}`);

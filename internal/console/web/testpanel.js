@@ -3,10 +3,12 @@
 // POST /api/predict/<name> or, in "KServe v2 form" mode, an infer request
 // built from the model's inputs (GET /v2/models/<name>) to
 // POST /v2/models/<name>/infer, and shows the status, the latency
-// (performance.now() around the call) and the answer.
+// (performance.now() around the call) and the answer. A generative service
+// (llm_*) also has a chat mode (chat.js), in which it starts.
 
 import { dataPlane } from './api.js';
 import { h, setText, formatJSON } from './dom.js';
+import { ChatPanel } from './chat.js';
 
 const DEFAULT_BODY = '{"hello": "console"}';
 const SHOW_MAX = 256 * 1024; // characters of an answer shown
@@ -32,6 +34,8 @@ export class TestPanel {
     this.kservePane = h('div', { class: 'field', hidden: true },
       this.kserveInfo, this.kserveInputs,
       h('button', { type: 'button', id: 'kserve-reload', class: 'link-button', text: 'Reload the model\'s inputs', onclick: () => this.run(() => this.loadModel()) }));
+    this.chat = new ChatPanel(this.service);
+    this.chatPane = h('div', { id: 'chat-pane', hidden: true }, this.chat.element);
     this.send = h('button', { type: 'button', id: 'test-send', class: 'primary', text: 'Send', onclick: () => this.run(() => this.sendRequest()) });
     this.metaButton = h('button', { type: 'button', id: 'test-metadata', text: 'Get model metadata', onclick: () => this.run(() => this.getMetadata()) });
     this.status = h('span', { id: 'test-status' });
@@ -39,28 +43,38 @@ export class TestPanel {
     this.request = h('span', { id: 'test-request-id', class: 'muted' });
     this.answer = h('pre', { id: 'test-answer', class: 'code answer', tabindex: '0', 'aria-label': 'Answer' });
     this.mode.addEventListener('change', () => { this.modeChosen = true; this.run(() => this.switchMode()); });
+    this.actions = h('div', { class: 'actions' }, this.send, this.metaButton);
+    this.result = h('div', { class: 'result', 'aria-live': 'polite' },
+      h('dl', { class: 'facts compact' },
+        h('dt', { text: 'Status' }), h('dd', {}, this.status),
+        h('dt', { text: 'Latency' }), h('dd', {}, this.latency),
+        h('dt', { text: 'Request id' }), h('dd', {}, this.request)),
+      this.answer);
     this.element = h('section', { class: 'panel', 'aria-labelledby': 'test-title' },
       h('h2', { id: 'test-title', text: 'Test' }),
       h('div', { class: 'field inline' }, h('label', { for: 'test-mode', text: 'Mode' }), this.mode),
-      this.rawPane, this.kservePane,
-      h('div', { class: 'actions' }, this.send, this.metaButton),
-      h('div', { class: 'result', 'aria-live': 'polite' },
-        h('dl', { class: 'facts compact' },
-          h('dt', { text: 'Status' }), h('dd', {}, this.status),
-          h('dt', { text: 'Latency' }), h('dd', {}, this.latency),
-          h('dt', { text: 'Request id' }), h('dd', {}, this.request)),
-        this.answer));
+      this.rawPane, this.kservePane, this.chatPane,
+      this.actions, this.result);
   }
 
   // chooseMode picks the mode a first Send should use, once, when the
   // service's processor is known: the KServe v2 form for the tensor codes,
-  // whose EAS door takes a protobuf no one types by hand; the raw body for
-  // the others. A mode the user picked is left alone.
+  // whose EAS door takes a protobuf no one types by hand; the chat for the
+  // generative codes (llm_*), which only they have; the raw body for the
+  // others. A mode the user picked is left alone.
   chooseMode(processor) {
-    if (this.modeChosen || !processor) return;
+    if (!processor) return;
+    const generative = /^llm_/.test(processor);
+    if (generative && !this.mode.querySelector('option[value="chat"]')) {
+      this.mode.prepend(h('option', { value: 'chat', text: 'Chat: POST /api/predict/…/v1/chat/completions' }));
+    }
+    if (this.modeChosen) return;
     this.modeChosen = true;
     if (/^(pytorch_|tensorflow_|onnx_|caffe_)/.test(processor)) {
       this.mode.value = 'kserve';
+      this.run(() => this.switchMode());
+    } else if (generative) {
+      this.mode.value = 'chat';
       this.run(() => this.switchMode());
     }
   }
@@ -89,8 +103,13 @@ export class TestPanel {
 
   async switchMode() {
     const kserve = this.mode.value === 'kserve';
-    this.rawPane.hidden = kserve;
+    const chat = this.mode.value === 'chat';
+    this.rawPane.hidden = kserve || chat;
     this.kservePane.hidden = !kserve;
+    // The chat has its own buttons and shows its answers in its list.
+    this.chatPane.hidden = !chat;
+    this.actions.hidden = chat;
+    this.result.hidden = chat;
     if (kserve && !this.model) await this.loadModel();
   }
 
