@@ -37,7 +37,7 @@ run: build examples
 ## the Kubernetes test tools of scripts/build-k8s-tools.sh). The CUDA
 ## provider too (as make deps GPU=1), so that the GPU codes' deploy errors
 ## are checked against the real provider on machines without a GPU. The
-## official Python clients' virtual environments and TensorFlow's (for the
+## official Python clients' virtual environments (openai's among them) and TensorFlow's (for the
 ## libtensorflow runtime's tests, with TensorFlow Text, keras-hub, tf2onnx and
 ## tokenizers; about 50 s and 1.9 GB), by scripts/python-venv.sh.
 ## The real tokenizer files of engines/tokenizer's parity tests (BERT, GPT-2,
@@ -46,7 +46,7 @@ run: build examples
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
-	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow
+	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow openai
 	bash scripts/fetch-tokenizers.sh
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
