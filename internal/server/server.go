@@ -179,6 +179,7 @@ func (s *Server) Handler() http.Handler {
 	r.HandleMethodNotAllowed = true
 
 	r.Any("/api/predict/*rest", s.tagRequest, s.predict)
+	r.Any("/v1/*rest", s.tagRequest, s.openaiRoot) // generative services (generation.go)
 	r.GET("/api/v1/servicediscovery/upstreams/:name", s.upstreams)
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET("/readyz", s.readyz)
@@ -421,6 +422,9 @@ func (s *Server) servePredict(c *gin.Context, name, extra string, a *answered) i
 	flight := s.opt.Metrics.Start(name)
 	defer flight.Done()
 	s.allowBody(c, live.Spec.Metadata.RPC.Keepalive)
+	if live.Sequences != nil && (extra != "" || req.Method == http.MethodPost) {
+		return s.serveGeneration(c, name, live, check, extra) // generation.go
+	}
 	// A processor serving several models (a Triton repository) gets
 	// /api/predict/<service>/<model> straight to that model's own queue.
 	if t, op, v, ok := routedIn(live, check, extra); ok {

@@ -1,12 +1,14 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/eas-server/eas-server/internal/httpstatus"
 	"github.com/eas-server/eas-server/internal/metrics"
+	"github.com/eas-server/eas-server/internal/openai"
 	"github.com/eas-server/eas-server/internal/scheduler"
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/queue"
@@ -213,6 +216,9 @@ func answer(ctx context.Context, l *Live, qs *Queues, f queue.Frame, log *slog.L
 // it; a full scheduler queue or the rate limit (rpc.rate_limit) is waited
 // out rather than answered 450 or 429: the input queue is the queue.
 func run(ctx context.Context, l *Live, body []byte) ([]byte, error) {
+	if l.Sequences != nil {
+		return runGeneration(ctx, l, body)
+	}
 	p, err := l.Engine.Decode(ctx, &processors.Request{Body: body})
 	if err != nil {
 		return nil, err
@@ -308,3 +314,41 @@ func (m *Manager) asyncQueueStats() []metrics.QueueStat {
 	}
 	return out
 }
+
+// runGeneration is run for a generative service: the body is the plain
+// form (a prompt or messages, as POST /api/predict/<service> takes), its
+// answer the completion object, the same bytes the synchronous door
+// answers; a full sequence scheduler is waited out like a full queue.
+func runGeneration(ctx context.Context, l *Live, body []byte) ([]byte, error) {
+	api := &openai.Service{Name: l.Spec.Name, Backend: l.Sequences, Created: l.Started}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/api/predict/"+l.Spec.Name, nil)
+		if err != nil {
+			return nil, err
+		}
+		w := &answerBuffer{header: http.Header{}}
+		code := api.ServePlain(w, req, func() ([]byte, error) { return body, nil })
+		switch {
+		case code == http.StatusOK:
+			return w.body.Bytes(), nil
+		case code != http.StatusTooManyRequests && code != 450: // 450: EAS's queue full
+			return nil, &processors.StatusError{Code: code, Err: fmt.Errorf("%s", bytes.TrimSpace(w.body.Bytes()))}
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// answerBuffer is an http.ResponseWriter that keeps the answer.
+type answerBuffer struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (b *answerBuffer) Header() http.Header         { return b.header }
+func (b *answerBuffer) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *answerBuffer) WriteHeader(int)             {}
+func (b *answerBuffer) Flush()                      {}
