@@ -31,7 +31,11 @@ func Parse(src string) (*Template, error) {
 // order) and slices or string-keyed maps of those; the output is what
 // jinja2 renders for the same values from Python.
 func (t *Template) Render(vars map[string]any) (string, error) {
-	ev := &evaluator{now: time.Now}
+	return t.render(vars, time.Now)
+}
+
+func (t *Template) render(vars map[string]any, now func() time.Time) (string, error) {
+	ev := &evaluator{now: now}
 	root := &frame{top: make(map[string]any, len(vars))}
 	for k, v := range vars {
 		c, err := toValue(v)
@@ -54,11 +58,33 @@ func (t *Template) Render(vars map[string]any) (string, error) {
 type evaluator struct {
 	now   func() time.Time
 	depth int // macro call depth, bounded against runaway recursion
+	steps int // loop iterations and macro calls so far, bounded by maxSteps
 }
 
-// maxCallDepth bounds macro recursion (Python's own limit is about 1000
-// frames, which a recursive macro reaches at about this depth).
-const maxCallDepth = 200
+// Bounds on one render, so that a hostile template ends with an error
+// instead of exhausting the machine (jinja2 has none but Python's
+// recursion limit and memory).
+const (
+	// maxCallDepth bounds macro recursion (Python's own limit is about
+	// 1000 frames, which a recursive macro reaches at about this depth).
+	maxCallDepth = 200
+	// maxSteps bounds the loop iterations and macro calls of one render.
+	maxSteps = 1 << 24
+	// maxStringBytes bounds the output and every string a template builds.
+	maxStringBytes = 16 << 20
+	// maxListLen bounds every list a template builds.
+	maxListLen = 1 << 20
+)
+
+var errTooLong = &Error{Kind: KindUnsupported, Msg: "the template built a string or list over this package's limit (16 MiB, 1Mi items)"}
+
+func (ev *evaluator) step() error {
+	ev.steps++
+	if ev.steps > maxSteps {
+		return &Error{Kind: KindUnsupported, Msg: "the template ran over this package's limit of loop iterations and macro calls (16Mi)"}
+	}
+	return nil
+}
 
 var (
 	errBreak    = errors.New("break")
@@ -113,6 +139,9 @@ func (ev *evaluator) exec(b *strings.Builder, body []node, f *frame) error {
 		if err := ev.execNode(b, n, f); err != nil {
 			return err
 		}
+	}
+	if b.Len() > maxStringBytes {
+		return errTooLong
 	}
 	return nil
 }
@@ -344,6 +373,9 @@ func (ev *evaluator) execFor(b *strings.Builder, x *forNode, f *frame) error {
 	names := [4]string{"loop"}
 	vals := [4]any{loop}
 	for i, item := range items {
+		if err := ev.step(); err != nil {
+			return atLine(err, x.line)
+		}
 		loop.index0 = i
 		fr := &frame{parent: f, names: names[:1:4], vals: vals[:1:4]}
 		if nt, ok := x.target.(*nameTarget); ok {
@@ -373,6 +405,9 @@ func (ev *evaluator) macro(m *macroDef, f *frame) *callable {
 func (ev *evaluator) callMacro(m *macroDef, def *frame, args []any, kw []kwarg, caller *callable) (any, error) {
 	if ev.depth >= maxCallDepth {
 		return nil, errf("maximum macro recursion depth (%d) exceeded", maxCallDepth)
+	}
+	if err := ev.step(); err != nil {
+		return nil, err
 	}
 	ev.depth++
 	defer func() { ev.depth-- }()
@@ -718,6 +753,9 @@ func (e *concatExpr) eval(ev *evaluator, f *frame) (any, error) {
 			return nil, err
 		}
 		writeStr(&b, v)
+		if b.Len() > maxStringBytes {
+			return nil, errTooLong
+		}
 	}
 	return b.String(), nil
 }

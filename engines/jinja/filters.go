@@ -117,9 +117,17 @@ func fAttr(_ *evaluator, v any, args []any, kw []kwarg) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, ok := a[0].(string)
-	if !ok {
-		return nil, errf("attribute name must be a string")
+	name := toStr(a[0])
+	// jinja2's attr filter takes Python attributes only: a dict's keys are
+	// not among them.
+	if m, isMap := v.(*Map); isMap && !isUnsafeAttr(name) {
+		if c, ok, unsafe := dictMethod(m, name); ok {
+			if unsafe {
+				return unsafeUndefined(v, name), nil
+			}
+			return c, nil
+		}
+		return undefinedAttr(v, name), nil
 	}
 	return getattr(v, name)
 }

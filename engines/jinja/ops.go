@@ -34,6 +34,9 @@ func binop(op string, l, r any) (any, error) {
 		case string:
 			switch y := r.(type) {
 			case string:
+				if len(x)+len(y) > maxStringBytes {
+					return nil, errTooLong
+				}
 				return x + y, nil
 			case markup:
 				return markup(escapeHTML(x)) + y, nil
@@ -48,12 +51,18 @@ func binop(op string, l, r any) (any, error) {
 			}
 		case []any:
 			if y, ok := r.([]any); ok {
+				if len(x)+len(y) > maxListLen {
+					return nil, errTooLong
+				}
 				out := make([]any, 0, len(x)+len(y))
 				return append(append(out, x...), y...), nil
 			}
 			return nil, errf("can only concatenate list (not \"%s\") to list", typeName(r))
 		case tuple:
 			if y, ok := r.(tuple); ok {
+				if len(x)+len(y) > maxListLen {
+					return nil, errTooLong
+				}
 				out := make(tuple, 0, len(x)+len(y))
 				return append(append(out, x...), y...), nil
 			}
@@ -61,13 +70,13 @@ func binop(op string, l, r any) (any, error) {
 		}
 	case "*":
 		if rok && !rF {
-			if v, ok := repeat(l, ri); ok {
-				return v, nil
+			if v, err := repeat(l, ri); v != nil || err != nil {
+				return v, err
 			}
 		}
 		if lok && !lF {
-			if v, ok := repeat(r, li); ok {
-				return v, nil
+			if v, err := repeat(r, li); v != nil || err != nil {
+				return v, err
 			}
 		}
 		if isString(l) || isString(r) {
@@ -88,34 +97,34 @@ func opName(op string) string {
 	return op
 }
 
-// repeat is seq * n.
-func repeat(v any, n int64) (any, bool) {
+// repeat is seq * n; nil, nil when v is not a sequence.
+func repeat(v any, n int64) (any, error) {
 	if n < 0 {
 		n = 0
 	}
 	switch x := v.(type) {
 	case string:
-		if n > 0 && int64(len(x))*n > 1<<28 {
-			return nil, false
+		if len(x) > 0 && (n > maxStringBytes || int64(len(x))*n > maxStringBytes) {
+			return nil, errTooLong
 		}
-		return strings.Repeat(x, int(n)), true
+		return strings.Repeat(x, int(n)), nil
 	case []any:
-		if n > 0 && int64(len(x))*n > 1<<24 {
-			return nil, false
+		if len(x) > 0 && (n > maxListLen || int64(len(x))*n > maxListLen) {
+			return nil, errTooLong
 		}
 		out := make([]any, 0, len(x)*int(n))
 		for range n {
 			out = append(out, x...)
 		}
-		return out, true
+		return out, nil
 	case tuple:
-		l, ok := repeat([]any(x), n)
-		if !ok {
-			return nil, false
+		l, err := repeat([]any(x), n)
+		if err != nil {
+			return nil, err
 		}
-		return tuple(l.([]any)), true
+		return tuple(l.([]any)), nil
 	}
-	return nil, false
+	return nil, nil
 }
 
 func intOp(op string, a, b int64) (any, error) {

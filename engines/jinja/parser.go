@@ -15,7 +15,23 @@ type parser struct {
 	// (innermost last), for caller/varargs/kwargs.
 	names []map[string]bool
 	loops int // depth of for bodies, for break and continue
+	depth int // nesting of statements and expressions, bounded by maxDepth
 }
+
+// maxDepth bounds how deeply statements and expressions nest, so that a
+// hostile template cannot exhaust the stack (jinja2 stops at Python's
+// recursion limit).
+const maxDepth = 200
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.failf(p.cur().line, "the template nests deeper than %d levels", maxDepth)
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.depth-- }
 
 func parse(src string) ([]node, error) {
 	toks, err := lex(src)
@@ -177,6 +193,10 @@ func quoteAll(ss []string) []string {
 }
 
 func (p *parser) parseStatement() (node, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	t := p.cur()
 	if t.kind != tName {
 		return nil, p.failf(t.line, "tag name expected")
@@ -503,7 +523,18 @@ func toTarget(e expr, p *parser) (target, error) {
 		}
 		return tt, nil
 	}
-	return nil, p.failf(e.exprLine(), "can't assign to '%T'", e)
+	what := "expression"
+	switch e.(type) {
+	case *constExpr:
+		what = "const"
+	case *getattrExpr:
+		what = "getattr"
+	case *getitemExpr, *sliceExpr:
+		what = "getitem"
+	case *callExpr:
+		what = "call"
+	}
+	return nil, p.failf(e.exprLine(), "can't assign to '%s'", what)
 }
 
 func (p *parser) isTupleEnd(extraEnd []string) bool {
@@ -566,6 +597,10 @@ func (p *parser) parseTuple(simplified, withCondexpr bool, extraEnd []string, ex
 }
 
 func (p *parser) parseExpression(withCondexpr bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if withCondexpr {
 		return p.parseCondexpr()
 	}
@@ -630,6 +665,10 @@ func (p *parser) parseAnd() (expr, error) {
 }
 
 func (p *parser) parseNot() (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	if p.isName("not") {
 		t := p.next()
 		e, err := p.parseNot()
@@ -754,6 +793,10 @@ func (p *parser) parsePow() (expr, error) {
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	t := p.cur()
 	var e expr
 	var err error
