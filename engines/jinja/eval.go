@@ -69,7 +69,7 @@ const (
 	// 1000 frames, which a recursive macro reaches at about this depth).
 	maxCallDepth = 200
 	// maxSteps bounds the loop iterations and macro calls of one render.
-	maxSteps = 1 << 24
+	maxSteps = 1 << 22
 	// maxStringBytes bounds the output and every string a template builds.
 	maxStringBytes = 16 << 20
 	// maxListLen bounds every list a template builds.
@@ -81,7 +81,7 @@ var errTooLong = &Error{Kind: KindUnsupported, Msg: "the template built a string
 func (ev *evaluator) step() error {
 	ev.steps++
 	if ev.steps > maxSteps {
-		return &Error{Kind: KindUnsupported, Msg: "the template ran over this package's limit of loop iterations and macro calls (16Mi)"}
+		return &Error{Kind: KindUnsupported, Msg: "the template ran over this package's limit of loop iterations and macro calls (4Mi)"}
 	}
 	return nil
 }
