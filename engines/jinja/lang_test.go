@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,6 +204,12 @@ var langCases = []langCase{
 	{"err_syntax_break_outside", "{% break %}", `{}`},
 	{"err_syntax_assign_const", "{% set true = 1 %}", `{}`},
 	{"err_syntax_unbalanced", "{{ (1 }}", `{}`},
+	{"err_line_runtime", "line1\n{% for m in messages %}\n{{ m.content }}\n{% if loop.last %}\n{{ m.content + 1 }}\n{% endif %}\n{% endfor %}", chatVars},
+	{"err_line_raise", "a\nb\n{%- if true %}\n  {{ raise_exception('at four') }}\n{% endif %}", `{}`},
+	{"err_line_syntax", "a\n\n{{ 1 +\n + }}", `{}`},
+	{"err_line_unclosed_for", "{% for x in y %}\n\nx", `{}`},
+	{"err_line_macro", "{% macro m(x) %}\n{{ x.y.z }}\n{% endmacro %}\n\n{{ m(1) }}", `{}`},
+	{"err_line_filter", "x\n{{ 'a' | int + 'b' }}", `{}`},
 }
 
 var strftimeFormats = []string{"%Y-%m-%d %H:%M:%S", "%d %b %Y", "%A %B %-d, %y", "%I:%M %p", "%j %w %U %W", "%e|%%|%f", "%c", "%x %X", "%D %F %T %R"}
@@ -263,6 +270,7 @@ func TestLanguageParity(t *testing.T) {
 		Cases []struct {
 			Output *string `json:"output"`
 			Error  *string `json:"error"`
+			Line   int     `json:"line"`
 		} `json:"cases"`
 		Strftime []string `json:"strftime"`
 	}
@@ -280,7 +288,14 @@ func TestLanguageParity(t *testing.T) {
 				if err == nil {
 					t.Fatalf("rendered %q, jinja2 failed: %s", got, *ref.Error)
 				}
-				t.Logf("jinja2: %s; here: %v", *ref.Error, err)
+				t.Logf("jinja2: %s (line %d); here: %v", *ref.Error, ref.Line, err)
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("%#v is not an *Error", err)
+				}
+				if ref.Line != 0 && e.Line != ref.Line {
+					t.Errorf("error on line %d, jinja2 says line %d", e.Line, ref.Line)
+				}
 				return
 			}
 			if err != nil {

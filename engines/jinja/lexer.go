@@ -88,7 +88,12 @@ func lex(src string) ([]token, error) {
 	if err := lx.run(); err != nil {
 		return nil, err
 	}
-	lx.toks = append(lx.toks, token{kind: tEOF, line: lx.line})
+	// jinja2's end-of-template token takes the line of the token before it.
+	line := 1
+	if n := len(lx.toks); n > 0 {
+		line = lx.toks[n-1].line
+	}
+	lx.toks = append(lx.toks, token{kind: tEOF, line: line})
 	return lx.toks, nil
 }
 
