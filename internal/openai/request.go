@@ -37,6 +37,7 @@ type sampling struct {
 	IgnoreEOS                                  bool
 	SkipSpecial                                bool // default true
 	IncludeStopStr                             bool
+	TokensAsIDs                                bool // vLLM's return_tokens_as_token_ids
 	Logprobs                                   bool
 	TopLogprobs                                int
 }
@@ -71,7 +72,7 @@ type chatRequest struct {
 var (
 	commonFields = []string{"model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop", "seed",
 		"presence_penalty", "frequency_penalty", "logit_bias (empty)", "user", "top_k", "min_p", "repetition_penalty",
-		"min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "include_stop_str_in_output"}
+		"min_tokens", "ignore_eos", "stop_token_ids", "skip_special_tokens", "include_stop_str_in_output", "return_tokens_as_token_ids"}
 	completionFields = append([]string{"prompt", "echo", "logprobs", "best_of (= n)", "suffix (empty)"}, commonFields...)
 	chatFields       = append([]string{"messages", "max_completion_tokens", "logprobs", "top_logprobs", "tools",
 		"tool_choice (none, auto)", "parallel_tool_calls", "response_format (text)", "chat_template_kwargs",
@@ -104,6 +105,7 @@ func decodeSampling(o *object) (sampling, error) {
 		func() error { return o.boolean("ignore_eos", &s.IgnoreEOS) },
 		func() error { return o.boolean("skip_special_tokens", &s.SkipSpecial) },
 		func() error { return o.boolean("include_stop_str_in_output", &s.IncludeStopStr) },
+		func() error { return o.boolean("return_tokens_as_token_ids", &s.TokensAsIDs) },
 		func() error { var u *string; return o.str("user", &u) },
 		func() error { return decodeStop(o, &s) },
 		func() error { return decodeStopIDs(o, &s) },

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -183,6 +184,7 @@ type answer struct {
 	logprobs    bool
 	top         int
 	includeStop bool
+	tokenIDs    bool // logprobs name tokens "token_id:<id>" (vLLM's return_tokens_as_token_ids)
 }
 
 // choiceState is one choice's output so far.
@@ -207,7 +209,7 @@ type delta struct {
 
 func newAnswer(chat bool, s *sampling, jobs []job, model string, tok *tokenizer.Tokenizer, created int64) *answer {
 	a := &answer{chat: chat, created: created, model: model, n: s.N, jobs: jobs, tok: tok,
-		logprobs: s.Logprobs, top: s.TopLogprobs, includeStop: s.IncludeStopStr}
+		logprobs: s.Logprobs, top: s.TopLogprobs, includeStop: s.IncludeStopStr, tokenIDs: s.TokensAsIDs}
 	if chat {
 		a.id = newID("chatcmpl-")
 	} else {
@@ -315,6 +317,9 @@ func (a *answer) decode(ids []int32) string {
 // tokenText is the text id adds after the tokens recent (whose text is
 // prefix), special tokens included: the token as the output would show it.
 func (a *answer) tokenText(recent []int32, prefix string, id int32) string {
+	if a.tokenIDs {
+		return "token_id:" + strconv.Itoa(int(id))
+	}
 	ids := append(append(make([]int32, 0, len(recent)+1), recent...), id)
 	if s := a.decode(ids); strings.HasPrefix(s, prefix) && len(s) > len(prefix) {
 		return s[len(prefix):]

@@ -8,6 +8,7 @@ import (
 	_ "github.com/eas-server/eas-server/processors/easynlp"      // easynlp
 	_ "github.com/eas-server/eas-server/processors/easytransfer" // easytransfer_cpu, easytransfer_gpu
 	_ "github.com/eas-server/eas-server/processors/echo"         // echo
+	_ "github.com/eas-server/eas-server/processors/llm"          // llm_cpu, llm_gpu
 	_ "github.com/eas-server/eas-server/processors/onnx"         // pytorch_*, onnx_*
 	_ "github.com/eas-server/eas-server/processors/pmml"         // pmml
 	_ "github.com/eas-server/eas-server/processors/tensorflow"   // tensorflow_cpu_*, tensorflow_gpu_*
