@@ -350,3 +350,68 @@ func renderString(src string, vars map[string]any, now time.Time) (string, error
 	}
 	return tmpl.render(vars, func() time.Time { return now })
 }
+
+// TestConcurrentRender renders one Template from several goroutines (run
+// under -race): a Template keeps no state between renders.
+func TestConcurrentRender(t *testing.T) {
+	src := "{% set ns = namespace(n=0) %}{% macro m(x) %}[{{ x }}]{% endmacro %}{% for msg in messages %}{% set ns.n = ns.n + 1 %}{{ m(msg.role) }}{{ loop.index }}{% endfor %}{{ ns.n }}"
+	tmpl, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tmpl.Render(varsOf(t, chatVars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != "[system]1[user]2[assistant]3[user]44" {
+		t.Fatalf("rendered %q", want)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				got, err := tmpl.Render(varsOf(t, chatVars))
+				if err == nil && got != want {
+					err = &Error{Msg: "got " + got}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestUnsupported checks that what the package refuses fails with
+// KindUnsupported (the README lists these).
+func TestUnsupported(t *testing.T) {
+	for _, src := range []string{
+		"{% extends 'base' %}",
+		"{% include 'x' %}",
+		"{% import 'x' as y %}",
+		"{% block b %}{% endblock %}",
+		"{% for x in y recursive %}{% endfor %}",
+		"{{ f(*args) }}",
+		"{{ {1: 'a'} }}",
+		"{{ 'a'.encode() }}",
+		"{{ cycler('a', 'b') }}",
+		"{{ '\\N{BULLET}' }}",
+		"{{ x[1:2, 3] }}",
+	} {
+		tmpl, err := Parse(src)
+		if err == nil {
+			_, err = tmpl.Render(map[string]any{"x": []any{1}})
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != KindUnsupported {
+			t.Errorf("%s: %v, want a KindUnsupported error", src, err)
+		}
+	}
+}

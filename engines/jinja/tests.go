@@ -265,6 +265,16 @@ func init() {
 	}
 }
 
+func init() {
+	// jinja2's other default globals: present, so a template that calls
+	// one is told it is unsupported rather than that it is undefined.
+	for _, name := range []string{"cycler", "joiner", "lipsum"} {
+		globals[name] = &callable{name: name, fn: func(*evaluator, []any, []kwarg) (any, error) {
+			return nil, kindErr(KindUnsupported, "the global %s() is not supported", name)
+		}}
+	}
+}
+
 func updateMap(m *Map, v any) error {
 	switch x := v.(type) {
 	case *Map:
