@@ -3,9 +3,12 @@ package jinja
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,10 +262,16 @@ func varsOf(t *testing.T, js string) map[string]any {
 	return out
 }
 
-// TestLanguageParity renders langCases with jinja2 in transformers'
-// environment (testdata/ref_lang.py, run now) and with this package, and
-// demands the same bytes, or an error from both.
-func TestLanguageParity(t *testing.T) {
+type refResult struct {
+	Output *string `json:"output"`
+	Error  *string `json:"error"`
+	Line   int     `json:"line"`
+}
+
+// jinja2Render renders cases with testdata/ref_lang.py, and Python's
+// strftime of at for each of formats.
+func jinja2Render(t *testing.T, cases []langCase, at time.Time, formats []string) ([]refResult, []string) {
+	t.Helper()
 	py := pyvenv.Python(t, "llm")
 	type refIn struct {
 		Template string          `json:"template"`
@@ -275,12 +284,14 @@ func TestLanguageParity(t *testing.T) {
 			Formats []string `json:"formats"`
 		} `json:"strftime"`
 	}{}
-	for _, c := range langCases {
+	for _, c := range cases {
 		in.Cases = append(in.Cases, refIn{c.tmpl, json.RawMessage(c.vars)})
 	}
-	at := time.Date(2024, 3, 5, 9, 7, 3, 123456000, time.Local)
-	in.Strftime.At = []int{2024, 3, 5, 9, 7, 3, 123456}
-	in.Strftime.Formats = strftimeFormats
+	in.Strftime.At = []int{at.Year(), int(at.Month()), at.Day(), at.Hour(), at.Minute(), at.Second(), at.Nanosecond() / 1000}
+	in.Strftime.Formats = formats
+	if formats == nil {
+		in.Strftime.Formats = []string{}
+	}
 	dir := t.TempDir()
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -298,49 +309,110 @@ func TestLanguageParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out struct {
-		Cases []struct {
-			Output *string `json:"output"`
-			Error  *string `json:"error"`
-			Line   int     `json:"line"`
-		} `json:"cases"`
-		Strftime []string `json:"strftime"`
+		Cases    []refResult `json:"cases"`
+		Strftime []string    `json:"strftime"`
 	}
 	if err := json.Unmarshal(ob, &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Cases) != len(langCases) {
-		t.Fatalf("%d reference results for %d cases", len(out.Cases), len(langCases))
+	if len(out.Cases) != len(cases) {
+		t.Fatalf("%d reference results for %d cases", len(out.Cases), len(cases))
 	}
+	return out.Cases, out.Strftime
+}
+
+// checkCase renders c here and compares with jinja2's result.
+func checkCase(t *testing.T, c langCase, ref refResult, at time.Time) {
+	t.Helper()
+	got, err := renderString(c.tmpl, varsOf(t, c.vars), at)
+	if ref.Error != nil {
+		if err == nil {
+			t.Fatalf("rendered %q, jinja2 failed: %s", got, *ref.Error)
+		}
+		t.Logf("jinja2: %s (line %d); here: %v", *ref.Error, ref.Line, err)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%#v is not an *Error", err)
+		}
+		if ref.Line != 0 && e.Line != ref.Line {
+			t.Errorf("error on line %d, jinja2 says line %d", e.Line, ref.Line)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v; jinja2 rendered %q", err, *ref.Output)
+	}
+	if got != *ref.Output {
+		t.Fatalf("got\n%q\njinja2\n%q", got, *ref.Output)
+	}
+}
+
+// TestLanguageParity renders langCases with jinja2 in transformers'
+// environment (testdata/ref_lang.py, run now) and with this package, and
+// demands the same bytes, or an error from both on the same line.
+func TestLanguageParity(t *testing.T) {
+	at := time.Date(2024, 3, 5, 9, 7, 3, 123456000, time.Local)
+	refs, stamps := jinja2Render(t, langCases, at, strftimeFormats)
 	for i, c := range langCases {
-		ref := out.Cases[i]
-		t.Run(c.name, func(t *testing.T) {
-			got, err := renderString(c.tmpl, varsOf(t, c.vars), at)
-			if ref.Error != nil {
-				if err == nil {
-					t.Fatalf("rendered %q, jinja2 failed: %s", got, *ref.Error)
-				}
-				t.Logf("jinja2: %s (line %d); here: %v", *ref.Error, ref.Line, err)
-				var e *Error
-				if !errors.As(err, &e) {
-					t.Fatalf("%#v is not an *Error", err)
-				}
-				if ref.Line != 0 && e.Line != ref.Line {
-					t.Errorf("error on line %d, jinja2 says line %d", e.Line, ref.Line)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%v; jinja2 rendered %q", err, *ref.Output)
-			}
-			if got != *ref.Output {
-				t.Fatalf("got\n%q\njinja2\n%q", got, *ref.Output)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkCase(t, c, refs[i], at) })
 	}
 	for i, f := range strftimeFormats {
-		if got := strftime(at, f); got != out.Strftime[i] {
-			t.Errorf("strftime %q = %q, Python %q", f, got, out.Strftime[i])
+		if got := strftime(at, f); got != stamps[i] {
+			t.Errorf("strftime %q = %q, Python %q", f, got, stamps[i])
 		}
+	}
+}
+
+// TestWhitespaceParity renders random compositions of text, whitespace
+// and tags with every whitespace-control marker, where trim_blocks and
+// lstrip_blocks interact, and compares with jinja2.
+func TestWhitespaceParity(t *testing.T) {
+	texts := []string{"", " ", "  ", "\t", "\n", "\n\n", " \n ", "a", " a ", "a\n", "\n  b", "\r\n", "x y"}
+	marks := []string{"", "-", "+"}
+	rng := rand.New(rand.NewPCG(38, 1))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	tag := func(depth int) string {
+		l, r := pick(marks), pick(marks)
+		switch rng.IntN(6) {
+		case 0:
+			return "{{" + pick([]string{"", "-"}) + " 'v' " + pick([]string{"", "-"}) + "}}"
+		case 1:
+			return "{#" + l + " c " + r + "#}"
+		case 2:
+			return "{%" + l + " set x = 1 " + r + "%}"
+		case 3:
+			return "{%" + l + " raw " + pick([]string{"", "-"}) + "%}" + pick(texts) + "{{ r }}" + pick(texts) + "{%" + pick(marks) + " endraw " + pick(marks) + "%}"
+		}
+		return ""
+	}
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		var b strings.Builder
+		for range 1 + rng.IntN(4) {
+			b.WriteString(pick(texts))
+			switch {
+			case depth < 2 && rng.IntN(3) == 0:
+				b.WriteString("{%" + pick(marks) + " if true " + pick(marks) + "%}" + gen(depth+1) + "{%" + pick(marks) + " else " + pick(marks) + "%}no{%" + pick(marks) + " endif " + pick(marks) + "%}")
+			case depth < 2 && rng.IntN(4) == 0:
+				b.WriteString("{%" + pick(marks) + " for i in [1, 2] " + pick(marks) + "%}" + gen(depth+1) + "{%" + pick(marks) + " endfor " + pick(marks) + "%}")
+			default:
+				b.WriteString(tag(depth))
+			}
+			b.WriteString(pick(texts))
+		}
+		return b.String()
+	}
+	var cases []langCase
+	for i := range 400 {
+		cases = append(cases, langCase{name: fmt.Sprint(i), tmpl: gen(0), vars: `{}`})
+	}
+	at := time.Now()
+	refs, _ := jinja2Render(t, cases, at, nil)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Logf("template %q", c.tmpl)
+			checkCase(t, c, refs[i], at)
+		})
 	}
 }
 
