@@ -380,7 +380,7 @@ func formatFloat(x float64, f fspec) (string, error) {
 		if prec < 0 {
 			body = pyFloat(a)
 		} else {
-			body = pyG(a, max(prec, 1), true)
+			body = pyG(a, max(prec, 1), false)
 			if !strings.ContainsAny(body, ".e") {
 				body += ".0"
 			}

@@ -3,9 +3,12 @@ package jinja
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +96,7 @@ var langCases = []langCase{
 	{"for_undefined", "{% for x in missing %}{{ x }}{% else %}empty{% endfor %}", `{}`},
 	{"loop_break_continue", "{% for x in range(10) %}{% if x is odd %}{% continue %}{% endif %}{% if x > 6 %}{% break %}{% endif %}{{ x }}{% endfor %}", `{}`},
 	{"nested_loops", "{% for a in [1, 2] %}{% for b in 'xy' %}{{ a }}{{ b }}{{ loop.index }} {% endfor %}{{ loop.index }}|{% endfor %}", `{}`},
-	{"range", "{{ range(3) | list }} {{ range(1, 10, 3) | list }} {{ range(5, 0, -2) | list }} {{ range(0) | list }}", `{}`},
+	{"range", "{{ range(3) | list }} {{ range(1, 10, 3) | list }} {{ range(5, 0, -2) | list }} {{ range(0) | list }} {{ range(-3) | list }} {{ range(9223372036854775800, 9223372036854775807, 3) | list }}", `{}`},
 	{"set_scope", "{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = i * 10 %}{{ x }} {% endfor %}{{ x }}", `{}`},
 	{"set_in_if", "{% if true %}{% set y = 'set' %}{% endif %}{{ y }}", `{}`},
 	{"set_tuple", "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set c, d = [3, 4] %}{{ c + d }}", `{}`},
@@ -159,6 +162,35 @@ var langCases = []langCase{
 	{"multiline_indented", "{%- for m in messages %}\n    {%- if m.role == 'user' %}\n        {{- 'U: ' + m.content }}\n    {%- else %}\n        {{- 'O: ' + m.content }}\n    {%- endif %}\n    {{- '\\n' }}\n{%- endfor %}\n", chatVars},
 	{"undefined_tolerance", "{{ missing }}|{{ missing ~ 'x' }}|{{ missing | default('') }}|{% if missing %}y{% else %}n{% endif %}|{{ missing == missing }}|{{ missing is none }}", `{}`},
 
+	// patterns of widely used chat templates
+	{"reverse_range", "{% for i in range(messages | length - 1, -1, -1) %}{{ messages[i].role[0] }}{% endfor %}", chatVars},
+	{"reverse_messages", "{% for m in messages | reverse %}{{ m.role }}{{ loop.index0 }} {% endfor %}{% for m in messages[::-1] %}{{ loop.last }}{% endfor %}", chatVars},
+	{"select_in", "{{ messages | selectattr('role', 'in', ['user', 'system']) | map(attribute='content') | join('|') }} {{ not messages | selectattr('role', 'equalto', 'tool') | list }}", chatVars},
+	{"tools_map_tojson", "{{ tools | map('tojson') | join('\n') }}|{% for t in tools %}{{ t | tojson(indent=4) }}{% endfor %}", `{"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "enum": ["a", "b"]}}, "required": ["x"]}}}]}`},
+	{"outer_loop_alias", "{% for a in [1, 2] %}{% set outer = loop %}{% for b in [3] %}{{ outer.index }}{{ loop.index }}{% endfor %}{% endfor %}", `{}`},
+	{"items_last", "{% for k, v in d.items() %}{{ k }}{{ ',' if not loop.last }}{% endfor %}", chatVars},
+	{"macro_defaults_chain", "{% macro m(a, b=a * 2, c='x' ~ b) %}{{ a }}/{{ b }}/{{ c }}{% endmacro %}{{ m(1) }} {{ m(1, 5) }} {{ m(a=2, c='z') }}", `{}`},
+	{"macro_type_render", "{% macro render_type(spec) %}{% if spec.type == 'array' %}{{ render_type(spec['items']) }}[]{% elif spec.type == 'object' %}{ {% for k, v in spec.properties | dictsort %}{{ k }}: {{ render_type(v) }}{{ '; ' if not loop.last }}{% endfor %} }{% elif spec.enum is defined %}{{ spec.enum | map('tojson') | join(' | ') }}{% else %}{{ spec.type }}{% endif %}{% endmacro %}{{ render_type(p) }}", `{"p": {"type": "object", "properties": {"b": {"type": "array", "items": {"type": "string"}}, "a": {"type": "string", "enum": ["x", "y"]}, "c": {"type": "integer"}}}}`},
+	{"dict_items_method_attr", "{{ d.items is callable }} {{ d['items'] is defined }} {{ x.items is defined }}", `{"d": {"items": 5}, "x": {"a": 1}}`},
+	{"string_compare_unicode", "{{ 'é' > 'z' }} {{ ['b', 'a', 'é', 'Z'] | sort }} {{ 'ä' | upper }}", `{}`},
+	{"format_bool_num", "{{ '{}|{:d}|{:>5}|{:.3}'.format(true, true, 1.5, 2.0) }} {{ '%s %s' % (none, [1]) }} {{ '%.1f%%' % 12.345 }}", `{}`},
+	{"string_list", "{{ 10 | string | list }} {{ 123 | string | length }} {{ none | string }} {{ missing | string }}|", `{}`},
+	{"conditional_defined_and", "{{ 'a' if x is defined and x else 'b' }}{{ 'a' if y is defined and y else 'b' }}", `{"y": 1}`},
+	{"multiline_expr", "{{ [\n  1,\n  2\n] | join(\n  ','\n) }}", `{}`},
+	{"namespace_dict", "{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}{% set ns.c = [ns.a] %}{{ ns.c }}", `{}`},
+	{"loop_length_if", "{% for x in range(10) if x % 3 == 0 %}{{ x }}:{{ loop.revindex }}{{ loop.last }} {% endfor %}", `{}`},
+	{"undefined_iter_length", "{{ missing | list | length }} {{ missing | join(',') }}[{{ missing | first }}] {{ missing | default([]) | length }}", `{}`},
+	{"none_attr", "[{{ none.x }}]{{ none.x is defined }}", `{}`},
+	{"int_attr", "[{{ (5).real }}]{{ 5.x is defined }}", `{}`},
+	{"deep_get", "{{ d.c.get('x') is none }} {{ d.get('c', {}).get('zz', 'dflt') }}", chatVars},
+	{"whitespace_mix", "{%- set x = 1 -%}\n\n  {{ x }}  \n\n{%- if x %}\n\tyes\n{%- endif %}\n{#- c -#}\n  end", `{}`},
+	{"block_set_whitespace", "{%- set sys %}\n  You are helpful.\n  {% if t %}Extra.{% endif %}\n{% endset -%}\n[{{ sys | trim }}]", chatVars},
+	{"escape_in_string", `{{ '<|im_start|>\n' }}{{ "tab\there" }}{{ '\\n' }}`, `{}`},
+	{"unicode_escape_u", `{{ '\u4e16\U0001F600\N' }}`, `{}`},
+	{"slice_negative_step_bounds", "{{ xs[10:-10:-1] }} {{ xs[-1:0:-1] }} {{ 'abc'[::-2] }} {{ xs[::3] }}", chatVars},
+	{"chained_filters_tests", "{{ (messages | length) is even }} {{ messages | map(attribute='role') | select('equalto', 'user') | list | length > 1 }}", chatVars},
+	{"set_messages_top", "{% set messages = messages[1:] %}{{ messages | length }}{% for m in messages %}{% set messages = [] %}{% endfor %}{{ messages | length }}", chatVars},
+
 	// errors jinja2 raises (Go must fail too)
 	{"err_raise", "{{ raise_exception('boom') }}", `{}`},
 	{"err_undefined_attr", "{{ missing.attr }}", `{}`},
@@ -182,6 +214,8 @@ var langCases = []langCase{
 	{"err_items_list", "{{ xs | items | list }}", chatVars},
 	{"err_int_undefined", "{{ missing | int }}", `{}`},
 	{"err_range_too_big", "{{ range(100001) | length }}", `{}`},
+	{"err_range_args", "{{ range(0, 0, 0, 0) }}", `{}`},
+	{"err_range_step_zero", "{{ range(0, 5, 0) }}", `{}`},
 	{"err_unpack", "{% set a, b = [1, 2, 3] %}", `{}`},
 	{"err_ns_assign", "{% set x = 1 %}{% set x.y = 2 %}", `{}`},
 	{"err_macro_kwarg", "{% macro m(a) %}{% endmacro %}{{ m(b=1) }}", `{}`},
@@ -228,10 +262,16 @@ func varsOf(t *testing.T, js string) map[string]any {
 	return out
 }
 
-// TestLanguageParity renders langCases with jinja2 in transformers'
-// environment (testdata/ref_lang.py, run now) and with this package, and
-// demands the same bytes, or an error from both.
-func TestLanguageParity(t *testing.T) {
+type refResult struct {
+	Output *string `json:"output"`
+	Error  *string `json:"error"`
+	Line   int     `json:"line"`
+}
+
+// jinja2Render renders cases with testdata/ref_lang.py, and Python's
+// strftime of at for each of formats.
+func jinja2Render(t *testing.T, cases []langCase, at time.Time, formats []string) ([]refResult, []string) {
+	t.Helper()
 	py := pyvenv.Python(t, "llm")
 	type refIn struct {
 		Template string          `json:"template"`
@@ -244,12 +284,14 @@ func TestLanguageParity(t *testing.T) {
 			Formats []string `json:"formats"`
 		} `json:"strftime"`
 	}{}
-	for _, c := range langCases {
+	for _, c := range cases {
 		in.Cases = append(in.Cases, refIn{c.tmpl, json.RawMessage(c.vars)})
 	}
-	at := time.Date(2024, 3, 5, 9, 7, 3, 123456000, time.Local)
-	in.Strftime.At = []int{2024, 3, 5, 9, 7, 3, 123456}
-	in.Strftime.Formats = strftimeFormats
+	in.Strftime.At = []int{at.Year(), int(at.Month()), at.Day(), at.Hour(), at.Minute(), at.Second(), at.Nanosecond() / 1000}
+	in.Strftime.Formats = formats
+	if formats == nil {
+		in.Strftime.Formats = []string{}
+	}
 	dir := t.TempDir()
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -267,49 +309,110 @@ func TestLanguageParity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out struct {
-		Cases []struct {
-			Output *string `json:"output"`
-			Error  *string `json:"error"`
-			Line   int     `json:"line"`
-		} `json:"cases"`
-		Strftime []string `json:"strftime"`
+		Cases    []refResult `json:"cases"`
+		Strftime []string    `json:"strftime"`
 	}
 	if err := json.Unmarshal(ob, &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Cases) != len(langCases) {
-		t.Fatalf("%d reference results for %d cases", len(out.Cases), len(langCases))
+	if len(out.Cases) != len(cases) {
+		t.Fatalf("%d reference results for %d cases", len(out.Cases), len(cases))
 	}
+	return out.Cases, out.Strftime
+}
+
+// checkCase renders c here and compares with jinja2's result.
+func checkCase(t *testing.T, c langCase, ref refResult, at time.Time) {
+	t.Helper()
+	got, err := renderString(c.tmpl, varsOf(t, c.vars), at)
+	if ref.Error != nil {
+		if err == nil {
+			t.Fatalf("rendered %q, jinja2 failed: %s", got, *ref.Error)
+		}
+		t.Logf("jinja2: %s (line %d); here: %v", *ref.Error, ref.Line, err)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%#v is not an *Error", err)
+		}
+		if ref.Line != 0 && e.Line != ref.Line {
+			t.Errorf("error on line %d, jinja2 says line %d", e.Line, ref.Line)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v; jinja2 rendered %q", err, *ref.Output)
+	}
+	if got != *ref.Output {
+		t.Fatalf("got\n%q\njinja2\n%q", got, *ref.Output)
+	}
+}
+
+// TestLanguageParity renders langCases with jinja2 in transformers'
+// environment (testdata/ref_lang.py, run now) and with this package, and
+// demands the same bytes, or an error from both on the same line.
+func TestLanguageParity(t *testing.T) {
+	at := time.Date(2024, 3, 5, 9, 7, 3, 123456000, time.Local)
+	refs, stamps := jinja2Render(t, langCases, at, strftimeFormats)
 	for i, c := range langCases {
-		ref := out.Cases[i]
-		t.Run(c.name, func(t *testing.T) {
-			got, err := renderString(c.tmpl, varsOf(t, c.vars), at)
-			if ref.Error != nil {
-				if err == nil {
-					t.Fatalf("rendered %q, jinja2 failed: %s", got, *ref.Error)
-				}
-				t.Logf("jinja2: %s (line %d); here: %v", *ref.Error, ref.Line, err)
-				var e *Error
-				if !errors.As(err, &e) {
-					t.Fatalf("%#v is not an *Error", err)
-				}
-				if ref.Line != 0 && e.Line != ref.Line {
-					t.Errorf("error on line %d, jinja2 says line %d", e.Line, ref.Line)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%v; jinja2 rendered %q", err, *ref.Output)
-			}
-			if got != *ref.Output {
-				t.Fatalf("got\n%q\njinja2\n%q", got, *ref.Output)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkCase(t, c, refs[i], at) })
 	}
 	for i, f := range strftimeFormats {
-		if got := strftime(at, f); got != out.Strftime[i] {
-			t.Errorf("strftime %q = %q, Python %q", f, got, out.Strftime[i])
+		if got := strftime(at, f); got != stamps[i] {
+			t.Errorf("strftime %q = %q, Python %q", f, got, stamps[i])
 		}
+	}
+}
+
+// TestWhitespaceParity renders random compositions of text, whitespace
+// and tags with every whitespace-control marker, where trim_blocks and
+// lstrip_blocks interact, and compares with jinja2.
+func TestWhitespaceParity(t *testing.T) {
+	texts := []string{"", " ", "  ", "\t", "\n", "\n\n", " \n ", "a", " a ", "a\n", "\n  b", "\r\n", "x y"}
+	marks := []string{"", "-", "+"}
+	rng := rand.New(rand.NewPCG(38, 1))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	tag := func(depth int) string {
+		l, r := pick(marks), pick(marks)
+		switch rng.IntN(6) {
+		case 0:
+			return "{{" + pick([]string{"", "-"}) + " 'v' " + pick([]string{"", "-"}) + "}}"
+		case 1:
+			return "{#" + l + " c " + r + "#}"
+		case 2:
+			return "{%" + l + " set x = 1 " + r + "%}"
+		case 3:
+			return "{%" + l + " raw " + pick([]string{"", "-"}) + "%}" + pick(texts) + "{{ r }}" + pick(texts) + "{%" + pick(marks) + " endraw " + pick(marks) + "%}"
+		}
+		return ""
+	}
+	var gen func(depth int) string
+	gen = func(depth int) string {
+		var b strings.Builder
+		for range 1 + rng.IntN(4) {
+			b.WriteString(pick(texts))
+			switch {
+			case depth < 2 && rng.IntN(3) == 0:
+				b.WriteString("{%" + pick(marks) + " if true " + pick(marks) + "%}" + gen(depth+1) + "{%" + pick(marks) + " else " + pick(marks) + "%}no{%" + pick(marks) + " endif " + pick(marks) + "%}")
+			case depth < 2 && rng.IntN(4) == 0:
+				b.WriteString("{%" + pick(marks) + " for i in [1, 2] " + pick(marks) + "%}" + gen(depth+1) + "{%" + pick(marks) + " endfor " + pick(marks) + "%}")
+			default:
+				b.WriteString(tag(depth))
+			}
+			b.WriteString(pick(texts))
+		}
+		return b.String()
+	}
+	var cases []langCase
+	for i := range 400 {
+		cases = append(cases, langCase{name: fmt.Sprint(i), tmpl: gen(0), vars: `{}`})
+	}
+	at := time.Now()
+	refs, _ := jinja2Render(t, cases, at, nil)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Logf("template %q", c.tmpl)
+			checkCase(t, c, refs[i], at)
+		})
 	}
 }
 
@@ -320,4 +423,69 @@ func renderString(src string, vars map[string]any, now time.Time) (string, error
 		return "", err
 	}
 	return tmpl.render(vars, func() time.Time { return now })
+}
+
+// TestConcurrentRender renders one Template from several goroutines (run
+// under -race): a Template keeps no state between renders.
+func TestConcurrentRender(t *testing.T) {
+	src := "{% set ns = namespace(n=0) %}{% macro m(x) %}[{{ x }}]{% endmacro %}{% for msg in messages %}{% set ns.n = ns.n + 1 %}{{ m(msg.role) }}{{ loop.index }}{% endfor %}{{ ns.n }}"
+	tmpl, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tmpl.Render(varsOf(t, chatVars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != "[system]1[user]2[assistant]3[user]44" {
+		t.Fatalf("rendered %q", want)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				got, err := tmpl.Render(varsOf(t, chatVars))
+				if err == nil && got != want {
+					err = &Error{Msg: "got " + got}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestUnsupported checks that what the package refuses fails with
+// KindUnsupported (the README lists these).
+func TestUnsupported(t *testing.T) {
+	for _, src := range []string{
+		"{% extends 'base' %}",
+		"{% include 'x' %}",
+		"{% import 'x' as y %}",
+		"{% block b %}{% endblock %}",
+		"{% for x in y recursive %}{% endfor %}",
+		"{{ f(*args) }}",
+		"{{ {1: 'a'} }}",
+		"{{ 'a'.encode() }}",
+		"{{ cycler('a', 'b') }}",
+		"{{ '\\N{BULLET}' }}",
+		"{{ x[1:2, 3] }}",
+	} {
+		tmpl, err := Parse(src)
+		if err == nil {
+			_, err = tmpl.Render(map[string]any{"x": []any{1}})
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != KindUnsupported {
+			t.Errorf("%s: %v, want a KindUnsupported error", src, err)
+		}
+	}
 }

@@ -512,7 +512,12 @@ func (lx *lexer) str(q byte) error {
 	body := src[p+1 : i]
 	v, err := unescape(body)
 	if err != nil {
-		return lx.errf(lx.line, "%v", err)
+		e := err.(*Error)
+		if e.Kind == KindType {
+			e.Kind = KindSyntax
+		}
+		e.Line = lx.line
+		return e
 	}
 	lx.toks = append(lx.toks, token{kind: tString, s: v, line: lx.line})
 	lx.advance(i + 1)
@@ -563,6 +568,11 @@ func unescape(s string) (string, error) {
 			}
 			b.WriteRune(rune(v))
 			i += n
+		case 'N':
+			if i+1 < len(s) && s[i+1] == '{' {
+				return "", &Error{Kind: KindUnsupported, Msg: "\\N{name} escapes are not supported"}
+			}
+			return "", errf("malformed \\N character escape")
 		case '0', '1', '2', '3', '4', '5', '6', '7':
 			v, j := 0, i
 			for j < len(s) && j < i+3 && s[j] >= '0' && s[j] <= '7' {

@@ -287,6 +287,23 @@ func getattr(obj any, name string) (any, error) {
 		}
 	case *loopInfo:
 		return x.attr(name), nil
+	case int64, bool:
+		i, _, _, _ := asNumber(x)
+		switch name {
+		case "real", "numerator":
+			return i, nil
+		case "imag":
+			return int64(0), nil
+		case "denominator":
+			return int64(1), nil
+		}
+	case float64:
+		switch name {
+		case "real":
+			return x, nil
+		case "imag":
+			return 0.0, nil
+		}
 	}
 	return undefinedAttr(obj, name), nil
 }

@@ -2,6 +2,7 @@ package jinja
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -183,6 +184,9 @@ func init() {
 			if len(kw) > 0 {
 				return nil, errf("range() takes no keyword arguments")
 			}
+			if len(args) == 0 || len(args) > 3 {
+				return nil, errf("range expected 1 to 3 arguments, got %d", len(args))
+			}
 			var ab [3]int64
 			ab[2] = 1
 			for i, a := range args {
@@ -192,28 +196,25 @@ func init() {
 				}
 				ab[i] = n
 			}
-			switch len(args) {
-			case 1:
+			if len(args) == 1 {
 				ab[0], ab[1] = 0, ab[0]
-			case 2, 3:
-			default:
-				return nil, errf("range expected at most 3 arguments, got %d", len(args))
 			}
-			if ab[2] == 0 {
+			start, stop, step := ab[0], ab[1], ab[2]
+			if step == 0 {
 				return nil, errf("range() arg 3 must not be zero")
 			}
-			var n int64
-			if ab[2] > 0 && ab[1] > ab[0] {
-				n = (ab[1] - ab[0] + ab[2] - 1) / ab[2]
-			} else if ab[2] < 0 && ab[1] < ab[0] {
-				n = (ab[0] - ab[1] - ab[2] - 1) / -ab[2]
-			}
-			if n > 100000 {
+			if (float64(stop)-float64(start))/float64(step) > 100001 {
 				return nil, kindErr(KindSecurity, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).")
 			}
-			out := make([]any, n)
-			for i := range out {
-				out[i] = ab[0] + int64(i)*ab[2]
+			out := []any{}
+			for v := start; (step > 0 && v < stop) || (step < 0 && v > stop); v += step {
+				out = append(out, v)
+				if len(out) > 100000 {
+					return nil, kindErr(KindSecurity, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).")
+				}
+				if (step > 0 && v > math.MaxInt64-step) || (step < 0 && v < math.MinInt64-step) {
+					break
+				}
 			}
 			return out, nil
 		}},
@@ -262,6 +263,16 @@ func init() {
 			}
 			return strftime(ev.now(), f), nil
 		}},
+	}
+}
+
+func init() {
+	// jinja2's other default globals: present, so a template that calls
+	// one is told it is unsupported rather than that it is undefined.
+	for _, name := range []string{"cycler", "joiner", "lipsum"} {
+		globals[name] = &callable{name: name, fn: func(*evaluator, []any, []kwarg) (any, error) {
+			return nil, kindErr(KindUnsupported, "the global %s() is not supported", name)
+		}}
 	}
 }
 
