@@ -73,6 +73,8 @@ var knownCodes = func() map[string]codeInfo {
 	add("easycv", "easycv", "", "", "")
 	add("easynlp", "easynlp", "", "", "")
 	add("text_encoder", "text_encoder", "", "", "") // ours: EAS has no such code
+	add("llm_cpu", "llm", "cpu", "", "llm_gpu")     // ours: EAS deploys LLMs through its own images
+	add("llm_gpu", "llm", "gpu", "", "llm_cpu")
 	add("easytransfer_cpu", "easytransfer", "cpu", "", "easytransfer_gpu")
 	add("easytransfer_gpu", "easytransfer", "gpu", "", "easytransfer_cpu")
 	return m

@@ -265,8 +265,8 @@ func TestParseCode(t *testing.T) {
 	if slices.Contains(KnownCodes(), "tensorflow_gpu_2.3") {
 		t.Error("tensorflow_gpu_2.3 is not an EAS code")
 	}
-	if n := len(KnownCodes()); n != 34 {
-		t.Errorf("KnownCodes has %d codes, want 34: %v", n, KnownCodes())
+	if n := len(KnownCodes()); n != 36 {
+		t.Errorf("KnownCodes has %d codes, want 36: %v", n, KnownCodes())
 	}
 	for _, code := range KnownCodes() {
 		if c, err := ParseCode(code); err != nil || c.Raw != code {
