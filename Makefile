@@ -22,9 +22,19 @@ deps:
 build: deps
 	$(GO) build -trimpath -o $(BIN) ./cmd/eas-server
 
-## examples: compile the example C custom processor (examples/custom/cpp_echo) with gcc
+## examples: compile the example C custom processor (examples/custom/cpp_echo) with gcc,
+## and export the generative examples' small random-weight models (GPT-2, Llama, Qwen2 with
+## real tokenizers, optimum's ONNX export; not committed) into examples/models/llm with the
+## llm venv (scripts/python-venv.sh llm: transformers + optimum on Debian's torch)
 EXAMPLE_LIBS := examples/custom/cpp_echo/build/libecho.so
-examples: $(EXAMPLE_LIBS)
+PYVENV_DIR   ?= $(or $(EAS_PYVENV_DIR),$(HOME)/.cache/eas-server/pyvenv)
+examples: $(EXAMPLE_LIBS) examples/models/llm/done
+examples/models/llm/done: scripts/gen-llm-models.py scripts/requirements/llm.txt
+	bash scripts/fetch-tokenizers.sh
+	bash scripts/python-venv.sh llm
+	rm -rf examples/models/llm
+	$(PYVENV_DIR)/llm/bin/python scripts/gen-llm-models.py --layouts optimum examples/models/llm
+	touch $@
 examples/custom/cpp_echo/build/libecho.so: examples/custom/cpp_echo/echo.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -O2 -Wall -o $@ $<
@@ -46,7 +56,7 @@ run: build examples
 test-deps: deps
 	bash scripts/fetch-onnxruntime.sh --gpu
 	bash scripts/install-test-deps.sh
-	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow openai
+	bash scripts/python-venv.sh eas-sdk tritonclient graphpipe batch-inference batch-inference-torch tensorflow openai llm
 	bash scripts/fetch-tokenizers.sh
 
 # Allocation counts: the race detector adds allocations (and makes sync.Pool
