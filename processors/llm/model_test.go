@@ -15,7 +15,9 @@ import (
 // float32 run: its past and present are float16 (unit roundoff 2^-11, 4.9e-4
 // relative to each key and value), and those errors pass through two
 // layers of attention to the logits. The network itself is float32, so the
-// first step, whose past is empty, is held to F32Reformulated.
+// first step, whose past is empty, is held to F32Reformulated. Measured:
+// the later steps reach 5.6 times F32Reformulated's bound and 0.11 of
+// this one.
 var fp16Cache = tensor.Tolerance{Name: "float16 cache", Rtol: 5e-3, Atol: 1e-3}
 
 func argmax(row []float32) int32 {
