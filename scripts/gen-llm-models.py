@@ -34,7 +34,9 @@ file):
               logits, present.{i}.key/.value, int64 ids, float32 KV
     merged    optimum's legacy export (decoder, decoder-with-past, merged by
               its post-processing): decoder_model_merged.onnx, the same
-              names plus the bool use_cache_branch
+              names plus the bool use_cache_branch; GPT-2's without
+              position_ids, as legacy exports are, Llama's and Qwen2's with
+              them (export_optimum says how)
     ortgpt2   (gpt2 only) ONNX Runtime's GPT-2 layout, made with
               onnxruntime.transformers' gpt2_helper (the export of its
               convert_to_onnx tool, then its optimizer's attention fusion):

@@ -305,7 +305,7 @@ func TestOpenRefuses(t *testing.T) {
 // TestAccessors checks what the lead's Generator is filled from.
 func TestAccessors(t *testing.T) {
 	root := testModels(t)
-	m := openModel(t, filepath.Join(root, "qwen2", "optimum"))
+	m := shared(t, filepath.Join(root, "qwen2", "optimum"))
 	if m.Vocab() != 151936 || m.ContextLength() != 512 {
 		t.Errorf("Vocab %d, ContextLength %d", m.Vocab(), m.ContextLength())
 	}
@@ -319,7 +319,7 @@ func TestAccessors(t *testing.T) {
 	if !isJSONObject(m.TokenizerConfig()) || m.Tokenizer() == nil || m.Provider() != "CPUExecutionProvider" {
 		t.Errorf("tokenizer config %q, tokenizer %v, provider %s", m.TokenizerConfig(), m.Tokenizer(), m.Provider())
 	}
-	small, err := Open(t.Context(), filepath.Join(root, "qwen2", "optimum"), Options{Threads: 1, MaxContext: 100})
+	small, err := Open(t.Context(), filepath.Join(root, "gpt2", "optimum"), Options{Threads: 1, MaxContext: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

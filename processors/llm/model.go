@@ -159,20 +159,11 @@ func Open(ctx context.Context, dir string, opt Options) (*Model, error) {
 			return nil, fmt.Errorf("generation_config.json: %w", err)
 		}
 	}
-	if b, err = read("tokenizer.json", tokenizer.MaxTokenizerJSONBytes, false); err != nil {
-		return nil, err
-	}
-	if m.tok, err = tokenizer.ParseTokenizerJSON(b); err != nil {
-		return nil, fmt.Errorf("tokenizer.json: %w", err)
-	}
 	if m.tokCfg, err = read("tokenizer_config.json", MaxTokenizerConfigBytes, true); err != nil {
 		return nil, err
 	}
 	if m.tokCfg != nil && !isJSONObject(m.tokCfg) {
 		return nil, errors.New("tokenizer_config.json: not a JSON object")
-	}
-	if n := m.tok.Vocab().Len(); n > m.cfg.Vocab {
-		return nil, fmt.Errorf("tokenizer.json has %d tokens but config.json's vocab_size is %d; the model cannot score the tokenizer's ids", n, m.cfg.Vocab)
 	}
 	m.ctxLen = m.cfg.ContextLength
 	if opt.MaxContext < 0 {
@@ -187,15 +178,28 @@ func Open(ctx context.Context, dir string, opt Options) (*Model, error) {
 	if _, err := processors.StatModel(m.file, opt.MaxModelBytes); err != nil {
 		return nil, err
 	}
+	// The cheap checks first: the graph's interface, then the tokenizer
+	// (parsing a large tokenizer.json takes a while), then the session.
+	if err := m.detect(); err != nil {
+		return nil, err
+	}
+	if b, err = read("tokenizer.json", tokenizer.MaxTokenizerJSONBytes, false); err != nil {
+		return nil, err
+	}
+	if m.tok, err = tokenizer.ParseTokenizerJSON(b); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if n := m.tok.Vocab().Len(); n > m.cfg.Vocab {
+		return nil, fmt.Errorf("tokenizer.json has %d tokens but config.json's vocab_size is %d; the model cannot score the tokenizer's ids", n, m.cfg.Vocab)
+	}
 	if err := m.openSession(opt); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// openSession reads the graph's interface, detects its layout and makes
-// the session.
-func (m *Model) openSession(opt Options) error {
+// detect reads the graph's interface and finds its layout.
+func (m *Model) detect() error {
 	if err := onnx.EnsureEnvironment(); err != nil {
 		return err
 	}
@@ -223,6 +227,11 @@ func (m *Model) openSession(opt Options) error {
 	if m.lay, err = detectLayout(ins, outs, geo); err != nil {
 		return fmt.Errorf("%s: %w", base, err)
 	}
+	return nil
+}
+
+// openSession makes the session.
+func (m *Model) openSession(opt Options) error {
 	threads := opt.Threads
 	if threads == 0 {
 		threads = opt.Session.IntraOpThreads

@@ -173,3 +173,27 @@ func loadReference(t testing.TB, famDir string) *reference {
 	}
 	return &ref
 }
+
+var (
+	sharedMu     sync.Mutex
+	sharedModels = map[string]*Model{}
+)
+
+// shared opens the model directory dir once per test process: opening
+// parses tokenizer.json, which takes seconds under the race detector, and
+// tests run one at a time, each releasing its sequences. The models stay
+// open until the process ends.
+func shared(t testing.TB, dir string) *Model {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if m, ok := sharedModels[dir]; ok {
+		return m
+	}
+	m, err := Open(t.Context(), dir, Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharedModels[dir] = m
+	return m
+}
