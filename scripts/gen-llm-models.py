@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen-llm-models.py OUT writes the small generative test models of
+"""gen-llm-models.py [--layouts L,...] OUT writes the small generative test models of
 processors/llm and their transformers references into OUT (never committed).
 
 Run it with the `llm` venv (scripts/python-venv.sh llm: transformers 4.45.2,
@@ -48,6 +48,14 @@ file):
               input_ids, attention_mask and position_ids: the dtypes a
               graph may declare, converted by the Go side
 
+hf          the transformers checkpoint (weights, config, tokenizer with the
+              real tokenizer_config.json and its chat template, the same
+              generation_config.json) the layouts were exported from, for
+              references computed at test time
+
+--layouts optimum,merged,... exports only those (make run's examples:
+optimum).
+
 bad_dtype.onnx is a graph with optimum's names and GPT-2's geometry but a
 float32 input_ids, for the tests of what Open refuses.
 
@@ -65,6 +73,7 @@ the raw logits of the first steps: after the prompt, then after each of the
 first generated tokens.
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -163,8 +172,9 @@ def qwen2_family(cache):
 def save_side_files(dst, src_tok_dir, tok, special, eos, hf_dir):
     """config.json, generation_config.json, tokenizer.json and
     tokenizer_config.json of one layout directory."""
-    for f in ("config.json", "tokenizer.json"):
-        shutil.copy(os.path.join(hf_dir, f), os.path.join(dst, f))
+    if os.path.abspath(dst) != os.path.abspath(hf_dir):
+        for f in ("config.json", "tokenizer.json"):
+            shutil.copy(os.path.join(hf_dir, f), os.path.join(dst, f))
     cached = os.path.join(src_tok_dir, "tokenizer_config.json") if src_tok_dir else None
     if cached and os.path.exists(cached):
         shutil.copy(cached, os.path.join(dst, "tokenizer_config.json"))
@@ -333,9 +343,13 @@ def make_bad_dtype(dst):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen-llm-models.py OUT")
-    out = sys.argv[1]
+    ap = argparse.ArgumentParser(description="the generative test models of processors/llm")
+    ap.add_argument("--layouts", default="all",
+                    help="comma-separated layouts to export (optimum, merged, ortgpt2, fp16kv), or all")
+    ap.add_argument("out")
+    args = ap.parse_args()
+    out = args.out
+    wanted = None if args.layouts == "all" else set(args.layouts.split(","))
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     cache = tokenizer_cache()
     os.makedirs(out, exist_ok=True)
@@ -345,22 +359,28 @@ def main():
         model.eval()
         fam = os.path.join(out, name)
         os.makedirs(fam, exist_ok=True)
-        with tempfile.TemporaryDirectory() as hf_dir:
-            model.save_pretrained(hf_dir)
-            tok.save_pretrained(hf_dir)
-            layouts = ["optimum", "merged"] + (["ortgpt2"] if name == "gpt2" else []) + (["fp16kv"] if name == "llama" else [])
-            for lay in layouts:
-                dst = os.path.join(fam, lay)
-                os.makedirs(dst, exist_ok=True)
-                save_side_files(dst, os.path.join(cache, tok_dir), tok, special, eos, hf_dir)
-                if lay == "optimum":
-                    export_optimum(hf_dir, dst, legacy=False)
-                elif lay == "merged":
-                    export_optimum(hf_dir, dst, legacy=True, positions=name != "gpt2")
-                elif lay == "ortgpt2":
-                    export_ortgpt2(model, dst)
-                elif lay == "fp16kv":
-                    make_fp16kv(os.path.join(fam, "optimum", "model.onnx"), os.path.join(dst, "model.onnx"))
+        # hf: the transformers checkpoint every layout was exported from,
+        # for references computed at test time (processors/llm's
+        # acceptance test runs generate() on it).
+        hf_dir = os.path.join(fam, "hf")
+        model.save_pretrained(hf_dir)
+        tok.save_pretrained(hf_dir)
+        save_side_files(hf_dir, os.path.join(cache, tok_dir), tok, special, eos, hf_dir)
+        layouts = ["optimum", "merged"] + (["ortgpt2"] if name == "gpt2" else []) + (["fp16kv"] if name == "llama" else [])
+        if wanted is not None:
+            layouts = [lay for lay in layouts if lay in wanted]
+        for lay in layouts:
+            dst = os.path.join(fam, lay)
+            os.makedirs(dst, exist_ok=True)
+            save_side_files(dst, os.path.join(cache, tok_dir), tok, special, eos, hf_dir)
+            if lay == "optimum":
+                export_optimum(hf_dir, dst, legacy=False)
+            elif lay == "merged":
+                export_optimum(hf_dir, dst, legacy=True, positions=name != "gpt2")
+            elif lay == "ortgpt2":
+                export_ortgpt2(model, dst)
+            elif lay == "fp16kv":
+                make_fp16kv(os.path.join(fam, "optimum", "model.onnx"), os.path.join(dst, "model.onnx"))
         prompts = reference(model, tok, fam)
         with open(os.path.join(fam, "reference.json"), "w") as f:
             json.dump({"family": name, "max_new_tokens": MAX_NEW, "vocab": model.config.vocab_size,
