@@ -388,6 +388,7 @@ func (r *genReq) goneErr(now time.Time) error {
 func (s *Sequences) dropGone(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n0 := len(s.waiting)
 	keep := s.waiting[:0]
 	for _, r := range s.waiting {
 		if err := r.goneErr(now); err != nil {
@@ -408,8 +409,12 @@ func (s *Sequences) dropGone(now time.Time) {
 		}
 		run = append(run, q)
 	}
+	dropped := len(s.running) - len(run) + n0 - len(s.waiting)
 	clear(s.running[len(run):])
 	s.running = run
+	if dropped > 0 {
+		s.report() // the loop may go idle now: the gauges must not keep the dropped
+	}
 }
 
 // endLocked frees a sequence and sends its last event.
@@ -604,6 +609,7 @@ func (s *Sequences) failAll(err error) {
 		}
 	}
 	s.waiting = nil
+	s.report()
 }
 
 func removeSeqs(all []*seq, drop map[*seq]bool) []*seq {

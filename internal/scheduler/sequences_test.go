@@ -25,6 +25,7 @@ type historyModel struct {
 	gate  chan struct{} // when set, every Step waits for a receive
 
 	mu    sync.Mutex
+	state [4]int   // the last SeqObserver.State: running, waiting, cached, capacity
 	live  int      // sequences not released
 	steps [][2]int // per step: rows, tokens
 	mixed bool     // a step held both a decode row and a prompt chunk
@@ -140,7 +141,11 @@ func letters(t *testing.T) *tokenizer.Tokenizer {
 func newTestSequences(t *testing.T, m *historyModel, cfg SeqConfig) *Sequences {
 	t.Helper()
 	gen := &Generator{Vocab: m.vocab, ContextLength: 256, EOS: []int32{51}, Tokenizer: letters(t), Stepper: m}
-	s := NewSequences(cfg, gen, SeqObserver{}, nil)
+	s := NewSequences(cfg, gen, SeqObserver{State: func(running, waiting, cached, capacity int) {
+		m.mu.Lock()
+		m.state = [4]int{running, waiting, cached, capacity}
+		m.mu.Unlock()
+	}}, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -282,8 +287,11 @@ func TestSequencesCancelFrees(t *testing.T) {
 	}
 	cancel()
 	wait.Until(t, 10*time.Second, func() error {
-		if r, _ := s.Load(); r != 0 || m.liveSeqs() != 0 {
-			return fmt.Errorf("%d running, %d sequences not freed after the cancel", r, m.liveSeqs())
+		m.mu.Lock()
+		state := m.state
+		m.mu.Unlock()
+		if r, _ := s.Load(); r != 0 || m.liveSeqs() != 0 || state[0] != 0 || state[2] != 0 {
+			return fmt.Errorf("%d running, %d sequences not freed, gauges %v after the cancel", r, m.liveSeqs(), state)
 		}
 		return nil
 	})
