@@ -1,16 +1,22 @@
 package llm
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/teststack"
+	"github.com/eas-server/eas-server/internal/wait"
 )
 
 // acceptRequest is one request of the acceptance test, as
@@ -28,6 +34,7 @@ type acceptAnswer struct {
 	Text   string  `json:"text"`
 	Finish string  `json:"finish"`
 	Usage  int     `json:"usage"`
+	Prompt int     `json:"prompt_tokens"`
 	Chunks int     `json:"chunks"`
 }
 
@@ -125,8 +132,9 @@ func TestOpenAIClientAcceptance(t *testing.T) {
 						i, len(want[i].PromptIDs), r.MaxTokens, r.Stream, g.IDs, want[i].IDs)
 					continue
 				}
-				if g.Finish != "length" || g.Usage != r.MaxTokens {
-					t.Errorf("request %d: finish %q, usage %d, want length and %d", i, g.Finish, g.Usage, r.MaxTokens)
+				if g.Finish != "length" || g.Usage != r.MaxTokens || g.Prompt != len(want[i].PromptIDs) {
+					t.Errorf("request %d: finish %q, usage %d completion and %d prompt tokens, want length, %d and %d (transformers' prompt)",
+						i, g.Finish, g.Usage, g.Prompt, r.MaxTokens, len(want[i].PromptIDs))
 				}
 				if r.Stream && g.Chunks < 2 {
 					t.Errorf("request %d: a stream of %d chunks", i, g.Chunks)
@@ -142,4 +150,137 @@ func TestOpenAIClientAcceptance(t *testing.T) {
 			t.Errorf("%s: %v sequences still running after every answer", c.svc, v)
 		}
 	}
+}
+
+// lifecycleStack serves the Llama test model as "llama" (token T), and as
+// "llama_deadline" with a keepalive of 1 ms.
+func lifecycleStack(t *testing.T) *teststack.Stack {
+	t.Helper()
+	dir := filepath.Join(testModels(t), "llama", "optimum")
+	return teststack.New(t, teststack.Options{},
+		fmt.Sprintf(`{"name": "llama", "processor": "llm_cpu", "model_path": %q, "token": "T", "metadata": {"instance": 1}}`, dir),
+		fmt.Sprintf(`{"name": "llama_deadline", "processor": "llm_cpu", "model_path": %q, "token": "T", "metadata": {"instance": 1, "rpc": {"keepalive": 1}}}`, dir))
+}
+
+// freed waits until svc runs no sequence and holds nothing in its cache.
+func freed(t *testing.T, st *teststack.Stack, svc string) {
+	t.Helper()
+	wait.Until(t, 30*time.Second, func() error {
+		run := teststack.Metric(t, st.URL, `eas_generation_sequences_running{service="`+svc+`"}`)
+		cache := teststack.Metric(t, st.URL, `eas_generation_cache_tokens{service="`+svc+`"}`)
+		if run != 0 || cache != 0 {
+			return fmt.Errorf("%s: %v sequences running, %v tokens cached", svc, run, cache)
+		}
+		return nil
+	})
+}
+
+// TestGenerationLifecycle: seeded sampling is reproducible whatever runs
+// beside it; a client that goes away and a request past its deadline free
+// their sequences; bad requests get OpenAI's 400s through the real server.
+func TestGenerationLifecycle(t *testing.T) {
+	st := lifecycleStack(t)
+	post := func(path, body string) (int, []byte) {
+		t.Helper()
+		code, b, _ := teststack.Do(t, http.MethodPost, st.URL+path, "Bearer T", []byte(body))
+		return code, b
+	}
+	text := func(b []byte) string {
+		var c struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &c); err != nil || len(c.Choices) != 1 {
+			t.Fatalf("answer %s: %v", b, err)
+		}
+		return c.Choices[0].Text
+	}
+
+	t.Run("seed", func(t *testing.T) {
+		body := `{"model": "llama", "prompt": "Once upon a time", "max_tokens": 24, "temperature": 0.9, "top_p": 0.95, "seed": 7, "ignore_eos": true}`
+		code, b := post("/v1/completions", body)
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, b)
+		}
+		alone := text(b)
+		// The same request again, beside eight unseeded ones.
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				post("/v1/completions", fmt.Sprintf(`{"model": "llama", "prompt": "noise %d", "max_tokens": %d, "temperature": 1, "ignore_eos": true}`, i, 10+i*5))
+			}()
+		}
+		code, b = post("/v1/completions", body)
+		wg.Wait()
+		if code != http.StatusOK || text(b) != alone {
+			t.Fatalf("seeded answer %q beside others, %q alone (%d)", text(b), alone, code)
+		}
+		_, other := post("/v1/completions", strings.Replace(body, `"seed": 7`, `"seed": 8`, 1))
+		if text(other) == alone {
+			t.Errorf("seeds 7 and 8 gave the same %d-token answer %q", 24, alone)
+		}
+	})
+
+	t.Run("disconnect", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.URL+"/api/predict/llama/v1/completions",
+			strings.NewReader(`{"prompt": "Tell a long story", "max_tokens": 480, "ignore_eos": true, "stream": true}`))
+		req.Header.Set("Authorization", "T")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(resp.Body).ReadString('\n') // the first event has arrived
+		if err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("first line %q: %v", line, err)
+		}
+		cancel()
+		resp.Body.Close()
+		freed(t, st, "llama")
+		if n := teststack.Metric(t, st.URL, `eas_generation_tokens_total{service="llama"}`); n >= 480+24*2+8*50 {
+			t.Errorf("%v tokens generated: the abandoned stream ran to its end", n)
+		}
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		code, b, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/llama_deadline/v1/completions", "T",
+			[]byte(`{"prompt": "Tell a long story", "max_tokens": 480, "ignore_eos": true}`))
+		if code != http.StatusRequestTimeout || !strings.Contains(string(b), "deadline") {
+			t.Fatalf("past rpc.keepalive: %d %s", code, b)
+		}
+		freed(t, st, "llama_deadline")
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		for _, c := range []struct{ path, body, param, want string }{
+			{"/v1/completions", `{"model": "llama", "prompt": "x", "temprature": 0.5}`, "temprature", "unknown"},
+			{"/v1/completions", `{"model": "llama", "prompt": "x", "max_tokens": 600}`, "max_tokens", "512"},
+			{"/v1/completions", `{"model": "llama", "prompt": "x", "n": 1000}`, "n", "n"},
+			{"/v1/chat/completions", `{"model": "llama", "messages": [{"role": "user"}]}`, "messages[0].content", "content"},
+			{"/v1/chat/completions", `{"model": "llama", "messages": "hello"}`, "messages", "messages"},
+			{"/v1/chat/completions", `{"model": "llama", "messages": [{"role": "wizard", "content": "x"}]}`, "messages[0].role", "role"},
+		} {
+			code, b := post(c.path, c.body)
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Param   *string `json:"param"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &e); err != nil || code != http.StatusBadRequest || e.Error.Type != "invalid_request_error" ||
+				e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.want) {
+				t.Errorf("%s %s: %d %s, want a 400 invalid_request_error on %s saying %q", c.path, c.body, code, b, c.param, c.want)
+			}
+		}
+		// A long prompt over the context.
+		long := strings.Repeat("word ", 600)
+		if code, b := post("/v1/completions", `{"model": "llama", "prompt": "`+long+`", "max_tokens": 4}`); code != http.StatusBadRequest || !strings.Contains(string(b), "context") {
+			t.Errorf("a prompt over the context: %d %s", code, b)
+		}
+		if code, b := post("/v1/completions", `{"model": "gpt-4", "prompt": "x"}`); code != http.StatusNotFound || !strings.Contains(string(b), "model_not_found") {
+			t.Errorf("an unknown model: %d %s", code, b)
+		}
+	})
 }

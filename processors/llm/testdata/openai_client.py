@@ -21,14 +21,14 @@ def ids_of(tokens):
 def run(client, model, r):
     common = dict(model=model, max_tokens=r["max_tokens"], temperature=0,
                   extra_body={"ignore_eos": True, "return_tokens_as_token_ids": True})
-    out = {"ids": [], "text": "", "finish": None, "usage": None, "chunks": 0}
+    out = {"ids": [], "text": "", "finish": None, "usage": None, "prompt_tokens": None, "chunks": 0}
     if r["kind"] == "chat":
         if r["stream"]:
             for chunk in client.chat.completions.create(messages=r["messages"], stream=True, logprobs=True,
                                                          stream_options={"include_usage": True}, **common):
                 out["chunks"] += 1
                 if chunk.usage is not None:
-                    out["usage"] = chunk.usage.completion_tokens
+                    out["usage"], out["prompt_tokens"] = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
                 for ch in chunk.choices:
                     out["text"] += ch.delta.content or ""
                     if ch.logprobs is not None and ch.logprobs.content:
@@ -39,6 +39,7 @@ def run(client, model, r):
             c = client.chat.completions.create(messages=r["messages"], logprobs=True, **common)
             ch = c.choices[0]
             out.update(text=ch.message.content, finish=ch.finish_reason, usage=c.usage.completion_tokens,
+                       prompt_tokens=c.usage.prompt_tokens,
                        ids=ids_of(t.token for t in ch.logprobs.content))
     else:
         if r["stream"]:
@@ -46,7 +47,7 @@ def run(client, model, r):
                                                    stream_options={"include_usage": True}, **common):
                 out["chunks"] += 1
                 if chunk.usage is not None:
-                    out["usage"] = chunk.usage.completion_tokens
+                    out["usage"], out["prompt_tokens"] = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
                 for ch in chunk.choices:
                     out["text"] += ch.text
                     if ch.logprobs is not None and ch.logprobs.tokens:
@@ -57,6 +58,7 @@ def run(client, model, r):
             c = client.completions.create(prompt=r["prompt"], logprobs=0, **common)
             ch = c.choices[0]
             out.update(text=ch.text, finish=ch.finish_reason, usage=c.usage.completion_tokens,
+                       prompt_tokens=c.usage.prompt_tokens,
                        ids=ids_of(ch.logprobs.tokens))
     return out
 
