@@ -12,26 +12,13 @@ import (
 	"github.com/eas-server/eas-server/internal/require"
 )
 
-// tokenizerCache is where scripts/fetch-tokenizers.sh puts the real
-// tokenizer files.
-func tokenizerCache() string {
-	if d := os.Getenv("EAS_TOKENIZER_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "eas-server", "tokenizers")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "eas-server", "tokenizers")
-}
-
 var chatModels = []string{"llama2", "llama3", "qwen3", "gemma3"}
 
 // needConfigs skips (or fails, under EAS_REQUIRE_PYTHON=1) without the
 // fetched tokenizer_config.json files.
 func needConfigs(t testing.TB) string {
 	t.Helper()
-	dir := tokenizerCache()
+	dir := require.TokenizerCache()
 	for _, m := range chatModels {
 		for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
 			if _, err := os.Stat(filepath.Join(dir, m, f)); err != nil {

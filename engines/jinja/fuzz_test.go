@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eas-server/eas-server/internal/require"
 )
 
 // fuzzVars is the context every fuzzed template renders with.
@@ -21,11 +23,7 @@ func seedTemplates() []string {
 	for _, c := range langCases {
 		out = append(out, c.tmpl)
 	}
-	home, _ := os.UserHomeDir()
-	dir := os.Getenv("EAS_TOKENIZER_CACHE")
-	if dir == "" {
-		dir = filepath.Join(home, ".cache", "eas-server", "tokenizers")
-	}
+	dir := require.TokenizerCache()
 	for _, m := range []string{"llama3", "qwen3", "gemma3"} {
 		if b, err := os.ReadFile(filepath.Join(dir, m, "tokenizer_config.json")); err == nil {
 			if ct, err := ParseTokenizerConfigTemplate(b); err == nil {

@@ -14,19 +14,6 @@ import (
 	"github.com/eas-server/eas-server/internal/require"
 )
 
-// tokenizerCache is where scripts/fetch-tokenizers.sh puts the real
-// tokenizer files.
-func tokenizerCache() string {
-	if d := os.Getenv("EAS_TOKENIZER_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "eas-server", "tokenizers")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "eas-server", "tokenizers")
-}
-
 // realTokenizer is one real tokenizer of the cache: how the Go side loads
 // it and how ref_hf.py does.
 type realTokenizer struct {
@@ -95,7 +82,7 @@ var realTokenizers = []realTokenizer{
 // files are not in the cache.
 func needCache(t testing.TB, rt realTokenizer) string {
 	t.Helper()
-	dir := tokenizerCache()
+	dir := require.TokenizerCache()
 	for _, f := range rt.files {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			require.Missing(t, require.Python, "no %s in %s: run bash scripts/fetch-tokenizers.sh (make test-deps does)", f, dir)
@@ -207,7 +194,7 @@ func truncFromRef(m map[string]any) *tokenizer.Truncation {
 func TestRealTokenizersAgainstHuggingFace(t *testing.T) {
 	var specs []string
 	var avail []realTokenizer
-	dir := tokenizerCache()
+	dir := require.TokenizerCache()
 	for _, rt := range realTokenizers {
 		ok := true
 		for _, f := range rt.files {

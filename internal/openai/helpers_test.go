@@ -22,19 +22,6 @@ import (
 	"github.com/eas-server/eas-server/internal/scheduler"
 )
 
-// tokenizerCache is where scripts/fetch-tokenizers.sh puts the real
-// tokenizer files (engines/tokenizer's tests find them the same way).
-func tokenizerCache() string {
-	if d := os.Getenv("EAS_TOKENIZER_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "eas-server", "tokenizers")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "eas-server", "tokenizers")
-}
-
 var (
 	gpt2Once sync.Once
 	gpt2Tok  *tokenizer.Tokenizer
@@ -46,7 +33,7 @@ var (
 // references' set-up, make test-deps).
 func gpt2(t testing.TB) *tokenizer.Tokenizer {
 	t.Helper()
-	dir := filepath.Join(tokenizerCache(), "gpt2")
+	dir := filepath.Join(require.TokenizerCache(), "gpt2")
 	gpt2Once.Do(func() {
 		vocab, err := os.ReadFile(filepath.Join(dir, "encoder.json"))
 		if err != nil {

@@ -53,7 +53,7 @@ func testModels(t testing.TB) string {
 	if _, err := os.Stat(filepath.Join(dir, "done")); err == nil {
 		return dir
 	}
-	tokDir := tokenizerCache()
+	tokDir := require.TokenizerCache()
 	for _, f := range []string{"gpt2/encoder.json", "gpt2/vocab.bpe", "llama3/tokenizer.json", "qwen3/tokenizer.json"} {
 		if _, err := os.Stat(filepath.Join(tokDir, f)); err != nil {
 			require.Missing(t, require.Python, "no %s in %s: run bash scripts/fetch-tokenizers.sh (make test-deps does)", f, tokDir)
@@ -103,19 +103,6 @@ func testModels(t testing.TB) string {
 		t.Fatal(modelsErr)
 	}
 	return modelsDir
-}
-
-// tokenizerCache is where scripts/fetch-tokenizers.sh puts the real
-// tokenizer files.
-func tokenizerCache() string {
-	if d := os.Getenv("EAS_TOKENIZER_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "eas-server", "tokenizers")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "eas-server", "tokenizers")
 }
 
 func lastLines(s string, n int) string {

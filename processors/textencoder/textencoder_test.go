@@ -33,12 +33,7 @@ var texts = []string{
 // minilmDir is where scripts/fetch-tokenizers.sh puts all-MiniLM-L6-v2's
 // sentence-transformers directory.
 func minilmDir() string {
-	root := os.Getenv("EAS_TOKENIZER_CACHE")
-	if root == "" {
-		home, _ := os.UserHomeDir()
-		root = filepath.Join(home, ".cache", "eas-server", "tokenizers")
-	}
-	return filepath.Join(root, "all-minilm-l6-v2")
+	return filepath.Join(require.TokenizerCache(), "all-minilm-l6-v2")
 }
 
 var (
