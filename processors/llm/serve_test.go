@@ -17,6 +17,7 @@ import (
 	"github.com/eas-server/eas-server/internal/pyvenv"
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
+	_ "github.com/eas-server/eas-server/processors/echo" // a service of another kind beside generative ones
 )
 
 // acceptRequest is one request of the acceptance test, as
@@ -283,4 +284,59 @@ func TestGenerationLifecycle(t *testing.T) {
 			t.Errorf("an unknown model: %d %s", code, b)
 		}
 	})
+}
+
+// TestRootDoor: OpenAI's paths at the server's root pick the service by the
+// request's model (its name or model_config.model_name) and check that
+// service's token; /v1/models lists what the token opens.
+func TestRootDoor(t *testing.T) {
+	models := testModels(t)
+	st := teststack.New(t, teststack.Options{},
+		fmt.Sprintf(`{"name": "llama", "processor": "llm_cpu", "model_path": %q, "token": "T", "metadata": {"instance": 1}}`,
+			filepath.Join(models, "llama", "optimum")),
+		fmt.Sprintf(`{"name": "qwen", "processor": "llm_cpu", "model_path": %q, "token": "Q", "model_config": {"model_name": "qwen-tiny"}, "metadata": {"instance": 1}}`,
+			filepath.Join(models, "qwen2", "optimum")),
+		`{"name": "echo", "processor": "echo", "token": "E", "metadata": {"instance": 1}}`)
+	errorOf := func(b []byte) (typ, code string) {
+		var e struct {
+			Error struct {
+				Type string  `json:"type"`
+				Code *string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatalf("not an OpenAI error object: %s", b)
+		}
+		if e.Error.Code != nil {
+			code = *e.Error.Code
+		}
+		return e.Error.Type, code
+	}
+	for _, c := range []struct {
+		method, path, token, body string
+		code                      int
+		want                      string // in the body
+	}{
+		{"GET", "/v1/models", "Bearer T", "", 200, `"id":"llama"`},
+		{"GET", "/v1/models", "Q", "", 200, `"id":"qwen-tiny"`},
+		{"GET", "/v1/models", "E", "", 200, `"data":[]`},
+		{"GET", "/v1/models", "Bearer nope", "", 401, "authentication_error"},
+		{"GET", "/v1/models/qwen-tiny", "Bearer Q", "", 200, `"max_model_len":512`},
+		{"POST", "/v1/completions", "Bearer Q", `{"model": "qwen-tiny", "prompt": "hi", "max_tokens": 2}`, 200, `"model":"qwen-tiny"`},
+		{"POST", "/v1/completions", "Bearer Q", `{"model": "qwen", "prompt": "hi", "max_tokens": 2}`, 200, `"text_completion"`},
+		{"POST", "/v1/completions", "Bearer T", `{"model": "qwen-tiny", "prompt": "hi", "max_tokens": 2}`, 401, "authentication_error"},
+		{"POST", "/v1/completions", "Bearer T", `{"prompt": "hi", "max_tokens": 2}`, 400, "model is required"},
+		{"POST", "/v1/completions", "Bearer T", `{"model": "echo", "prompt": "hi"}`, 404, "model_not_found"},
+		{"POST", "/v1/embeddings", "Bearer T", `{"model": "llama", "input": "hi"}`, 404, "unknown_url"},
+	} {
+		code, b, _ := teststack.Do(t, c.method, st.URL+c.path, c.token, []byte(c.body))
+		if code != c.code || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s %s (%s) %s: %d %s, want %d with %s", c.method, c.path, c.token, c.body, code, b, c.code, c.want)
+		}
+		if code != 200 {
+			if typ, _ := errorOf(b); typ == "" {
+				t.Errorf("%s %s: error without a type: %s", c.method, c.path, b)
+			}
+		}
+	}
 }
