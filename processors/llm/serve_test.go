@@ -18,6 +18,7 @@ import (
 	"github.com/eas-server/eas-server/internal/teststack"
 	"github.com/eas-server/eas-server/internal/wait"
 	_ "github.com/eas-server/eas-server/processors/echo" // a service of another kind beside generative ones
+	"github.com/eas-server/eas-server/queue"
 )
 
 // acceptRequest is one request of the acceptance test, as
@@ -337,6 +338,74 @@ func TestRootDoor(t *testing.T) {
 			if typ, _ := errorOf(b); typ == "" {
 				t.Errorf("%s %s: error without a type: %s", c.method, c.path, b)
 			}
+		}
+	}
+}
+
+// TestAsyncGeneration: an asynchronous generative service answers the
+// plain form's requests from its input queue into its sink, each answer the
+// completion object the synchronous door gives for the same body.
+func TestAsyncGeneration(t *testing.T) {
+	dir := filepath.Join(testModels(t), "llama", "optimum")
+	st := teststack.New(t, teststack.Options{},
+		fmt.Sprintf(`{"name": "llama_async", "processor": "llm_cpu", "model_path": %q, "token": "T", "metadata": {"instance": 1, "type": "Async"}}`, dir),
+		fmt.Sprintf(`{"name": "llama", "processor": "llm_cpu", "model_path": %q, "token": "T", "metadata": {"instance": 1}}`, dir))
+	ctx := context.Background()
+	in := &queue.Client{URL: st.URL + "/api/predict/llama_async", Token: "T"}
+	sink := &queue.Client{URL: in.URL + "/sink", Token: "T"}
+	bodies := map[string]string{}
+	for i := range 6 {
+		body := fmt.Sprintf(`{"prompt": "story %d", "max_tokens": %d, "temperature": 0, "ignore_eos": true}`, i, 3+i*4)
+		if i%2 == 1 {
+			body = fmt.Sprintf(`{"messages": [{"role": "user", "content": "story %d"}], "max_tokens": %d, "temperature": 0, "ignore_eos": true}`, i, 3+i*4)
+		}
+		_, id, err := in.Put(ctx, []byte(body), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[id] = body
+	}
+	_, badID, err := in.Put(ctx, []byte(`{"prompt": "x", "n": 0}`), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := sink.Watch(wctx, 0, 8, false, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(b []byte) string {
+		var c struct {
+			Choices []struct {
+				Text    string
+				Message struct{ Content string }
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &c); err != nil || len(c.Choices) != 1 {
+			t.Fatalf("answer %s: %v", b, err)
+		}
+		return c.Choices[0].Text + c.Choices[0].Message.Content
+	}
+	for seen := 0; seen < len(bodies)+1; seen++ {
+		f, ok := <-ch
+		if !ok {
+			t.Fatalf("the sink closed after %d answers", seen)
+		}
+		id := f.Tags[queue.RequestIDTag]
+		if id == badID {
+			if f.Tags["status"] != "400" || !strings.Contains(f.Message, "n") {
+				t.Errorf("the bad request's answer: status %s, %q", f.Tags["status"], f.Message)
+			}
+			continue
+		}
+		body, ok := bodies[id]
+		if !ok || f.Tags["status"] != "200" {
+			t.Fatalf("answer for %q: status %s %q %s", id, f.Tags["status"], f.Message, f.Data)
+		}
+		code, want, _ := teststack.Do(t, http.MethodPost, st.URL+"/api/predict/llama", "T", []byte(body))
+		if code != 200 || text(f.Data) != text(want) {
+			t.Errorf("%s: async %q, sync %q (%d)", body, text(f.Data), text(want), code)
 		}
 	}
 }
