@@ -138,7 +138,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	screenshot(t, ctx, shots, "4-charts")
 
 	// Modify (version 2), then roll back to version 1 from the versions table.
+	// The editor shows at once but loads the current config before it is
+	// enabled; text typed sooner is overwritten by that load.
 	run(t, ctx, "modify", chromedp.Click("#btn-modify", chromedp.ByQuery), chromedp.WaitVisible("#editor", chromedp.ByQuery),
+		waitJS(`!document.querySelector('#editor').disabled`),
 		setEditor(strings.Replace(fixed, `"processor": "echo",`, `"processor": "echo", "model_config": {"sleep_ms": 1},`, 1)),
 		chromedp.Click("#submit", chromedp.ByQuery),
 		waitJS(`!!document.querySelector('table#versions tr[data-version="2"]') && (document.querySelector('#state') || {}).textContent === 'Running'`))
