@@ -8,7 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +18,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eas-server/eas-server/internal/browsertest"
 	"github.com/eas-server/eas-server/internal/console"
 	"github.com/eas-server/eas-server/internal/history"
 	"github.com/eas-server/eas-server/internal/metrics"
-	"github.com/eas-server/eas-server/internal/require"
 )
 
 // These tests run the console's own modules in a real headless chromium
@@ -30,21 +30,13 @@ import (
 // against a real server is e2e/console_test.go.
 
 // page serves the console at /console/ beside extra (the data plane the
-// test answers, if any), opens it in chromium and answers the browser's
-// context and a function listing the page's uncaught exceptions and
-// console errors and warnings.
-func page(t *testing.T, extra http.Handler) (context.Context, func() []string) {
+// test answers, if any), opens it in a chromium of browsertest.Start with
+// o and answers the browser's context and a function listing the page's
+// problems: uncaught exceptions, console errors and warnings, failed loads
+// other than those o expects.
+func page(t *testing.T, extra http.Handler, o browsertest.Options) (context.Context, func() []string) {
 	t.Helper()
-	var exe string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		require.Missing(t, require.Chromium, "no chromium on PATH; install Debian's chromium (make test-deps does) to run the console's browser tests")
-	}
+	ctx, problems := browsertest.Start(t, o)
 	mux := http.NewServeMux()
 	mux.Handle("/console/", http.StripPrefix("/console/", console.Handler()))
 	if extra != nil {
@@ -52,39 +44,10 @@ func page(t *testing.T, extra http.Handler) (context.Context, func() []string) {
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	var mu sync.Mutex
-	var problems []string
-	chromedp.ListenTarget(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "uncaught: "+ev.ExceptionDetails.Error())
-		}
-	})
 	if err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/console/"), chromedp.WaitVisible("#login-token", chromedp.ByQuery)); err != nil {
 		t.Fatalf("opening the console: %v", err)
 	}
-	return ctx, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), problems...)
-	}
+	return ctx, problems
 }
 
 // evalJSON runs an async JavaScript function's source with arg (as JSON)
@@ -104,13 +67,6 @@ func evalJSON(t *testing.T, ctx context.Context, fn string, arg, out any) {
 	}
 	if err := json.Unmarshal([]byte(s), out); err != nil {
 		t.Fatalf("decoding %q: %v", s, err)
-	}
-}
-
-func noProblems(t *testing.T, problems func() []string) {
-	t.Helper()
-	for _, p := range problems() {
-		t.Errorf("browser console: %s", p)
 	}
 }
 
@@ -161,7 +117,7 @@ const parseJS = `async (cases) => {
 // LF of a line end. Comments, other fields and an unfinished last event
 // give nothing; an error event and [DONE] are told apart.
 func TestChatStreamParsing(t *testing.T) {
-	ctx, problems := page(t, nil)
+	ctx, problems := page(t, nil, browsertest.Options{})
 
 	chunkJSON := func(delta, finish string) string {
 		return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"llm","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, delta, finish)
@@ -260,7 +216,7 @@ func TestChatStreamParsing(t *testing.T) {
 	if len(done.Got) != 2 || done.Got[1] != "[DONE]" || !done.Cancelled {
 		t.Errorf("after [DONE]: events %q, stream cancelled %v; want two events and a cancel", done.Got, done.Cancelled)
 	}
-	noProblems(t, problems)
+	browsertest.NoProblems(t, problems)
 }
 
 // chatFlowJS drives a ChatPanel through exchange with responses built in
@@ -373,7 +329,11 @@ func TestChatPanel(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"error":{"message":"no instance is serving","type":"server_error","code":"unavailable"}}`))
-	}))
+	}), browsertest.Options{ExpectedLoad: func(addr, text string) bool {
+		// That 503 is the browser's only failed load the test expects.
+		u, err := url.Parse(addr)
+		return err == nil && u.Path == "/api/predict/llm/v1/chat/completions" && strings.Contains(text, "status of 503")
+	}})
 	var out struct {
 		Partial struct {
 			Text                  string
@@ -460,7 +420,7 @@ func TestChatPanel(t *testing.T) {
 		fmt.Sprint(req.Messages) != fmt.Sprint(want) {
 		t.Errorf("request body %s; want model llm, stream, max_tokens 32, temperature 0.2 and messages %v", gotBody, want)
 	}
-	noProblems(t, problems)
+	browsertest.NoProblems(t, problems)
 }
 
 // TestGenerativeCharts: a generative service's metrics points, made by the
@@ -496,7 +456,7 @@ func TestGenerativeCharts(t *testing.T) {
 		t.Fatalf("%d points, want 2", len(pts))
 	}
 
-	ctx, problems := page(t, nil)
+	ctx, problems := page(t, nil, browsertest.Options{})
 	var charts map[string]struct {
 		Points int
 		Max    float64
@@ -540,5 +500,5 @@ func TestGenerativeCharts(t *testing.T) {
 			t.Errorf("chart %s: %d values, top %v; want %d values, top %v", id, c.Points, c.Max, w.points, w.max)
 		}
 	}
-	noProblems(t, problems)
+	browsertest.NoProblems(t, problems)
 }
