@@ -388,6 +388,7 @@ func (r *genReq) goneErr(now time.Time) error {
 func (s *Sequences) dropGone(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	before := len(s.waiting) + len(s.running)
 	keep := s.waiting[:0]
 	for _, r := range s.waiting {
 		if err := r.goneErr(now); err != nil {
@@ -410,6 +411,12 @@ func (s *Sequences) dropGone(now time.Time) {
 	}
 	clear(s.running[len(run):])
 	s.running = run
+	if len(s.waiting)+len(s.running) < before {
+		// The gauges move now: when every sequence went, no step follows
+		// to report them, and they would show the gone sequences until
+		// the next request.
+		s.report()
+	}
 }
 
 // endLocked frees a sequence and sends its last event.
