@@ -30,14 +30,19 @@ models = []
 for r in rows:
     if r["model"] not in models:
         models.append(r["model"])
-print("| model | server | config | load | output tokens/s | requests/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | TPOT ms | mean batch | step ms | server CPU (cores) | ok | short | errors |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def per_cpu(r):
+    c = r["server_cpu_cores"]
+    return r["output_tokens_per_s"] / c if c and c > 0 else None
+
+
+print("| model | server | config | load | output tokens/s | requests/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | TPOT ms | mean batch | step ms | server CPU (cores) | tokens per CPU-second | ok | short | errors |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     for r in sorted((r for r in rows if r["model"] == m), key=lambda r: (r["server"] != "eas-server", r["server"], r["config"], load_key(r))):
         cpu = fmt(r["server_cpu_cores"], ".2f") if r["server_cpu_cores"] >= 0 else "n/a"
         print(f"| {m} | {r['server']} | {r['config']} | {load_label(r)} | {r['output_tokens_per_s']:.1f} | {r['requests_per_s']:.2f} | "
               f"{r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['tpot_mean_ms']:.1f} | "
-              f"{fmt(r.get('mean_batch'), '.1f')} | {fmt(r.get('step_ms'), '.1f')} | {cpu} | {r['ok']} | {r['short']} | {errors(r)} |")
+              f"{fmt(r.get('mean_batch'), '.1f')} | {fmt(r.get('step_ms'), '.1f')} | {cpu} | {fmt(per_cpu(r), '.1f')} | {r['ok']} | {r['short']} | {errors(r)} |")
 print()
 
 
@@ -48,13 +53,18 @@ def get(m, server, config, clients):
     return None
 
 
-print("| model | clients | eas-server batched / unbatched, tokens/s | TTFT p99 batched / unbatched |")
-print("|---|---|---|---|")
+def ratio(a, b, spec=".2f", suffix="x"):
+    return f"{a / b:{spec}}{suffix}" if a is not None and b else "n/a"
+
+
+print("| model | clients | eas-server batched / unbatched: tokens/s | tokens per server CPU-second | TTFT p99 |")
+print("|---|---|---|---|---|")
 for m in models:
     for c in sorted({r["clients"] for r in rows if r["model"] == m and r["mode"] == "closed"}):
         b, u = get(m, "eas-server", "batched", c), get(m, "eas-server", "unbatched", c)
-        if b and u and u["output_tokens_per_s"] > 0 and u["ttft_p99_ms"] > 0:
-            print(f"| {m} | {c} | {b['output_tokens_per_s'] / u['output_tokens_per_s']:.2f}x | {b['ttft_p99_ms'] / u['ttft_p99_ms']:.2f} |")
+        if b and u:
+            print(f"| {m} | {c} | {ratio(b['output_tokens_per_s'], u['output_tokens_per_s'])} | {ratio(per_cpu(b), per_cpu(u))} | "
+                  f"{ratio(b['ttft_p99_ms'], u['ttft_p99_ms'], '.2f', '')} |")
 peers = sorted({r["server"] for r in rows if r["server"] != "eas-server"})
 if peers:
     print()
