@@ -7,7 +7,7 @@ EXAMPLES := $(wildcard examples/service-json/*.json)
 # make run deploys the examples that need no cloud account (oss_* need OSS credentials).
 LOCAL_EXAMPLES := $(filter-out examples/service-json/oss_%,$(EXAMPLES))
 
-.PHONY: all build examples run test lint bench bench-batching bench-async bench-queue-read bench-custom bench-torchscript bench-caffe bench-text bench-gpu deps test-deps proto clean
+.PHONY: all build examples run test lint bench bench-batching bench-async bench-queue-read bench-custom bench-torchscript bench-caffe bench-text bench-generation bench-gpu deps test-deps proto clean
 
 all: build
 
@@ -131,6 +131,10 @@ bench-caffe:
 ## bench-text: BERT embeddings from raw text, text_encoder vs batch-inference's ModelHost, batching on vs off (BENCHMARKS.md; starts its own servers)
 bench-text:
 	bash scripts/bench-text-embedding.sh
+
+## bench-generation: generation speed (issue 39): eas-server batched vs unbatched (and the peers, PEERS=...), GPT-2 small and a Llama-shaped model, tokens/s, TTFT, ITL (BENCHMARKS.md; starts its own servers)
+bench-generation:
+	bash scripts/bench-generation.sh
 
 ## bench-gpu: the GPU table of BENCHMARKS.md, on a machine with an NVIDIA GPU (DEVICE=cpu: a dry run on the CPU codes)
 bench-gpu:

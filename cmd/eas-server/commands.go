@@ -20,7 +20,7 @@ func rootCmd() *cobra.Command {
 		Version:       buildVersion(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), uploadCmd())
+	root.AddCommand(serveCmd(), validateCmd(), processorsCmd(), benchCmd(), benchGenerationCmd(), uploadCmd())
 	root.AddCommand(controllerCmd(), gatewayCmd(), k8sCmd())
 	root.AddCommand(cli.Commands()...)
 	return root
