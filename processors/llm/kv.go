@@ -468,17 +468,30 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 			return fail(err)
 		}
 	}
+	// lrows is the logits' second dimension: each row's positions, or one
+	// (its last token's) when the graph computes only those.
+	lrows := s
+	if lay.lastOnly {
+		last := make([]int64, bsz)
+		for r := range seqs {
+			last[r] = int64(r*s + len(toks[r]) - 1)
+		}
+		if err := add(ort.NewShape(int64(bsz), 1), intBytes(last, ort.TensorElementDataTypeInt64), ort.TensorElementDataTypeInt64); err != nil {
+			return fail(err)
+		}
+		lrows = 1
+	}
 	nIn := len(vals)
 	vocab := m.cfg.Vocab
-	lsize := bsz * s * vocab * 4
+	lsize := bsz * lrows * vocab * 4
 	if lay.logitsElem == ort.TensorElementDataTypeFloat16 {
-		lsize = bsz * s * vocab * 2
+		lsize = bsz * lrows * vocab * 2
 	}
 	if words := (lsize + 3) / 4; cap(m.logits[g]) < words {
 		m.logits[g] = make([]float32, words) // float32 words: aligned for the rows returned
 	}
 	lbuf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.logits[g]))), lsize)
-	if err := add(ort.NewShape(int64(bsz), int64(s), int64(vocab)), lbuf, lay.logitsElem); err != nil {
+	if err := add(ort.NewShape(int64(bsz), int64(lrows), int64(vocab)), lbuf, lay.logitsElem); err != nil {
 		return fail(err)
 	}
 	for _, buf := range present.bufs {
@@ -517,10 +530,10 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 
 	rows := make([][]float32, bsz)
 	if lay.logitsElem == ort.TensorElementDataTypeFloat16 {
-		half := unsafe.Slice((*uint16)(unsafe.Pointer(&lbuf[0])), bsz*s*vocab)
+		half := unsafe.Slice((*uint16)(unsafe.Pointer(&lbuf[0])), bsz*lrows*vocab)
 		conv := make([]float32, bsz*vocab)
 		for r := range seqs {
-			at := (r*s + len(toks[r]) - 1) * vocab
+			at := lastRow(r, lrows, len(toks[r])) * vocab
 			row := conv[r*vocab : (r+1)*vocab]
 			for i := range row {
 				row[i] = tensor.Float16ToFloat32(half[at+i])
@@ -529,12 +542,21 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 		}
 		return rows, nil
 	}
-	all := unsafe.Slice((*float32)(unsafe.Pointer(&lbuf[0])), bsz*s*vocab)
+	all := unsafe.Slice((*float32)(unsafe.Pointer(&lbuf[0])), bsz*lrows*vocab)
 	for r := range seqs {
-		at := (r*s + len(toks[r]) - 1) * vocab
+		at := lastRow(r, lrows, len(toks[r])) * vocab
 		rows[r] = all[at : at+vocab : at+vocab]
 	}
 	return rows, nil
+}
+
+// lastRow is where row r's last token's logits are among the logits' rows:
+// lrows per row (one when the graph computes only the last), n tokens fed.
+func lastRow(r, lrows, n int) int {
+	if lrows == 1 {
+		return r
+	}
+	return r*lrows + n - 1
 }
 
 // empty backs the tensors with a zero dimension (a past of length 0).

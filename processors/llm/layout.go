@@ -52,6 +52,10 @@ type layout struct {
 	past, present        []string // per KV tensor: split key0, value0, key1, ...; stacked past_0, past_1, ...
 	kvElem               ort.TensorElementDataType
 	kvHeads, headDim     int
+	// lastOnly is set when the session's graph was rewritten to compute
+	// logits at each row's last token only (lastPositionLogits): Step
+	// then feeds logitRowsInput and reads [rows, 1, vocab].
+	lastOnly bool
 }
 
 // kvTensors is the number of cache tensors per run.
@@ -75,7 +79,11 @@ func (l *layout) inputNames() []string {
 	if l.useCacheBranch != "" {
 		n = append(n, l.useCacheBranch)
 	}
-	return append(n, l.past...)
+	n = append(n, l.past...)
+	if l.lastOnly {
+		n = append(n, logitRowsInput)
+	}
+	return n
 }
 
 func (l *layout) outputNames() []string { return append([]string{l.logits}, l.present...) }

@@ -71,6 +71,11 @@ type Options struct {
 	MaxContext int
 	// MaxModelBytes bounds the .onnx file (0: processors.DefaultMaxModelBytes).
 	MaxModelBytes int64
+	// AllPositions keeps the graph as exported, computing logits at every
+	// position; by default the vocabulary projection is rewritten to run on
+	// each row's last token only (lastPositionLogits) where the graph
+	// allows it.
+	AllPositions bool
 }
 
 // Config is what config.json says that the runner uses; the names are
@@ -251,12 +256,41 @@ func (m *Model) openSession(opt Options) error {
 		return err
 	}
 	defer opts.Destroy()
+	if !opt.AllPositions {
+		if s := m.lastOnlySession(opt, opts); s != nil {
+			m.session, m.provider = s, provider
+			return nil
+		}
+	}
 	s, err := ort.NewDynamicAdvancedSession(m.file, m.lay.inputNames(), m.lay.outputNames(), opts)
 	if err != nil {
 		return sess.LoadError(m.file, err)
 	}
 	m.session, m.provider = s, provider
 	return nil
+}
+
+// lastOnlySession makes the session from the graph rewritten by
+// lastPositionLogits, or returns nil (the layout unchanged) when the graph
+// cannot be rewritten or the rewritten one does not load (weights in
+// external files, which a graph loaded from memory cannot find): the
+// exported graph then serves, computing every position's logits.
+func (m *Model) lastOnlySession(opt Options, opts *ort.SessionOptions) *ort.DynamicAdvancedSession {
+	b, err := processors.ReadModel(context.Background(), m.file, opt.MaxModelBytes)
+	if err != nil {
+		return nil
+	}
+	rewritten, err := lastPositionLogits(b, m.lay.logits)
+	if err != nil {
+		return nil
+	}
+	m.lay.lastOnly = true
+	s, err := ort.NewDynamicAdvancedSessionWithONNXData(rewritten, m.lay.inputNames(), m.lay.outputNames(), opts)
+	if err != nil {
+		m.lay.lastOnly = false
+		return nil
+	}
+	return s
 }
 
 // ModelFile finds the decoder's .onnx file in dir: the one
@@ -545,6 +579,9 @@ func (m *Model) Layout() string {
 	}
 	if l.useCacheBranch != "" {
 		s += "; merged decoder (use_cache_branch)"
+	}
+	if l.lastOnly {
+		s += "; logits at each row's last token"
 	}
 	return s
 }
