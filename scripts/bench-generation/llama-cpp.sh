@@ -19,7 +19,9 @@
 #   llama-cpp.sh start python|native GGUF PORT [PARALLEL]
 #       starts a server on 127.0.0.1:PORT, waits until it answers, prints
 #       its PID (the server process itself, for CPU accounting):
-#         python  llama-cpp-python's server (python -m llama_cpp.server):
+#         python  llama-cpp-python's server (python -m llama_cpp.server,
+#                 launched by llama_cpp_server.py so that it takes
+#                 token-id prompts, which it otherwise answers 422):
 #                 one llama_context, one request at a time (its requests
 #                 take a lock; it has no parallel slots and no batching
 #                 across requests), n_threads 2, n_batch 512, n_ctx the
@@ -28,7 +30,12 @@
 #         native  llama.cpp's llama-server: PARALLEL slots (default 32)
 #                 with continuous batching, --threads 2 (and for prompt
 #                 processing), a context of PARALLEL x the model's context
-#                 (each slot the whole context), batch 512
+#                 (each slot the whole context; $SLOT_CTX lowers it), batch
+#                 512, its prompt cache as it defaults (a slot reuses its
+#                 last prompt's prefix: only a workload that wraps around
+#                 repeats a prompt)
+#       Both keep the key/value cache in float32 ($KV_TYPE, default f32;
+#       llama.cpp's own default is f16), as the ONNX export does.
 #   llama-cpp.sh stop PID
 #
 # Both speak OpenAI's POST /v1/completions with token-id prompts and
@@ -43,6 +50,7 @@ root=$(cd "$here/../.." && pwd)
 VERSION=0.3.36
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 THREADS=${THREADS:-2}
+KV_TYPE=${KV_TYPE:-f32}
 cpukey=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
 CACHE=$PEER_CACHE/llama-cpp/$VERSION-$cpukey
 SDIST=$CACHE/llama_cpp_python-$VERSION.tar.gz
@@ -126,23 +134,31 @@ print(int(f.parts[-1][0]))
 PY
 }
 
+# kv_enum: $KV_TYPE as ggml's type number (llama-cpp-python's settings).
+kv_enum() {
+	case $KV_TYPE in f32) echo 0 ;; f16) echo 1 ;; *) echo "llama-cpp.sh: KV_TYPE f32 or f16" >&2; exit 2 ;; esac
+}
+
 start() {
 	local kind=$1 gguf=$2 port=$3 parallel=${4:-32} ctx log
 	[[ -f $gguf ]] || { echo "llama-cpp.sh: no $gguf" >&2; exit 2; }
 	ctx=$(ctx_of "$gguf")
+	ctx=${SLOT_CTX:-$ctx}
 	log=$PEER_LOGS/llama-cpp-$kind-$port.log
 	case $kind in
 	python)
 		[[ -x $VENV/bin/python ]] || { echo "llama-cpp.sh: run setup first" >&2; exit 2; }
-		start_server "$log" "$VENV/bin/python" -m llama_cpp.server --model "$gguf" --host 127.0.0.1 --port "$port" \
+		start_server "$log" "$VENV/bin/python" "$here/llama_cpp_server.py" --model "$gguf" --host 127.0.0.1 --port "$port" \
 			--n_ctx "$ctx" --n_threads "$THREADS" --n_threads_batch "$THREADS" --n_batch 512 --n_ubatch 512 \
-			--interrupt_requests false --logits_all false --verbose false --model_alias "$(basename "$gguf" .gguf)"
+			--interrupt_requests false --logits_all false --verbose false --model_alias "$(basename "$gguf" .gguf)" \
+			--type_k "$(kv_enum)" --type_v "$(kv_enum)"
 		;;
 	native)
 		[[ -x $SERVER_BIN ]] || { echo "llama-cpp.sh: run setup first" >&2; exit 2; }
 		start_server "$log" "$SERVER_BIN" --model "$gguf" --host 127.0.0.1 --port "$port" \
 			--parallel "$parallel" --cont-batching --ctx-size $((ctx * parallel)) --threads "$THREADS" \
 			--threads-batch "$THREADS" --batch-size 512 --ubatch-size 512 --no-webui \
+			--cache-type-k "$KV_TYPE" --cache-type-v "$KV_TYPE" \
 			--alias "$(basename "$gguf" .gguf)"
 		;;
 	*) echo "llama-cpp.sh: start python|native GGUF PORT [PARALLEL]" >&2; exit 2 ;;
