@@ -9,11 +9,19 @@ import json
 import os
 import sys
 
+import llama_cpp
 import numpy as np
 from llama_cpp import Llama
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_peer import compare  # noqa: E402
+
+
+def last_logits(llm):
+    """The logits of the last token evaluated (the context keeps only
+    those without logits_all)."""
+    ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))
 
 
 def main():
@@ -29,7 +37,7 @@ def main():
         llm.eval(r["prompt"])
         got = []
         for _ in range(r["max_tokens"]):
-            t = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            t = int(np.argmax(last_logits(llm)))
             got.append(t)
             llm.eval([t])
         status, detail = compare(r, got)
