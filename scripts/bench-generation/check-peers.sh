@@ -70,7 +70,7 @@ for p in $PEERS; do
 	batchinference) server_check batch-inference.sh '{}' "--concurrent --expect-batching-changes" "$dir/hf" "$PORT" 32 ;;
 	llamacpp)
 		gguf
-		server_check llama-cpp.sh '{"logprobs": null}' "" python "$work/model.gguf" "$PORT"
+		server_check llama-cpp.sh '{"logprobs": null, "repeat_penalty": 1.0}' "" python "$work/model.gguf" "$PORT"
 		run "$VENVS/llama-cpp/bin/python" "$here/llama_tokens.py" "$work/model.gguf" "$work/ref.json"
 		;;
 	llamaserver)

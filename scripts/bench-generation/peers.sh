@@ -25,7 +25,10 @@
 # for "logprobs": 0, which llama.cpp's servers would answer in their own
 # shapes or refuse (llama-cpp-python without logits_all): they are sent
 # {"logprobs": null}, and each text chunk counts one token (the usage chunk
-# corrects the count).
+# corrects the count; llama-cpp-python sends none, so a token whose text is
+# held back, part of a UTF-8 character, goes uncounted). llama-cpp-python's
+# server also applies its own repeat_penalty default, 1.1, at temperature 0:
+# it is sent 1.0, which makes it greedy.
 
 PEER_DIR=scripts/bench-generation
 PEER_PORT=${PEER_PORT:-18299}
@@ -67,7 +70,7 @@ peer_gguf() {
 peer_llamacpp() {
 	local model=$1 g
 	g=$(peer_gguf "$2" "$model")
-	peer_server llama-cpp-python "$model" serial '{"logprobs": null}' "$CLIENTS" llama-cpp.sh python "$g" "$PEER_PORT"
+	peer_server llama-cpp-python "$model" serial '{"logprobs": null, "repeat_penalty": 1.0}' "$CLIENTS" llama-cpp.sh python "$g" "$PEER_PORT"
 }
 
 peer_llamaserver() {
