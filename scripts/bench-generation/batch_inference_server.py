@@ -52,7 +52,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -280,5 +279,4 @@ def main():
 
 
 if __name__ == "__main__":
-    threading.current_thread().name = "main"
     main()
