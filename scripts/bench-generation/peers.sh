@@ -1,14 +1,18 @@
 # peers.sh: the peers of issue 39's generation benchmark, as
 # scripts/bench-generation.sh's hooks (sourced by it when PEERS names them;
-# it provides measure, add_row, $CLIENTS and $WORK...). Each peer_<name>
+# it provides measure, add_row, $rows, $CLIENTS and $THREADS). Each peer_<name>
 # MODEL MODEL_DIR WORKLOAD (MODEL_DIR holding hf/, the transformers
 # checkpoint, and optimum/, the ONNX export) starts its server, measures it
-# at each of $CLIENTS (closed loop) and stops it:
+# at each of $PEER_CLIENTS (closed loop; default bench-generation.sh's
+# $CLIENTS) and stops it:
 #
 #   batchinference  batch-inference's GPT-2 completion approach behind an
 #                   OpenAI shim (batch-inference.sh), max_batch_size 32;
 #                   with BI_UNBATCHED=1 also max_batch_size 1 at
-#                   $UNBATCHED_CLIENTS
+#                   $UNBATCHED_CLIENTS. Its windows are $BI_WARM + $BI_DUR
+#                   (default 30 s + 60 s): its tokens arrive a whole static
+#                   batch at a time (at 32 clients on GPT-2 small, a batch
+#                   every 30-40 s here), so a 15 s window sees none or one
 #   llamacpp        llama-cpp-python's server (llama-cpp.sh start python):
 #                   one request at a time
 #   llamaserver     llama.cpp's llama-server (llama-cpp.sh start native),
@@ -32,6 +36,7 @@
 
 PEER_DIR=scripts/bench-generation
 PEER_PORT=${PEER_PORT:-18299}
+PEER_CLIENTS=${PEER_CLIENTS:-$CLIENTS}
 
 # peer_server PEER MODEL CONFIG FIELDS CLIENTS START_ARGS...: starts a
 # server with START_ARGS (a peer script and its start arguments), measures
@@ -50,7 +55,9 @@ peer_server() {
 
 peer_batchinference() {
 	local model=$1 dir=$2
-	peer_server batch-inference "$model" static-32 "" "$CLIENTS" batch-inference.sh "$dir/hf" "$PEER_PORT" 32
+	# measure reads these (bash's dynamic scope): longer windows.
+	local DUR=${BI_DUR:-60s} WARM=${BI_WARM:-30s}
+	peer_server batch-inference "$model" static-32 "" "$PEER_CLIENTS" batch-inference.sh "$dir/hf" "$PEER_PORT" 32
 	if [[ -n ${BI_UNBATCHED:-} ]]; then
 		peer_server batch-inference "$model" unbatched "" "$UNBATCHED_CLIENTS" batch-inference.sh "$dir/hf" "$PEER_PORT" 1
 	fi
@@ -70,13 +77,13 @@ peer_gguf() {
 peer_llamacpp() {
 	local model=$1 g
 	g=$(peer_gguf "$2" "$model")
-	peer_server llama-cpp-python "$model" serial '{"logprobs": null, "repeat_penalty": 1.0}' "$CLIENTS" llama-cpp.sh python "$g" "$PEER_PORT"
+	peer_server llama-cpp-python "$model" serial '{"logprobs": null, "repeat_penalty": 1.0}' "$PEER_CLIENTS" llama-cpp.sh python "$g" "$PEER_PORT"
 }
 
 peer_llamaserver() {
 	local model=$1 g par=${LLAMA_PARALLEL:-64}
 	g=$(peer_gguf "$2" "$model")
-	peer_server llama-server "$model" "np$par-cb" '{"logprobs": null}' "$CLIENTS" llama-cpp.sh native "$g" "$PEER_PORT" "$par"
+	peer_server llama-server "$model" "np$par-cb" '{"logprobs": null}' "$PEER_CLIENTS" llama-cpp.sh native "$g" "$PEER_PORT" "$par"
 }
 
 peer_ortgenai() {
