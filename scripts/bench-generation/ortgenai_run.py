@@ -40,7 +40,8 @@ ends early only where its argmax is that id; such answers are counted
 Output (-o, and the last line of stdout): one JSON object shaped as the load
 generator's GenResult (mode "closed", clients = --batch, output tokens/s
 over the whole run, TTFT and inter-token latency from each request's start:
-its batch's start for the generator, the run's start for the engine), for
+its batch's start for the generator, the run's start for the engine,
+server_cpu_cores this process's CPU over the run), for
 scripts/bench-generation.sh's add_row.
 
 --reference REF.json (reference.py's output) checks instead: each reference
@@ -155,7 +156,7 @@ class Timeline:
                 "output_tokens_per_s": out / seconds, "requests_per_s": len(reqs) / seconds,
                 "ttft_p50_ms": pct(ttft, 50), "ttft_p99_ms": pct(ttft, 99),
                 "itl_p50_ms": pct(itl, 50), "itl_p99_ms": pct(itl, 99),
-                "tpot_mean_ms": float(np.mean(tpot)) if tpot else 0.0, "server_cpu_cores": -1}
+                "tpot_mean_ms": float(np.mean(tpot)) if tpot else 0.0}
 
 
 def run_generator(model, reqs, batch, pad, tl):
@@ -258,14 +259,19 @@ def main():
         if any(pad in r["prompt"] for r in reqs):
             sys.exit(f"ortgenai_run: a prompt holds id {pad}, used here as pad and end-of-text")
         tl = Timeline(len(reqs))
+        c0 = os.times()
         t0 = time.perf_counter()
         if args.api == "generator":
             answers = run_generator(model, reqs, args.batch, pad, tl)
         else:
             answers = run_engine(model, reqs, tl)
         seconds = time.perf_counter() - t0
+        c1 = os.times()
         res = tl.result(reqs, answers, seconds, args.batch)
-        res.update(api=args.api, threads=args.threads)
+        # This process's CPU over the run, in cores (the load generator's
+        # server_cpu_cores for a server).
+        cpu = (c1.user - c0.user) + (c1.system - c0.system)
+        res.update(api=args.api, threads=args.threads, server_cpu_cores=cpu / seconds)
     line = json.dumps(res)
     if args.out:
         with open(args.out, "w") as f:
