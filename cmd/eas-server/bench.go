@@ -3,9 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -108,13 +108,12 @@ func benchCmd() *cobra.Command {
 					header[k] = v
 				}
 			}
-			var levels []int
-			for _, f := range strings.Split(concurrency, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 {
-					return fmt.Errorf("--concurrency: want a comma-separated list of positive integers, got %q", concurrency)
-				}
-				levels = append(levels, n)
+			levels, err := intList("--concurrency", concurrency)
+			if err != nil {
+				return err
+			}
+			if len(levels) == 0 {
+				return fmt.Errorf("--concurrency: want a comma-separated list of positive integers, got %q", concurrency)
 			}
 			var results []loadgen.Result
 			for _, c := range levels {
@@ -126,13 +125,9 @@ func benchCmd() *cobra.Command {
 				}
 				results = append(results, r)
 			}
-			switch output {
-			case "json":
-				return loadgen.WriteJSON(cmd.OutOrStdout(), results)
-			case "table", "":
-				return loadgen.WriteTable(cmd.OutOrStdout(), results)
-			}
-			return fmt.Errorf("-o: want table or json, got %q", output)
+			return writeResults(cmd.OutOrStdout(), output,
+				func(w io.Writer) error { return loadgen.WriteJSON(w, results) },
+				func(w io.Writer) error { return loadgen.WriteTable(w, results) })
 		},
 	}
 	fl := cmd.Flags()

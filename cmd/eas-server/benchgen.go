@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -108,13 +109,9 @@ func benchGenerationCmd() *cobra.Command {
 				}
 				results = append(results, r)
 			}
-			switch output {
-			case "json":
-				return loadgen.WriteGenJSON(cmd.OutOrStdout(), results)
-			case "table", "":
-				return loadgen.WriteGenTable(cmd.OutOrStdout(), results)
-			}
-			return fmt.Errorf("-o: want table or json, got %q", output)
+			return writeResults(cmd.OutOrStdout(), output,
+				func(w io.Writer) error { return loadgen.WriteGenJSON(w, results) },
+				func(w io.Writer) error { return loadgen.WriteGenTable(w, results) })
 		},
 	}
 	fl := cmd.Flags()
@@ -200,6 +197,18 @@ func rangeFlag(name, s string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
+// writeResults writes a bench verb's results as -o asks: json or table.
+func writeResults(w io.Writer, output string, asJSON, asTable func(io.Writer) error) error {
+	switch output {
+	case "json":
+		return asJSON(w)
+	case "table", "":
+		return asTable(w)
+	}
+	return fmt.Errorf("-o: want table or json, got %q", output)
+}
+
+// intList parses a flag's comma-separated positive integers ("" is none).
 func intList(name, s string) ([]int, error) {
 	var out []int
 	if strings.TrimSpace(s) == "" {

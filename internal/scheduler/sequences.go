@@ -224,9 +224,6 @@ func NewSequences(cfg SeqConfig, gen *Generator, obs SeqObserver, log *slog.Logg
 	return s
 }
 
-// Config returns the normalised limits.
-func (s *Sequences) Config() SeqConfig { return s.cfg }
-
 // Generator returns the model the scheduler runs.
 func (s *Sequences) Generator() *Generator { return s.gen }
 
@@ -510,7 +507,9 @@ func (s *Sequences) step() {
 	generated := 0
 	var ended map[*seq]bool
 	for i, q := range s.rows {
-		q.fed += len(s.batch[i].Tokens) * boolInt(q.fed < len(q.r.req.Prompt))
+		if q.fed < len(q.r.req.Prompt) { // a prompt chunk, not a decode row
+			q.fed += len(s.batch[i].Tokens)
+		}
 		if q.fed < len(q.r.req.Prompt) {
 			continue // more prompt to feed
 		}
@@ -529,13 +528,6 @@ func (s *Sequences) step() {
 		s.obs.Tokens(prompt, generated)
 	}
 	s.report()
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // emit samples q's next token from logits and sends what it adds; it

@@ -105,9 +105,7 @@ func TestGenerationLoad(t *testing.T) {
 	if res.Requests != res.OK || res.Short != 0 {
 		t.Errorf("windowed run: %+v: want only full answers", res)
 	}
-	waitFor(t, "the cancelled streams' sequences freed", func() bool {
-		return teststack.Metric(t, st.URL, `eas_generation_sequences_running{service="gen"}`) == 0
-	})
+	freed(t, st, "gen") // the cancelled streams' sequences
 }
 
 func countOver(work []loadgen.GenRequest, n int) int {
@@ -123,16 +121,4 @@ func countOver(work []loadgen.GenRequest, n int) int {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the condition, not a timing assumption
-	}
 }

@@ -141,11 +141,9 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 	if name == "" {
 		name = p.spec.Service
 	}
-	defaults := m.Defaults()
-	defaults.MaxTokens = 16
 	p.model = m
 	p.gen = &processors.Generator{
-		Model: name, Vocab: m.Vocab(), ContextLength: m.ContextLength(), EOS: m.EOS(), Defaults: defaults,
+		Model: name, Vocab: m.Vocab(), ContextLength: m.ContextLength(), EOS: m.EOS(), Defaults: m.Defaults(),
 		Tokenizer: m.Tokenizer(), Chat: chat, Stepper: m,
 		Limits: scheduler.SeqConfig{MaxSeqs: p.cfg.MaxNumSeqs, StepTokens: p.cfg.MaxNumBatchedTokens, MaxCachedTokens: p.cfg.MaxCachedTokens},
 	}

@@ -104,10 +104,10 @@ build_server() {
 
 install_wheel() {
 	bash "$root/scripts/python-venv.sh" llama-cpp >&2
-	local whl
-	whl=$(ls "$CACHE"/wheel/llama_cpp_python-"$VERSION"-*.whl)
+	# The pinned version, from the wheel built above only (no index).
 	if [[ "$("$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__)' 2>/dev/null)" != "$VERSION" ]]; then
-		"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$whl" >&2
+		"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-index \
+			--find-links "$CACHE/wheel" "llama-cpp-python==$VERSION" >&2
 	fi
 }
 
