@@ -25,11 +25,13 @@ build: deps
 ## examples: compile the example C custom processor (examples/custom/cpp_echo) with gcc,
 ## and export the generative examples' small random-weight models (GPT-2, Llama, Qwen2 with
 ## real tokenizers, optimum's ONNX export; not committed) into examples/models/llm with the
-## llm venv (scripts/python-venv.sh llm: transformers + optimum on Debian's torch)
+## llm venv (scripts/python-venv.sh llm: transformers + optimum on Debian's torch, which
+## scripts/install-example-deps.sh installs from Debian when missing)
 EXAMPLE_LIBS := examples/custom/cpp_echo/build/libecho.so
 PYVENV_DIR   ?= $(or $(EAS_PYVENV_DIR),$(HOME)/.cache/eas-server/pyvenv)
 examples: $(EXAMPLE_LIBS) examples/models/llm/done
 examples/models/llm/done: scripts/gen-llm-models.py scripts/requirements/llm.txt
+	bash scripts/install-example-deps.sh
 	bash scripts/fetch-tokenizers.sh
 	bash scripts/python-venv.sh llm
 	rm -rf examples/models/llm
