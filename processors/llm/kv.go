@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/eas-server/eas-server/processors"
-	"github.com/eas-server/eas-server/tensor"
 )
 
 // The key/value cache.
@@ -49,6 +47,7 @@ type sequence struct {
 	n        int    // cached tokens
 	blk      *block // nil while empty
 	row      int
+	slot     int // its row of the slot cache (slots.go), -1 while it has none
 	released bool
 }
 
@@ -70,7 +69,9 @@ func (s *sequence) Release() {
 		return
 	}
 	s.released = true
-	if b := s.blk; b != nil {
+	if m.sc != nil {
+		m.dropSlot(s)
+	} else if b := s.blk; b != nil {
 		b.seqs[s.row] = nil
 		b.live--
 		if b.live == 0 {
@@ -81,7 +82,7 @@ func (s *sequence) Release() {
 }
 
 // NewSequence starts an empty sequence.
-func (m *Model) NewSequence() processors.Sequence { return &sequence{m: m} }
+func (m *Model) NewSequence() processors.Sequence { return &sequence{m: m, slot: -1} }
 
 // KVBytes is the memory the caches hold now (the blocks in use, not the
 // spare buffers kept for reuse), in bytes.
@@ -331,12 +332,11 @@ func (m *Model) Step(ctx context.Context, batch []processors.StepInput) ([][]flo
 		}
 		seqs[i] = s
 	}
-	out := make([][]float32, len(batch))
-	groups := m.groups(batch, seqs)
-	for len(m.logits) < len(groups) {
-		m.logits = append(m.logits, nil)
+	if m.sc != nil {
+		return m.slotStep(ctx, batch, seqs)
 	}
-	for g, idx := range groups {
+	out := make([][]float32, len(batch))
+	for g, idx := range m.groups(batch, seqs) {
 		gs := make([]*sequence, len(idx))
 		toks := make([][]int32, len(idx))
 		for j, i := range idx {
@@ -353,11 +353,14 @@ func (m *Model) Step(ctx context.Context, batch []processors.StepInput) ([][]flo
 	return out, nil
 }
 
-// groups splits a batch into runs: one when the graph takes position_ids
-// and the padded width (longest cache plus most new tokens) fits the
-// context, else as few as keep each run within it; one input per run when
-// the graph takes no position_ids (positions then follow from the past's
-// length, which must be the sequence's own).
+// groups splits a batch into runs. When the graph takes position_ids: the
+// inputs of one token (decode rows) in one run and the longer prompt
+// chunks in another, since a run pads every row to its most new tokens (a
+// decode row padded to a 200-token chunk would cost 200 tokens), each
+// split further where the padded width (longest cache plus most new
+// tokens) would exceed the context. Without position_ids, one input per
+// run (positions then follow from the past's length, which must be the
+// sequence's own).
 func (m *Model) groups(batch []processors.StepInput, seqs []*sequence) [][]int {
 	var gs [][]int
 	if m.lay.positions == "" {
@@ -366,17 +369,25 @@ func (m *Model) groups(batch []processors.StepInput, seqs []*sequence) [][]int {
 		}
 		return gs
 	}
-	var cur []int
-	longest, most := 0, 0
-	for i, in := range batch {
-		l, n := max(longest, seqs[i].n), max(most, len(in.Tokens))
-		if len(cur) > 0 && l+n > m.ctxLen {
-			gs = append(gs, cur)
-			cur, l, n = nil, seqs[i].n, len(in.Tokens)
+	for _, decode := range []bool{true, false} {
+		var cur []int
+		longest, most := 0, 0
+		for i, in := range batch {
+			if (len(in.Tokens) == 1) != decode {
+				continue
+			}
+			l, n := max(longest, seqs[i].n), max(most, len(in.Tokens))
+			if len(cur) > 0 && l+n > m.ctxLen {
+				gs = append(gs, cur)
+				cur, l, n = nil, seqs[i].n, len(in.Tokens)
+			}
+			cur, longest, most = append(cur, i), l, n
 		}
-		cur, longest, most = append(cur, i), l, n
+		if len(cur) > 0 {
+			gs = append(gs, cur)
+		}
 	}
-	return append(gs, cur)
+	return gs
 }
 
 // run runs one group of sequences: past (reused or repacked), inputs,
@@ -418,55 +429,26 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 	present := m.newBlock(bsz, t)
 	present.mask = presMask
 
-	var vals []ort.Value
-	defer func() {
-		for _, v := range vals {
-			_ = v.Destroy()
-		}
-	}()
-	add := func(shape ort.Shape, data []byte, elem ort.TensorElementDataType) error {
-		if len(data) == 0 {
-			data = empty[:] // a tensor with a zero dimension still needs a pointer
-		}
-		v, err := ort.NewCustomDataTensor(shape, data, elem)
-		if err != nil {
-			return fmt.Errorf("llm: tensor %v: %w", shape, err)
-		}
-		vals = append(vals, v)
-		return nil
-	}
+	var f feeds
+	defer f.destroy()
 	kvShape := func(cols int) ort.Shape {
 		if lay.form == kvStacked {
 			return ort.NewShape(2, int64(bsz), int64(lay.kvHeads), int64(cols), int64(lay.headDim))
 		}
 		return ort.NewShape(int64(bsz), int64(lay.kvHeads), int64(cols), int64(lay.headDim))
 	}
-	fail := func(err error) ([][]float32, error) {
-		m.freeBlock(present)
-		return nil, err
-	}
-	if err := add(ort.NewShape(int64(bsz), int64(s)), intBytes(ids, lay.idsElem), lay.idsElem); err != nil {
-		return fail(err)
-	}
-	if err := add(ort.NewShape(int64(bsz), int64(t)), intBytes(mask, lay.maskElem), lay.maskElem); err != nil {
-		return fail(err)
-	}
+	f.add(ort.NewShape(int64(bsz), int64(s)), intBytes(ids, lay.idsElem), lay.idsElem)
+	f.add(ort.NewShape(int64(bsz), int64(t)), intBytes(mask, lay.maskElem), lay.maskElem)
 	if lay.positions != "" {
-		if err := add(ort.NewShape(int64(bsz), int64(s)), intBytes(pos, lay.posElem), lay.posElem); err != nil {
-			return fail(err)
-		}
+		f.add(ort.NewShape(int64(bsz), int64(s)), intBytes(pos, lay.posElem), lay.posElem)
 	}
 	if lay.useCacheBranch != "" {
 		// Always the branch with the cache: an empty past is a past of
 		// length 0, which that branch takes as well.
-		if err := add(ort.NewShape(1), []byte{1}, ort.TensorElementDataTypeBool); err != nil {
-			return fail(err)
-		}
+		f.add(ort.NewShape(1), []byte{1}, ort.TensorElementDataTypeBool)
 	}
 	for _, buf := range past.bufs {
-		if err := add(kvShape(p), buf, lay.kvElem); err != nil {
-			return fail(err)
-		}
+		f.add(kvShape(p), buf, lay.kvElem)
 	}
 	// lrows is the logits' second dimension: each row's positions, or one
 	// (its last token's) when the graph computes only those.
@@ -476,46 +458,22 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 		for r := range seqs {
 			last[r] = int64(r*s + len(toks[r]) - 1)
 		}
-		if err := add(ort.NewShape(int64(bsz), 1), intBytes(last, ort.TensorElementDataTypeInt64), ort.TensorElementDataTypeInt64); err != nil {
-			return fail(err)
-		}
+		f.add(ort.NewShape(int64(bsz), 1), intBytes(last, ort.TensorElementDataTypeInt64), ort.TensorElementDataTypeInt64)
 		lrows = 1
 	}
-	nIn := len(vals)
-	vocab := m.cfg.Vocab
-	lsize := bsz * lrows * vocab * 4
-	if lay.logitsElem == ort.TensorElementDataTypeFloat16 {
-		lsize = bsz * lrows * vocab * 2
-	}
-	if words := (lsize + 3) / 4; cap(m.logits[g]) < words {
-		m.logits[g] = make([]float32, words) // float32 words: aligned for the rows returned
-	}
-	lbuf := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(m.logits[g]))), lsize)
-	if err := add(ort.NewShape(int64(bsz), int64(lrows), int64(vocab)), lbuf, lay.logitsElem); err != nil {
-		return fail(err)
-	}
+	nIn := len(f.vals)
+	lbuf, row := m.logitsBuffer(g, bsz*lrows)
+	f.add(ort.NewShape(int64(bsz), int64(lrows), int64(m.cfg.Vocab)), lbuf, lay.logitsElem)
 	for _, buf := range present.bufs {
-		if err := add(kvShape(t), buf, lay.kvElem); err != nil {
-			return fail(err)
-		}
+		f.add(kvShape(t), buf, lay.kvElem)
 	}
-
-	var runOpts *ort.RunOptions
-	if ctx.Done() != nil {
-		ro, err := ort.NewRunOptions()
-		if err != nil {
-			return fail(fmt.Errorf("llm: run options: %w", err))
-		}
-		defer ro.Destroy()
-		stop := context.AfterFunc(ctx, func() { _ = ro.Terminate() })
-		defer stop()
-		runOpts = ro
+	if f.err != nil {
+		m.freeBlock(present)
+		return nil, f.err
 	}
-	if err := m.session.RunWithOptions(vals[:nIn], vals[nIn:], runOpts); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return fail(ctxErr)
-		}
-		return fail(fmt.Errorf("llm: run %s: %w", filepath.Base(m.file), err))
+	if err := m.exec(ctx, f.vals[:nIn], f.vals[nIn:]); err != nil {
+		m.freeBlock(present)
+		return nil, err
 	}
 
 	// The present becomes the sequences' cache; the past is no longer
@@ -529,23 +487,8 @@ func (m *Model) run(ctx context.Context, g int, seqs []*sequence, toks [][]int32
 	m.freeBlock(past)
 
 	rows := make([][]float32, bsz)
-	if lay.logitsElem == ort.TensorElementDataTypeFloat16 {
-		half := unsafe.Slice((*uint16)(unsafe.Pointer(&lbuf[0])), bsz*lrows*vocab)
-		conv := make([]float32, bsz*vocab)
-		for r := range seqs {
-			at := lastRow(r, lrows, len(toks[r])) * vocab
-			row := conv[r*vocab : (r+1)*vocab]
-			for i := range row {
-				row[i] = tensor.Float16ToFloat32(half[at+i])
-			}
-			rows[r] = row
-		}
-		return rows, nil
-	}
-	all := unsafe.Slice((*float32)(unsafe.Pointer(&lbuf[0])), bsz*lrows*vocab)
 	for r := range seqs {
-		at := lastRow(r, lrows, len(toks[r])) * vocab
-		rows[r] = all[at : at+vocab : at+vocab]
+		rows[r] = row(lastRow(r, lrows, len(toks[r])))
 	}
 	return rows, nil
 }

@@ -56,6 +56,11 @@ type layout struct {
 	// logits at each row's last token only (lastPositionLogits): Step
 	// then feeds logitRowsInput and reads [rows, 1, vocab].
 	lastOnly bool
+	// slots is set when the session's graph was rewritten to append the
+	// cache in place (slotAttention): Step then keeps the slot cache
+	// (slots.go), feeds no attention_mask and feeds seqlensInput and
+	// totalLenInput.
+	slots bool
 }
 
 // kvTensors is the number of cache tensors per run.
@@ -72,7 +77,10 @@ func (l *layout) elemSize() int {
 // inputNames and outputNames are the session's, in the order Step builds
 // its values.
 func (l *layout) inputNames() []string {
-	n := []string{l.ids, l.mask}
+	n := []string{l.ids}
+	if !l.slots {
+		n = append(n, l.mask)
+	}
 	if l.positions != "" {
 		n = append(n, l.positions)
 	}
@@ -82,6 +90,9 @@ func (l *layout) inputNames() []string {
 	n = append(n, l.past...)
 	if l.lastOnly {
 		n = append(n, logitRowsInput)
+	}
+	if l.slots {
+		n = append(n, seqlensInput, totalLenInput)
 	}
 	return n
 }

@@ -76,6 +76,11 @@ type Options struct {
 	// each row's last token only (lastPositionLogits) where the graph
 	// allows it.
 	AllPositions bool
+	// ExportedAttention keeps the graph's attention as exported, its cache
+	// concatenated into a new present every step (kv.go's blocks); by
+	// default the attention is rewritten to append the cache in place
+	// (slotAttention) where the graph and config.json allow it.
+	ExportedAttention bool
 }
 
 // Config is what config.json says that the runner uses; the names are
@@ -91,6 +96,11 @@ type Config struct {
 	Hidden        int
 	EOS           []int32
 	BOS           []int32
+	// PlainAttention says the model's attention is softmax(q·kᵀ/√d)·v under
+	// a causal mask, with nothing config.json changes (no sliding window,
+	// no other scaling): what slotAttention's GroupQueryAttention
+	// computes. Set for the families tested against transformers.
+	PlainAttention bool
 }
 
 // GenerationConfig is what generation_config.json says; a nil field was
@@ -120,6 +130,7 @@ type Model struct {
 	ctxLen   int
 
 	session *ort.DynamicAdvancedSession
+	sc      *slotCache // the slot cache when lay.slots, else nil (kv.go's blocks)
 
 	// The cache (kv.go), guarded by mu so that Release from another
 	// goroutine than Step's stays safe.
@@ -256,11 +267,12 @@ func (m *Model) openSession(opt Options) error {
 		return err
 	}
 	defer opts.Destroy()
-	if !opt.AllPositions {
-		if s := m.lastOnlySession(opt, opts); s != nil {
-			m.session, m.provider = s, provider
-			return nil
+	if s := m.rewrittenSession(opt, opts); s != nil {
+		m.session, m.provider = s, provider
+		if m.lay.slots {
+			m.sc = &slotCache{}
 		}
+		return nil
 	}
 	s, err := ort.NewDynamicAdvancedSession(m.file, m.lay.inputNames(), m.lay.outputNames(), opts)
 	if err != nil {
@@ -270,27 +282,53 @@ func (m *Model) openSession(opt Options) error {
 	return nil
 }
 
-// lastOnlySession makes the session from the graph rewritten by
-// lastPositionLogits, or returns nil (the layout unchanged) when the graph
-// cannot be rewritten or the rewritten one does not load (weights in
-// external files, which a graph loaded from memory cannot find): the
-// exported graph then serves, computing every position's logits.
-func (m *Model) lastOnlySession(opt Options, opts *ort.SessionOptions) *ort.DynamicAdvancedSession {
+// rewrittenSession makes the session from the graph rewritten by
+// slotAttention and lastPositionLogits, each where the graph allows it and
+// opt does not turn it off, or returns nil (the layout unchanged) when
+// neither applies or no rewritten graph loads (weights in external files,
+// which a graph loaded from memory cannot find; an operator the execution
+// provider lacks): the exported graph then serves, as exported.
+func (m *Model) rewrittenSession(opt Options, opts *ort.SessionOptions) *ort.DynamicAdvancedSession {
 	b, err := processors.ReadModel(context.Background(), m.file, opt.MaxModelBytes)
 	if err != nil {
 		return nil
 	}
-	rewritten, err := lastPositionLogits(b, m.lay.logits)
-	if err != nil {
-		return nil
+	try := func(slots, last bool) *ort.DynamicAdvancedSession {
+		g := b
+		if slots {
+			if g, err = slotAttention(g, m.lay, m.cfg.Heads); err != nil {
+				return nil
+			}
+		}
+		if last {
+			if r, err := lastPositionLogits(g, m.lay.logits); err == nil {
+				g = r
+			} else {
+				last = false
+			}
+		}
+		m.lay.slots, m.lay.lastOnly = slots, last
+		s, err := ort.NewDynamicAdvancedSessionWithONNXData(g, m.lay.inputNames(), m.lay.outputNames(), opts)
+		if err != nil {
+			m.lay.slots, m.lay.lastOnly = false, false
+			return nil
+		}
+		return s
 	}
-	m.lay.lastOnly = true
-	s, err := ort.NewDynamicAdvancedSessionWithONNXData(rewritten, m.lay.inputNames(), m.lay.outputNames(), opts)
-	if err != nil {
-		m.lay.lastOnly = false
-		return nil
+	slots := !opt.ExportedAttention && m.cfg.PlainAttention
+	if slots {
+		if s := try(true, !opt.AllPositions); s != nil {
+			return s
+		}
 	}
-	return s
+	if !opt.AllPositions {
+		if s := try(false, true); s != nil && m.lay.lastOnly {
+			return s
+		} else if s != nil {
+			_ = s.Destroy() // nothing rewritten: the exported file serves
+		}
+	}
+	return nil
 }
 
 // ModelFile finds the decoder's .onnx file in dir: the one
@@ -384,6 +422,7 @@ func ParseConfig(b []byte) (Config, error) {
 	c.KVHeads = num(1, maxHeads, "num_key_value_heads")
 	c.Hidden = num(1, maxHeads*maxHeadDim, "hidden_size", "n_embd")
 	c.HeadDim = num(1, maxHeadDim, "head_dim")
+	c.PlainAttention = plainAttention(c.ModelType, raw)
 	var err error
 	if c.EOS, err = tokenIDs(raw["eos_token_id"], c.Vocab); err != nil {
 		errs = append(errs, fmt.Errorf("eos_token_id: %w", err))
@@ -413,6 +452,23 @@ func ParseConfig(b []byte) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// plainAttention says whether config.json describes attention that
+// slotAttention may replace: a family whose exports were checked against
+// transformers (GPT-2, Llama, Qwen2), without the options that change the
+// scores (GPT-2's unscaled or layer-scaled scores, Qwen2's sliding window,
+// an attention softcap).
+func plainAttention(modelType string, raw map[string]json.RawMessage) bool {
+	is := func(key, want string) bool { v, ok := raw[key]; return ok && string(v) == want }
+	set := func(key string) bool { v, ok := raw[key]; return ok && string(v) != "null" && string(v) != "false" }
+	switch modelType {
+	case "gpt2":
+		return !is("scale_attn_weights", "false") && !set("scale_attn_by_inverse_layer_idx")
+	case "llama", "qwen2":
+		return !set("use_sliding_window") && !set("attn_logit_softcapping")
+	}
+	return false
 }
 
 // ParseGenerationConfig reads generation_config.json.
@@ -582,6 +638,9 @@ func (m *Model) Layout() string {
 	}
 	if l.lastOnly {
 		s += "; logits at each row's last token"
+	}
+	if l.slots {
+		s += "; cache appended in place (GroupQueryAttention slots)"
 	}
 	return s
 }

@@ -157,14 +157,27 @@ func alone(t *testing.T, m *Model, prompts [][]int32, steps int) (toks [][]int32
 // chunks beside other sequences' decode tokens, and checks each step's
 // logits against the same sequence run alone (teacher-forced with the
 // alone run's tokens, so that both see the same text), and the argmax
-// token against the alone run's except at ties.
+// token against the alone run's except at ties. optimum's exports run on
+// the slot cache (their attention rewritten) and, exported, on the blocks;
+// the other layouts on the blocks.
 func TestBatchedEqualsAlone(t *testing.T) {
 	root := testModels(t)
-	for _, c := range []struct{ fam, lay string }{
-		{"llama", "optimum"}, {"qwen2", "merged"}, {"gpt2", "ortgpt2"}, {"gpt2", "merged"}, {"llama", "fp16kv"},
+	for _, c := range []struct {
+		fam, lay string
+		exported bool
+	}{
+		{"llama", "optimum", false}, {"gpt2", "optimum", false}, {"qwen2", "optimum", false}, {"llama", "optimum", true},
+		{"qwen2", "merged", false}, {"gpt2", "ortgpt2", false}, {"gpt2", "merged", false}, {"llama", "fp16kv", false},
 	} {
-		t.Run(c.fam+"/"+c.lay, func(t *testing.T) {
-			m := shared(t, filepath.Join(root, c.fam, c.lay))
+		name := c.fam + "/" + c.lay
+		if c.exported {
+			name += "/exported"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := sharedWith(t, filepath.Join(root, c.fam, c.lay), Options{ExportedAttention: c.exported})
+			if want := c.lay == "optimum" && !c.exported; m.lay.slots != want {
+				t.Fatalf("slot cache: %v, want %v (%s)", m.lay.slots, want, m.Layout())
+			}
 			runs0, repacks0 := m.runs, m.repacks
 			ref := loadReference(t, filepath.Join(root, c.fam))
 			prompts := [][]int32{ref.Prompts[2].IDs, ref.Prompts[0].IDs, ref.Prompts[1].IDs, append(slices.Clone(ref.Prompts[1].IDs), ref.Prompts[0].IDs...)}
@@ -259,7 +272,7 @@ func TestBatchedEqualsAlone(t *testing.T) {
 			}
 			runs, repacks := m.runs-runs0, m.repacks-repacks0
 			t.Logf("%d runs, %d of them on a repacked past", runs, repacks)
-			if m.lay.positions != "" && (repacks == 0 || repacks == runs) {
+			if m.sc == nil && m.lay.positions != "" && (repacks == 0 || repacks == runs) {
 				t.Errorf("%d runs, %d repacked: the schedule should exercise both the reused and the repacked past", runs, repacks)
 			}
 			if b := m.KVBytes(); b != 0 {
@@ -269,13 +282,13 @@ func TestBatchedEqualsAlone(t *testing.T) {
 	}
 }
 
-// TestReleaseFreesCache follows the cache's memory: sequences prefilled
+// TestReleaseFreesCache follows the blocks' memory (the exported attention): sequences prefilled
 // alone hold blocks of their own, a batch moves them into one, a released
 // member's rows go at the next Step that repacks, and nothing is held once
 // all are released.
 func TestReleaseFreesCache(t *testing.T) {
 	root := testModels(t)
-	m := shared(t, filepath.Join(root, "llama", "optimum"))
+	m := sharedWith(t, filepath.Join(root, "llama", "optimum"), Options{ExportedAttention: true})
 	per := func(rows, cols int) int64 { // llama: 2 layers x key and value, 2 kv heads of 16, float32
 		return int64(2 * 2 * rows * 2 * cols * 16 * 4)
 	}
@@ -289,13 +302,13 @@ func TestReleaseFreesCache(t *testing.T) {
 		t.Fatalf("two sequences alone: KVBytes %d, want %d", got, want)
 	}
 	step(t, m, processors.StepInput{Seq: c, Tokens: []int32{9}})
-	step(t, m, processors.StepInput{Seq: a, Tokens: []int32{10}}, processors.StepInput{Seq: b, Tokens: []int32{11}}, processors.StepInput{Seq: c, Tokens: []int32{12, 13}})
-	// One block of 3 rows: the longest cache (5) and the most new tokens (2).
-	if got, want := m.KVBytes(), per(3, 7); got != want {
+	step(t, m, processors.StepInput{Seq: a, Tokens: []int32{10}}, processors.StepInput{Seq: b, Tokens: []int32{11}}, processors.StepInput{Seq: c, Tokens: []int32{12}})
+	// One block of 3 rows: the longest cache (5) and the new token.
+	if got, want := m.KVBytes(), per(3, 6); got != want {
 		t.Fatalf("three in one batch: KVBytes %d, want %d", got, want)
 	}
-	if a.Len() != 4 || b.Len() != 6 || c.Len() != 3 {
-		t.Fatalf("Len %d %d %d, want 4 6 3", a.Len(), b.Len(), c.Len())
+	if a.Len() != 4 || b.Len() != 6 || c.Len() != 2 {
+		t.Fatalf("Len %d %d %d, want 4 6 2", a.Len(), b.Len(), c.Len())
 	}
 	b.Release()
 	if b.Len() != 0 {
@@ -304,7 +317,7 @@ func TestReleaseFreesCache(t *testing.T) {
 	if _, err := m.Step(t.Context(), []processors.StepInput{{Seq: b, Tokens: []int32{1}}}); err == nil {
 		t.Error("Step of a released sequence: no error")
 	}
-	if got, want := m.KVBytes(), per(3, 7); got != want {
+	if got, want := m.KVBytes(), per(3, 6); got != want {
 		t.Fatalf("b released while sharing the batch's block: KVBytes %d, want %d (freed at the next repack)", got, want)
 	}
 	step(t, m, processors.StepInput{Seq: a, Tokens: []int32{14}}, processors.StepInput{Seq: c, Tokens: []int32{15}})
@@ -313,8 +326,14 @@ func TestReleaseFreesCache(t *testing.T) {
 	}
 	step(t, m, processors.StepInput{Seq: a, Tokens: []int32{16}})
 	// a ran alone: c moved to a block of its own, without padding.
-	if got, want := m.KVBytes(), per(1, 6)+per(1, 4); got != want {
+	if got, want := m.KVBytes(), per(1, 6)+per(1, 3); got != want {
 		t.Fatalf("a alone, c set aside: KVBytes %d, want %d", got, want)
+	}
+	// Decode tokens and a prompt chunk run apart, the decode row unpadded.
+	runs := m.runs
+	step(t, m, processors.StepInput{Seq: a, Tokens: []int32{17}}, processors.StepInput{Seq: c, Tokens: []int32{18, 19, 20}})
+	if m.runs-runs != 2 {
+		t.Errorf("a decode token and a prompt chunk: %d runs, want 2", m.runs-runs)
 	}
 	a.Release()
 	c.Release()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -170,17 +171,22 @@ var (
 // parses tokenizer.json, which takes seconds under the race detector, and
 // tests run one at a time, each releasing its sequences. The models stay
 // open until the process ends.
-func shared(t testing.TB, dir string) *Model {
+func shared(t testing.TB, dir string) *Model { return sharedWith(t, dir, Options{}) }
+
+// sharedWith is shared with options (one intra-op thread always).
+func sharedWith(t testing.TB, dir string, opt Options) *Model {
 	t.Helper()
+	opt.Threads = 1
+	key := fmt.Sprintf("%s %+v", dir, opt)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if m, ok := sharedModels[dir]; ok {
+	if m, ok := sharedModels[key]; ok {
 		return m
 	}
-	m, err := Open(t.Context(), dir, Options{Threads: 1})
+	m, err := Open(t.Context(), dir, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sharedModels[dir] = m
+	sharedModels[key] = m
 	return m
 }
