@@ -35,7 +35,10 @@
 # MODELS, CLIENTS, UNBATCHED_CLIENTS, RATE_FACTORS, DUR, WARM, REQUESTS,
 # PROMPT, OUTPUT, MAX_SEQS, STEP_TOKENS, THREADS, PEERS, STEPS="1 8 32 64"
 # (also the batched server's decode step time at those client counts, on
-# 16-token prompts generating 256 tokens), PROFILE=1 (a 10 s
+# 16-token prompts generating 256 tokens), PREFIX=N (also a workload whose
+# prompts all start with the same N-token system prompt, at $PREFIX_CLIENTS
+# clients, on the batched server with prefix reuse and on a third service
+# without it, enable_prefix_caching false), PROFILE=1 (a 10 s
 # Go CPU profile of the server during gpt2's batched run at 32 clients,
 # written to $OUT_DIR), OUT_DIR (default: a temporary directory, removed)).
 set -euo pipefail
@@ -52,6 +55,7 @@ DUR=${DUR:-15s} WARM=${WARM:-8s}
 REQUESTS=${REQUESTS:-300} PROMPT=${PROMPT:-16-128} OUTPUT=${OUTPUT:-16-128}
 MAX_SEQS=${MAX_SEQS:-64} STEP_TOKENS=${STEP_TOKENS:-256} THREADS=${THREADS:-2}
 PEERS=${PEERS:-}
+PREFIX=${PREFIX:-} PREFIX_CLIENTS=${PREFIX_CLIENTS:-32}
 ROOT=${EAS_PYVENV_DIR:-$HOME/.cache/eas-server/pyvenv}
 TOK=${EAS_TOKENIZER_CACHE:-$HOME/.cache/eas-server/tokenizers}
 PY=python3
@@ -148,17 +152,22 @@ print(v)' "$rows" "$@"
 start=$(date +%s)
 for model in $MODELS; do
 	dir=$CACHE/$model/optimum
-	for s in batched unbatched; do
+	services=(batched unbatched)
+	[[ -n $PREFIX ]] && services+=(noprefix)
+	for s in "${services[@]}"; do
 		mc="{\"max_num_seqs\":$MAX_SEQS,\"max_num_batched_tokens\":$STEP_TOKENS,\"intra_op_threads\":$THREADS}"
 		[[ $s == unbatched ]] && mc="{\"max_num_seqs\":1,\"max_num_batched_tokens\":512,\"intra_op_threads\":$THREADS}"
+		[[ $s == noprefix ]] && mc="{\"max_num_seqs\":$MAX_SEQS,\"max_num_batched_tokens\":$STEP_TOKENS,\"intra_op_threads\":$THREADS,\"enable_prefix_caching\":false}"
 		cat >"$work/$s.json" <<JSON
 {"name":"${model}_$s","processor":"llm_cpu","model_path":"$dir","token":"bench","model_config":$mc,
  "metadata":{"instance":1,"cpu":$THREADS,"rpc":{"max_queue_size":1024}}}
 JSON
 	done
 	rm -rf "$work/state"
+	deploys=()
+	for s in "${services[@]}"; do deploys+=(--deploy "$work/$s.json"); done
 	$EAS serve --listen 127.0.0.1:$PORT --state-dir "$work/state" --log-level warn --pprof-listen 127.0.0.1:$PPROF_PORT \
-		--deploy "$work/batched.json" --deploy "$work/unbatched.json" >"$work/serve.log" 2>&1 &
+		"${deploys[@]}" >"$work/serve.log" 2>&1 &
 	srv=$!
 	pids+=($srv)
 	wait_ready "$PORT" 300 "$work/serve.log" "$srv"
@@ -182,6 +191,13 @@ JSON
 		for c in $STEPS; do
 			WORKLOAD=$work/decode.jsonl measure "$model" eas-server decode-only "c$c" \
 				"http://127.0.0.1:$PORT/api/predict/${model}_batched/v1/completions" "$srv" "" "${model}_batched"
+		done
+	fi
+	if [[ -n $PREFIX ]]; then
+		$EAS bench-generation workload -n "$REQUESTS" --prompt "$PROMPT" --output "$OUTPUT" --seed 39 --prefix "$PREFIX" -o "$work/prefix.jsonl"
+		for s in batched noprefix; do
+			WORKLOAD=$work/prefix.jsonl measure "$model" eas-server "$s prefix $PREFIX" "c$PREFIX_CLIENTS" \
+				"http://127.0.0.1:$PORT/api/predict/${model}_$s/v1/completions" "$srv" "" "${model}_$s"
 		done
 	fi
 	stop "$srv"

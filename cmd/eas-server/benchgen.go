@@ -145,7 +145,8 @@ func workloadCmd() *cobra.Command {
 		Use:   "workload",
 		Short: "Write a seeded generation workload (JSON lines) for bench-generation and the peers",
 		Long: "Draws --requests requests: prompt lengths log-uniform over --prompt MIN-MAX tokens, max_tokens uniform\n" +
-			"over --output MIN-MAX, token ids uniform below --vocab, all from --seed (the same file on every machine).",
+			"over --output MIN-MAX, token ids uniform below --vocab, all from --seed (the same file on every machine);\n" +
+			"with --prefix N, the same N ids (a system prompt) start every prompt.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -179,6 +180,7 @@ func workloadCmd() *cobra.Command {
 	fl.StringVar(&outLen, "output", outLen, "max_tokens range, MIN-MAX (uniform)")
 	fl.IntVar(&spec.Vocab, "vocab", spec.Vocab, "token ids are drawn below this (50000: ordinary tokens of GPT-2's and Llama 3's vocabularies)")
 	fl.Uint64Var(&spec.Seed, "seed", spec.Seed, "the generator's seed")
+	fl.IntVar(&spec.Prefix, "prefix", 0, "a shared prefix of this many ids (a system prompt) before every prompt's own")
 	fl.StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	return cmd
 }

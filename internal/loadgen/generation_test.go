@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,8 +66,21 @@ func TestMakeWorkloadFollowsItsSpec(t *testing.T) {
 	if d.String() != b.String() {
 		t.Error("a workload read back differs from the one written")
 	}
+	// A prefix: the same ids start every prompt, and what follows is the
+	// prompt the spec draws without it.
+	spec.Prefix = 40
+	pre, err := MakeWorkload(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range pre {
+		if !slices.Equal(r.Prompt[:40], pre[0].Prompt[:40]) || !slices.Equal(r.Prompt[40:], other[i].Prompt) || r.MaxTokens != other[i].MaxTokens {
+			t.Fatalf("request %d with a 40-token prefix: %v; without: %v", i, r.Prompt, other[i].Prompt)
+		}
+	}
 	for _, bad := range []WorkloadSpec{{}, {Requests: 1, PromptMin: 5, PromptMax: 4, OutputMin: 1, OutputMax: 1, Vocab: 1},
-		{Requests: 1, PromptMin: 1, PromptMax: 1, OutputMin: 0, OutputMax: 1, Vocab: 1}, {Requests: 1, PromptMin: 1, PromptMax: 1, OutputMin: 1, OutputMax: 1}} {
+		{Requests: 1, PromptMin: 1, PromptMax: 1, OutputMin: 0, OutputMax: 1, Vocab: 1}, {Requests: 1, PromptMin: 1, PromptMax: 1, OutputMin: 1, OutputMax: 1},
+		{Requests: 1, PromptMin: 1, PromptMax: 1, OutputMin: 1, OutputMax: 1, Vocab: 1, Prefix: -1}} {
 		if _, err := MakeWorkload(bad); err == nil {
 			t.Errorf("spec %+v accepted", bad)
 		}

@@ -38,6 +38,10 @@ type WorkloadSpec struct {
 	OutputMin, OutputMax int    // max_tokens: uniform over [min, max]
 	Vocab                int    // token ids uniform over [0, Vocab)
 	Seed                 uint64 // the generator's seed (PCG)
+	// Prefix is a shared prefix's length (a system prompt): that many
+	// ids, drawn once, start every prompt, before its own PromptMin to
+	// PromptMax ids. 0: none.
+	Prefix int
 }
 
 // DefaultWorkload is the benchmark's default: 300 requests, prompts of 16
@@ -58,6 +62,8 @@ func (s WorkloadSpec) Check() error {
 		return fmt.Errorf("output lengths %d-%d: want 1 <= min <= max", s.OutputMin, s.OutputMax)
 	case s.Vocab < 1:
 		return fmt.Errorf("vocab must be at least 1, got %d", s.Vocab)
+	case s.Prefix < 0 || s.Prefix > MaxPromptTokens:
+		return fmt.Errorf("prefix must be between 0 and %d tokens, got %d", MaxPromptTokens, s.Prefix)
 	}
 	return nil
 }
@@ -70,11 +76,22 @@ func MakeWorkload(s WorkloadSpec) ([]GenRequest, error) {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x39))
 	lo, hi := math.Log(float64(s.PromptMin)), math.Log(float64(s.PromptMax)+1)
 	out := make([]GenRequest, s.Requests)
+	var prefix []int
+	if s.Prefix > 0 {
+		// Its own generator, so that the prompts after it are those of
+		// the same spec without a prefix.
+		pr := rand.New(rand.NewPCG(s.Seed, 0x5e))
+		prefix = make([]int, s.Prefix)
+		for j := range prefix {
+			prefix[j] = pr.IntN(s.Vocab)
+		}
+	}
 	for i := range out {
 		n := min(int(math.Exp(lo+rng.Float64()*(hi-lo))), s.PromptMax)
 		n = max(n, s.PromptMin)
-		p := make([]int, n)
-		for j := range p {
+		p := make([]int, len(prefix)+n)
+		copy(p, prefix)
+		for j := len(prefix); j < len(p); j++ {
 			p[j] = rng.IntN(s.Vocab)
 		}
 		out[i] = GenRequest{Prompt: p, MaxTokens: s.OutputMin + rng.IntN(s.OutputMax-s.OutputMin+1)}

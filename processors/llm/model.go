@@ -81,6 +81,10 @@ type Options struct {
 	// default the attention is rewritten to append the cache in place
 	// (slotAttention) where the graph and config.json allow it.
 	ExportedAttention bool
+	// NoPrefixReuse turns off, on the slot cache, the reuse of a prompt
+	// prefix that another sequence, running or released, already computed
+	// (a released sequence's slot is then freed at once).
+	NoPrefixReuse bool
 }
 
 // Config is what config.json says that the runner uses; the names are
@@ -270,7 +274,7 @@ func (m *Model) openSession(opt Options) error {
 	if s := m.rewrittenSession(opt, opts); s != nil {
 		m.session, m.provider = s, provider
 		if m.lay.slots {
-			m.sc = &slotCache{}
+			m.sc = &slotCache{retain: !opt.NoPrefixReuse}
 		}
 		return nil
 	}

@@ -190,3 +190,14 @@ func sharedWith(t testing.TB, dir string, opt Options) *Model {
 	sharedModels[key] = m
 	return m
 }
+
+// holding is what the sequences still hold: running slots on the slot
+// cache (released ones may stay as prefixes), else the blocks' bytes.
+func holding(m *Model) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sc != nil {
+		return int64(m.sc.live)
+	}
+	return m.kvBytes
+}

@@ -44,11 +44,15 @@ type ServiceConfig struct {
 	MaxModelLen int `json:"max_model_len"`
 	// ChatTemplate replaces tokenizer_config.json's chat_template.
 	ChatTemplate string `json:"chat_template"`
+	// EnablePrefixCaching reuses the keys and values of a prompt prefix
+	// that a running or finished sequence computed (default true; applies
+	// where the cache is appended in place).
+	EnablePrefixCaching *bool `json:"enable_prefix_caching"`
 }
 
-const accepts = `{"model_name": "id", "max_num_seqs": N, "max_num_batched_tokens": N, "max_cached_tokens": N, "max_model_len": N, "chat_template": "jinja", and the onnx processor's keys (intra_op_threads, graph_optimization, device_id, gpu_mem_limit, ...)}`
+const accepts = `{"model_name": "id", "max_num_seqs": N, "max_num_batched_tokens": N, "max_cached_tokens": N, "max_model_len": N, "chat_template": "jinja", "enable_prefix_caching": true|false, and the onnx processor's keys (intra_op_threads, graph_optimization, device_id, gpu_mem_limit, ...)}`
 
-var ownKeys = []string{"model_name", "max_num_seqs", "max_num_batched_tokens", "max_cached_tokens", "max_model_len", "chat_template"}
+var ownKeys = []string{"model_name", "max_num_seqs", "max_num_batched_tokens", "max_cached_tokens", "max_model_len", "chat_template", "enable_prefix_caching"}
 
 // Limits of model_config.
 const (
@@ -128,7 +132,8 @@ func (p *Processor) Load(ctx context.Context, files processors.Files) error {
 		return errors.New("model_path is required: the directory of the ONNX export with its config.json, tokenizer.json and tokenizer_config.json")
 	}
 	m, err := Open(ctx, files.ModelPath, Options{GPU: p.gpu, Code: p.code(), CPUCode: CodeCPU, Session: p.session,
-		MaxContext: p.cfg.MaxModelLen, MaxModelBytes: p.spec.MaxModelBytes})
+		MaxContext: p.cfg.MaxModelLen, MaxModelBytes: p.spec.MaxModelBytes,
+		NoPrefixReuse: p.cfg.EnablePrefixCaching != nil && !*p.cfg.EnablePrefixCaching})
 	if err != nil {
 		return err
 	}

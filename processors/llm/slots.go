@@ -27,60 +27,104 @@ import (
 //     GroupQueryAttention takes several new tokens after a cache for one
 //     row at a time).
 //
+// Prefixes: each slot records the tokens its columns hold. A released
+// sequence's slot keeps them (retained) until a newcomer needs the slot
+// (free slots first, then the least recently used retained one). A prompt
+// chunk whose tokens continue another slot's (a system prompt, a chat's
+// earlier turns, another choice of the same prompt) is not computed: a
+// newcomer takes a retained slot over as it is, else the keys and values
+// are copied from that slot (a copy of memory, against a model's forward
+// pass per token); the chunk's last token always runs, its logits being
+// the step's answer. A failed run leaves a sequence with the reused prefix
+// it took.
+//
 // Columns grow to the longest sequence's need, rounded up to slotCols,
-// plus the dummies' free column (every sequence's n < cols), and shrink
-// when the longest no longer needs half of them; slots double when all are
-// taken. Either copies each sequence's tokens once; the buffers go when
-// the last sequence is released.
+// plus the dummies' free column (every slot's tokens < cols), and shrink
+// when the longest running sequence no longer needs half of them (cutting
+// longer retained prefixes); slots grow in eights when all are running (so
+// they stay within the scheduler's max_num_seqs rounded up). Either copies
+// every slot's tokens once; the buffers go when no slot holds any. The
+// memory is slots x columns: at most max_num_seqs x (context + 1) tokens'
+// keys and values.
 type slotCache struct {
 	bufs        [][]byte // per cache tensor
 	slots, cols int
-	seqs        []*sequence // per slot: nil when free
-	live        int
+	seqs        []*sequence // per slot: its sequence, nil when free or retained
+	hist        [][]int32   // per slot: the tokens whose keys and values its columns hold
+	used        []uint64    // per retained slot: when it was last released or read
+	clock       uint64
+	live        int  // slots with a sequence
+	retain      bool // keep a released sequence's tokens as a prefix to reuse
+	reused      int  // prompt tokens taken from other slots so far
 }
 
 // slotCols is the step in which the columns grow: a decode loop copies the
 // caches once every slotCols tokens of its longest sequence.
 const slotCols = 64
 
+// minPrefix is the shortest prefix worth reusing.
+const minPrefix = 8
+
 // slotBytes is one slot's size in one cache tensor of cols columns.
 func (m *Model) slotBytes(cols int) int {
 	return m.lay.kvHeads * cols * m.lay.headDim * m.lay.elemSize()
 }
 
-// resizeSlots remakes the buffers as slots x cols, copying each sequence's
-// tokens.
+// resizeSlots remakes the buffers as slots x cols, copying each slot's
+// tokens (a retained prefix longer than the new columns allow is cut).
 func (m *Model) resizeSlots(slots, cols int) {
 	c := m.sc
-	h, rowBytes := m.lay.kvHeads, m.lay.headDim*m.lay.elemSize()
+	for i, h := range c.hist {
+		c.hist[i] = h[:min(len(h), cols-1)]
+	}
 	bufs := make([][]byte, m.lay.kvTensors())
 	for t := range bufs {
 		bufs[t] = make([]byte, slots*m.slotBytes(cols))
-		for i, s := range c.seqs {
-			if s == nil || s.n == 0 {
-				continue
-			}
-			for j := 0; j < h; j++ {
-				from, to := (i*h+j)*c.cols*rowBytes, (i*h+j)*cols*rowBytes
-				copy(bufs[t][to:to+s.n*rowBytes], c.bufs[t][from:from+s.n*rowBytes])
-			}
-		}
+	}
+	old, oldCols := c.bufs, c.cols
+	c.bufs, c.cols = bufs, cols
+	for i, h := range c.hist {
+		m.copySlot(i, 0, old, oldCols, i, 0, len(h))
 	}
 	m.kvBytes = int64(len(bufs)) * int64(slots) * int64(m.slotBytes(cols))
-	c.bufs, c.slots, c.cols = bufs, slots, cols
+	c.slots = slots
 	c.seqs = append(c.seqs, make([]*sequence, slots-len(c.seqs))...)
+	c.hist = append(c.hist, make([][]int32, slots-len(c.hist))...)
+	c.used = append(c.used, make([]uint64, slots-len(c.used))...)
 }
 
-// dropSlot frees s's slot; the buffers go with the last one.
+// copySlot copies n columns of slot src from column scol, in buffers of
+// srcCols columns, into slot dst of the cache from column dcol.
+func (m *Model) copySlot(dst, dcol int, src [][]byte, srcCols, from, scol, n int) {
+	c := m.sc
+	h, rowBytes := m.lay.kvHeads, m.lay.headDim*m.lay.elemSize()
+	for t := range c.bufs {
+		for j := 0; j < h; j++ {
+			so := ((from*h+j)*srcCols + scol) * rowBytes
+			do := ((dst*h+j)*c.cols + dcol) * rowBytes
+			copy(c.bufs[t][do:do+n*rowBytes], src[t][so:so+n*rowBytes])
+		}
+	}
+}
+
+// dropSlot frees s's slot, or keeps its tokens as a reusable prefix; the
+// buffers go when nothing is left in them.
 func (m *Model) dropSlot(s *sequence) {
 	c := m.sc
 	if s.slot < 0 {
 		return
 	}
-	c.seqs[s.slot], s.slot = nil, -1
+	c.seqs[s.slot] = nil
+	if c.retain && len(c.hist[s.slot]) >= minPrefix {
+		c.clock++
+		c.used[s.slot] = c.clock
+	} else {
+		c.hist[s.slot] = nil
+	}
+	s.slot = -1
 	c.live--
-	if c.live == 0 {
-		c.bufs, c.seqs, c.slots, c.cols = nil, nil, 0, 0
+	if c.live == 0 && !slices.ContainsFunc(c.hist, func(h []int32) bool { return len(h) > 0 }) {
+		c.bufs, c.seqs, c.hist, c.used, c.slots, c.cols = nil, nil, nil, nil, 0, 0
 		m.kvBytes = 0
 	}
 }
@@ -90,10 +134,69 @@ func (m *Model) colsFor(n int) int {
 	return min((n+1+slotCols-1)/slotCols*slotCols, m.ctxLen+1)
 }
 
+// prefixReuse is a prompt chunk's tokens found in another slot: L tokens
+// after the sequence's own, in slot from.
+type prefixReuse struct {
+	from, n int
+}
+
+// findPrefix finds the slot, other than s's, whose tokens continue s's own
+// history furthest into the chunk toks, leaving its last token to run (its
+// logits are the step's answer); ok when that is at least minPrefix tokens.
+func (m *Model) findPrefix(s *sequence, toks []int32) (prefixReuse, bool) {
+	c := m.sc
+	var own []int32
+	if s.slot >= 0 {
+		own = c.hist[s.slot]
+	}
+	best := prefixReuse{from: -1}
+	for j, h := range c.hist {
+		if j == s.slot || len(h) <= len(own) || !slices.Equal(h[:len(own)], own) {
+			continue
+		}
+		n := 0
+		for rest := h[len(own):]; n < len(rest) && n < len(toks)-1 && rest[n] == toks[n]; n++ {
+		}
+		if n > best.n {
+			best = prefixReuse{from: j, n: n}
+		}
+	}
+	return best, best.n >= minPrefix
+}
+
 // slotStep is Step on the slot cache.
 func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs []*sequence) ([][]float32, error) {
 	c := m.sc
-	// Slots for newcomers, lowest first, and room for every new token.
+	batch = slices.Clone(batch) // a reused prefix shortens an input's tokens
+
+	// Prefixes: a newcomer whose prompt starts with a retained slot's
+	// tokens takes that slot over (no copy); other prompt chunks that
+	// continue another slot's tokens copy them after the slots are placed.
+	copies := map[int]prefixReuse{} // input -> where its prefix is
+	pinned := map[int]bool{}        // slots read by copies: not to be evicted
+	for i, s := range seqs {
+		if len(batch[i].Tokens) < 2 || len(c.hist) == 0 {
+			continue
+		}
+		p, ok := m.findPrefix(s, batch[i].Tokens)
+		if !ok {
+			continue
+		}
+		if s.slot < 0 && c.seqs[p.from] == nil && !pinned[p.from] {
+			s.slot, c.seqs[p.from] = p.from, s
+			c.hist[p.from] = c.hist[p.from][:p.n]
+			c.live++
+			s.n = p.n
+			c.reused += p.n
+			batch[i].Tokens = batch[i].Tokens[p.n:]
+			continue
+		}
+		copies[i], pinned[p.from] = p, true
+	}
+
+	// Slots for the other newcomers: a free one (lowest first), else the
+	// least recently used retained one, else more slots; and columns for
+	// every new token.
 	need := 0
 	for i, s := range seqs {
 		need = max(need, s.n+len(batch[i].Tokens))
@@ -103,15 +206,20 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 			need = max(need, s.n)
 		}
 	}
-	slots := c.slots
-	newcomers := 0
+	newcomers, spare := 0, 0
 	for _, s := range seqs {
 		if s.slot < 0 {
 			newcomers++
 		}
 	}
-	for slots-c.live < newcomers {
-		slots = max(8, 2*slots)
+	for j, s := range c.seqs {
+		if s == nil && !pinned[j] {
+			spare++
+		}
+	}
+	slots := c.slots
+	if spare < newcomers {
+		slots = (c.slots + newcomers - spare + 7) / 8 * 8
 	}
 	cols := c.cols
 	if want := m.colsFor(need); want > cols || 2*want <= cols {
@@ -121,11 +229,34 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 		m.resizeSlots(slots, cols)
 	}
 	for _, s := range seqs {
-		if s.slot < 0 {
-			s.slot = slices.Index(c.seqs, nil)
-			c.seqs[s.slot] = s
-			c.live++
+		if s.slot >= 0 {
+			continue
 		}
+		at := -1
+		for j, o := range c.seqs {
+			if o != nil || pinned[j] {
+				continue
+			}
+			if len(c.hist[j]) == 0 {
+				at = j // a free slot, lowest first
+				break
+			}
+			if at < 0 || c.used[j] < c.used[at] {
+				at = j // else the least recently used retained one
+			}
+		}
+		s.slot, c.seqs[at], c.hist[at] = at, s, c.hist[at][:0]
+		c.live++
+	}
+	for i, p := range copies {
+		s := seqs[i]
+		m.copySlot(s.slot, s.n, c.bufs, c.cols, p.from, s.n, p.n)
+		c.hist[s.slot] = append(c.hist[s.slot], batch[i].Tokens[:p.n]...)
+		c.clock++
+		c.used[p.from] = c.clock
+		s.n += p.n
+		c.reused += p.n
+		batch[i].Tokens = batch[i].Tokens[p.n:]
 	}
 
 	// The decode run, then one run per prompt chunk.
@@ -193,10 +324,7 @@ func (m *Model) slotRun(ctx context.Context, g, lo int, rows []slotRow) ([][]flo
 	var last []int64 // the flattened positions whose logits are read
 	total := int32(0)
 	for r, row := range rows {
-		n := 0
-		if row.seq != nil {
-			n = row.seq.n
-		}
+		n := len(c.hist[lo+r]) // the sequence's n, or a retained prefix's length
 		if len(row.toks) == 0 {
 			// A dummy: token 0 at column n, which is free (n < cols).
 			pos[r*s] = int64(min(n, m.ctxLen-1))
@@ -252,6 +380,7 @@ func (m *Model) slotRun(ctx context.Context, g, lo int, rows []slotRow) ([][]flo
 			continue
 		}
 		row.seq.n += len(row.toks)
+		c.hist[lo+r] = append(c.hist[lo+r], row.toks...)
 		at := k
 		if !lay.lastOnly {
 			at = r*s + len(row.toks) - 1

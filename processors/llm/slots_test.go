@@ -2,113 +2,223 @@ package llm
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/eas-server/eas-server/processors"
 	"github.com/eas-server/eas-server/tensor"
 )
 
-// TestSlotCache follows the slot cache through a schedule that takes slots
-// lowest first and reuses a released one, runs a sequence in its prompt as
-// a dummy row of the decode run, grows the columns past slotCols and the
-// slots past 8 (copying every sequence's tokens), shrinks the columns when
-// the longest sequence leaves, and holds nothing once all are released.
-// Every step's logits must equal those of the exported attention (kv.go's
-// blocks) fed the same tokens.
+// twins steps a slot-cache model and the exported attention (kv.go's
+// blocks) on the same inputs, each sequence having a twin in both, and
+// checks that every step's logits and lengths agree.
+type twins struct {
+	t      *testing.T
+	m, ref *Model
+	all    []*twin
+}
+
+type twin struct {
+	s, r processors.Sequence
+	name string
+}
+
+// in is one input of a step: a sequence's new tokens.
+type in struct {
+	tw   *twin
+	toks []int32
+}
+
+// newTwins opens the llama test model with opt, its own (so that no other
+// test's prefixes are retained in it), and the shared exported one.
+func newTwins(t *testing.T, opt Options) *twins {
+	dir := filepath.Join(testModels(t), "llama", "optimum")
+	opt.Threads = 1
+	m, err := Open(t.Context(), dir, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	tw := &twins{t: t, m: m, ref: sharedWith(t, dir, Options{ExportedAttention: true})}
+	if !tw.m.lay.slots || tw.ref.lay.slots {
+		t.Fatalf("slots: %v and %v, want true and false", tw.m.lay.slots, tw.ref.lay.slots)
+	}
+	if tw.m.lay.layers != 2 || tw.m.lay.kvHeads != 2 || tw.m.lay.headDim != 16 {
+		t.Fatalf("llama test model: %s", tw.m.Layout())
+	}
+	return tw
+}
+
+func (tw *twins) seq(name string) *twin {
+	x := &twin{s: tw.m.NewSequence(), r: tw.ref.NewSequence(), name: name}
+	tw.all = append(tw.all, x)
+	return x
+}
+
+func (tw *twins) run(label string, ins ...in) {
+	t := tw.t
+	t.Helper()
+	var a, b []processors.StepInput
+	for _, i := range ins {
+		a = append(a, processors.StepInput{Seq: i.tw.s, Tokens: i.toks})
+		b = append(b, processors.StepInput{Seq: i.tw.r, Tokens: i.toks})
+	}
+	got, want := step(t, tw.m, a...), step(t, tw.ref, b...)
+	for j := range got {
+		if err := tensor.CloseValues("logits", got[j], want[j], tensor.F32Accumulated); err != nil {
+			t.Errorf("%s, %s: %v", label, ins[j].tw.name, err)
+		}
+		if g, w := ins[j].tw.s.Len(), ins[j].tw.r.Len(); g != w {
+			t.Errorf("%s, %s: Len %d, exported %d", label, ins[j].tw.name, g, w)
+		}
+	}
+}
+
+func (tw *twins) release(xs ...*twin) {
+	for _, x := range xs {
+		x.s.Release()
+		x.r.Release()
+	}
+}
+
+// toks is n token ids from from, 7 apart.
+func toks(n, from int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(from + 7*i)
+	}
+	return v
+}
+
+func cat(parts ...[]int32) []int32 { return slices.Concat(parts...) }
+
+func slotOf(x *twin) int { return x.s.(*sequence).slot }
+
+// perSlotCol is the llama test model's bytes per slot and column: 2 layers
+// x key and value, 2 kv heads of 16, float32.
+const perSlotCol = 4 * 2 * 16 * 4
+
+// TestSlotCache follows the slot cache (prefix reuse off) through a
+// schedule that takes slots lowest first and reuses a released one, runs a
+// sequence in its prompt as a dummy row of the decode run, grows the
+// columns past slotCols and the slots past 8 (copying every sequence's
+// tokens), shrinks the columns when the longest sequence leaves, and holds
+// nothing once all are released. Every step's logits must equal the
+// exported attention's.
 func TestSlotCache(t *testing.T) {
-	root := testModels(t)
-	dir := filepath.Join(root, "llama", "optimum")
-	m := shared(t, dir)
-	ref := sharedWith(t, dir, Options{ExportedAttention: true})
-	if !m.lay.slots || ref.lay.slots {
-		t.Fatalf("slots: %v and %v, want true and false", m.lay.slots, ref.lay.slots)
-	}
-	if m.lay.layers != 2 || m.lay.kvHeads != 2 || m.lay.headDim != 16 {
-		t.Fatalf("llama test model: %s", m.Layout())
-	}
-	per := func(slots, cols int) int64 { // 2 layers x key and value, 2 kv heads of 16, float32
-		return int64(4 * slots * 2 * cols * 16 * 4)
-	}
-	type twin struct {
-		s, r processors.Sequence
-		name string
-	}
-	var all []*twin
-	newTwin := func(name string) *twin {
-		tw := &twin{s: m.NewSequence(), r: ref.NewSequence(), name: name}
-		all = append(all, tw)
-		return tw
-	}
-	type in struct {
-		tw   *twin
-		toks []int32
-	}
-	run := func(label string, ins ...in) {
+	tw := newTwins(t, Options{NoPrefixReuse: true})
+	m := tw.m
+	memory := func(label string, slots, cols int) {
 		t.Helper()
-		var a, b []processors.StepInput
-		for _, i := range ins {
-			a = append(a, processors.StepInput{Seq: i.tw.s, Tokens: i.toks})
-			b = append(b, processors.StepInput{Seq: i.tw.r, Tokens: i.toks})
-		}
-		got, want := step(t, m, a...), step(t, ref, b...)
-		for j := range got {
-			if err := tensor.CloseValues("logits", got[j], want[j], tensor.F32Accumulated); err != nil {
-				t.Errorf("%s, %s: %v", label, ins[j].tw.name, err)
-			}
-			if g, w := ins[j].tw.s.Len(), ins[j].tw.r.Len(); g != w {
-				t.Errorf("%s, %s: Len %d, exported %d", label, ins[j].tw.name, g, w)
-			}
+		if got, want := m.KVBytes(), int64(slots*cols*perSlotCol); got != want {
+			t.Fatalf("%s: KVBytes %d, want %d (%d slots x %d columns)", label, got, want, slots, cols)
 		}
 	}
-	toks := func(n, from int) []int32 {
-		v := make([]int32, n)
-		for i := range v {
-			v[i] = int32(from + 7*i)
-		}
-		return v
+	a, b, c := tw.seq("a"), tw.seq("b"), tw.seq("c")
+	tw.run("a's prompt", in{a, toks(5, 100)})
+	memory("one sequence", 8, slotCols)
+	tw.run("b's prompt beside a", in{a, []int32{3}}, in{b, toks(3, 200)})
+	tw.run("c's one-token prompt in the decode run", in{a, []int32{4}}, in{b, []int32{5}}, in{c, []int32{300}})
+	if slotOf(a) != 0 || slotOf(b) != 1 || slotOf(c) != 2 {
+		t.Fatalf("slots %d %d %d, want 0 1 2", slotOf(a), slotOf(b), slotOf(c))
 	}
-	slot := func(tw *twin) int { return tw.s.(*sequence).slot }
-	memory := func(label string, want int64) {
+	tw.release(b)
+	d := tw.seq("d")
+	tw.run("d's prompt, a dummy row of the decode run", in{a, []int32{6}}, in{c, []int32{7}}, in{d, toks(4, 400)})
+	if slotOf(d) != 1 {
+		t.Fatalf("d took slot %d, want b's 1", slotOf(d))
+	}
+	tw.run("a's 70-token chunk: the columns grow", in{a, toks(70, 500)}, in{c, []int32{8}}, in{d, []int32{9}})
+	memory("a at 79 tokens", 8, 2*slotCols)
+	more := []in{{a, []int32{10}}, {c, []int32{11}}, {d, []int32{12}}}
+	for i := 0; i < 6; i++ {
+		more = append(more, in{tw.seq(string(rune('e' + i))), toks(2, 600+10*i)})
+	}
+	tw.run("six more: the slots grow", more...)
+	memory("nine sequences", 16, 2*slotCols)
+	tw.release(a)
+	var decode []in
+	for _, x := range tw.all[2:] { // c, d and the six: a and b are gone
+		decode = append(decode, in{x, []int32{13}})
+	}
+	tw.run("a gone: the columns shrink", decode...)
+	memory("the longest gone", 16, slotCols)
+	tw.release(tw.all...)
+	memory("all released", 0, 0)
+}
+
+// TestPrefixReuse: prompts that share a prefix with a running or released
+// sequence take its keys and values instead of computing them (a copy from
+// a running one, the slot itself from a released one, across prompt
+// chunks too), the least recently used prefix is evicted first, and every
+// step's logits equal the exported attention's, which computes everything.
+func TestPrefixReuse(t *testing.T) {
+	tw := newTwins(t, Options{})
+	m := tw.m
+	reused := func(label string, want int) {
 		t.Helper()
-		if got := m.KVBytes(); got != want {
-			t.Fatalf("%s: KVBytes %d, want %d (%d slots x %d columns)", label, got, want, m.sc.slots, m.sc.cols)
+		if m.sc.reused != want {
+			t.Fatalf("%s: %d tokens reused in all, want %d", label, m.sc.reused, want)
 		}
+	}
+	system := toks(20, 1000)
+	a, b := tw.seq("a"), tw.seq("b")
+	tw.run("a: system prompt + 5", in{a, cat(system, toks(5, 2000))})
+	reused("a", 0)
+	tw.run("b: system prompt + 6, beside a's decode", in{a, []int32{42}}, in{b, cat(system, toks(6, 3000))})
+	reused("b copies the system prompt from running a", 20)
+	tw.run("both decode", in{a, []int32{43}}, in{b, []int32{44}})
+	aSlot, aText := slotOf(a), cat(system, toks(5, 2000), []int32{42, 43})
+	tw.release(a)
+
+	// A second turn of a's chat: its whole text so far, then more.
+	c := tw.seq("c")
+	tw.run("c: a's text + 4, beside b", in{b, []int32{45}}, in{c, cat(aText, toks(4, 4000))})
+	reused("c takes a's retained slot", 20+len(aText))
+	if slotOf(c) != aSlot {
+		t.Fatalf("c is in slot %d, want a's %d", slotOf(c), aSlot)
 	}
 
-	a, b, c := newTwin("a"), newTwin("b"), newTwin("c")
-	run("a's prompt", in{a, toks(5, 100)})
-	memory("one sequence", per(8, slotCols))
-	run("b's prompt beside a", in{a, []int32{3}}, in{b, toks(3, 200)})
-	run("c's one-token prompt in the decode run", in{a, []int32{4}}, in{b, []int32{5}}, in{c, []int32{300}})
-	if slot(a) != 0 || slot(b) != 1 || slot(c) != 2 {
-		t.Fatalf("slots %d %d %d, want 0 1 2", slot(a), slot(b), slot(c))
+	// A prompt fed in chunks: each continues b's tokens.
+	d := tw.seq("d")
+	tw.run("d's first chunk: 12 of the system prompt", in{b, []int32{46}}, in{c, []int32{47}}, in{d, system[:12]})
+	reused("d's first chunk: all but its last token", 20+len(aText)+11)
+	tw.run("d's second chunk: the rest and its own", in{d, cat(system[12:], toks(3, 5000))})
+	reused("d's second chunk continues its own copied tokens", 20+len(aText)+11+8)
+
+	// One token short of minPrefix: computed.
+	e := tw.seq("e")
+	tw.run("e: 7 tokens of the system prompt then its own", in{e, cat(system[:minPrefix-1], toks(4, 6000))})
+	reused("e: too short a prefix", 20+len(aText)+11+8)
+	tw.release(b, d, e, c)
+	if m.sc.live != 0 || m.KVBytes() == 0 {
+		t.Fatalf("all released: %d running, %d bytes: the prefixes should stay", m.sc.live, m.KVBytes())
 	}
-	b.s.Release()
-	b.r.Release()
-	d := newTwin("d")
-	run("d's prompt, a dummy row of the decode run", in{a, []int32{6}}, in{c, []int32{7}}, in{d, toks(4, 400)})
-	if slot(d) != 1 {
-		t.Fatalf("d took slot %d, want b's 1", slot(d))
+
+	// Eviction: the least recently used prefix goes first. c's, released
+	// last, is the newest of the four retained; fill every other slot.
+	free := 0
+	for j := range m.sc.seqs {
+		if len(m.sc.hist[j]) == 0 {
+			free++
+		}
 	}
-	run("a's 70-token chunk: the columns grow", in{a, toks(70, 500)}, in{c, []int32{8}}, in{d, []int32{9}})
-	memory("a at 79 tokens", per(8, 2*slotCols))
-	var more []in
-	for i := 0; i < 6; i++ {
-		more = append(more, in{newTwin(string(rune('e' + i))), toks(2, 600+10*i)})
+	var fill []in
+	for i := 0; i < free+3; i++ {
+		fill = append(fill, in{tw.seq("fill"), toks(2, 7000+10*i)})
 	}
-	run("six more: the slots grow", append([]in{{a, []int32{10}}, {c, []int32{11}}, {d, []int32{12}}}, more...)...)
-	memory("nine sequences", per(16, 2*slotCols))
-	a.s.Release()
-	a.r.Release()
-	var decode []in
-	for _, tw := range all[2:] { // c, d and the six: a and b are gone
-		decode = append(decode, in{tw, []int32{13}})
+	tw.run("newcomers take the free slots, then evict", fill...)
+	kept := 0
+	for j := range m.sc.seqs {
+		if m.sc.seqs[j] == nil && len(m.sc.hist[j]) > 0 {
+			kept++
+			if j != aSlot {
+				t.Errorf("slot %d still retained; only c's (%d), the most recent, should be", j, aSlot)
+			}
+		}
 	}
-	run("a gone: the columns shrink", decode...)
-	memory("the longest gone", per(16, slotCols))
-	for _, tw := range all {
-		tw.s.Release()
-		tw.r.Release()
+	if kept != 1 {
+		t.Fatalf("%d prefixes retained, want 1", kept)
 	}
-	memory("all released", 0)
+	tw.release(tw.all...)
 }
