@@ -274,7 +274,7 @@ func (m *Model) openSession(opt Options) error {
 	if s := m.rewrittenSession(opt, opts); s != nil {
 		m.session, m.provider = s, provider
 		if m.lay.slots {
-			m.sc = &slotCache{retain: !opt.NoPrefixReuse}
+			m.sc = &slotCache{reuse: !opt.NoPrefixReuse}
 		}
 		return nil
 	}

@@ -27,9 +27,12 @@ import (
 //     GroupQueryAttention takes several new tokens after a cache for one
 //     row at a time).
 //
+// A newcomer takes the lowest slot no sequence runs in, so that the decode
+// run spans few dummies; a prefix retained there moves to a free slot, else
+// to the least recently used retained one's (which goes).
+//
 // Prefixes: each slot records the tokens its columns hold. A released
-// sequence's slot keeps them (retained) until a newcomer needs the slot
-// (free slots first, then the least recently used retained one). A prompt
+// sequence's slot keeps them (retained) until the slot is needed. A prompt
 // chunk whose tokens continue another slot's (a system prompt, a chat's
 // earlier turns, another choice of the same prompt) is not computed: a
 // newcomer takes a retained slot over as it is, else the keys and values
@@ -54,7 +57,7 @@ type slotCache struct {
 	used        []uint64    // per retained slot: when it was last released or read
 	clock       uint64
 	live        int  // slots with a sequence
-	retain      bool // keep a released sequence's tokens as a prefix to reuse
+	reuse       bool // reuse prefixes; keep a released sequence's tokens for that
 	reused      int  // prompt tokens taken from other slots so far
 }
 
@@ -115,7 +118,7 @@ func (m *Model) dropSlot(s *sequence) {
 		return
 	}
 	c.seqs[s.slot] = nil
-	if c.retain && len(c.hist[s.slot]) >= minPrefix {
+	if c.reuse && len(c.hist[s.slot]) >= minPrefix {
 		c.clock++
 		c.used[s.slot] = c.clock
 	} else {
@@ -175,7 +178,7 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 	copies := map[int]prefixReuse{} // input -> where its prefix is
 	pinned := map[int]bool{}        // slots read by copies: not to be evicted
 	for i, s := range seqs {
-		if len(batch[i].Tokens) < 2 || len(c.hist) == 0 {
+		if !c.reuse || len(batch[i].Tokens) < 2 || len(c.hist) == 0 {
 			continue
 		}
 		p, ok := m.findPrefix(s, batch[i].Tokens)
@@ -194,9 +197,8 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 		copies[i], pinned[p.from] = p, true
 	}
 
-	// Slots for the other newcomers: a free one (lowest first), else the
-	// least recently used retained one, else more slots; and columns for
-	// every new token.
+	// Slots for the other newcomers (more slots when too few are not
+	// running), and columns for every new token.
 	need := 0
 	for i, s := range seqs {
 		need = max(need, s.n+len(batch[i].Tokens))
@@ -232,20 +234,33 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 		if s.slot >= 0 {
 			continue
 		}
-		at := -1
+		// The place: the lowest slot no sequence runs in, so that the
+		// decode run spans few dummy rows. The room: a free slot, else the
+		// least recently used retained one, whose prefix goes. A prefix
+		// retained at the place moves to the room.
+		place, room := -1, -1
 		for j, o := range c.seqs {
 			if o != nil || pinned[j] {
 				continue
 			}
-			if len(c.hist[j]) == 0 {
-				at = j // a free slot, lowest first
-				break
+			if place < 0 {
+				place = j
 			}
-			if at < 0 || c.used[j] < c.used[at] {
-				at = j // else the least recently used retained one
+			switch {
+			case len(c.hist[j]) == 0:
+				if room < 0 || len(c.hist[room]) > 0 {
+					room = j
+				}
+			case room < 0 || (len(c.hist[room]) > 0 && c.used[j] < c.used[room]):
+				room = j
 			}
 		}
-		s.slot, c.seqs[at], c.hist[at] = at, s, c.hist[at][:0]
+		if place != room && len(c.hist[place]) > 0 {
+			m.copySlot(room, 0, c.bufs, c.cols, place, 0, len(c.hist[place]))
+			c.hist[room] = append(c.hist[room][:0], c.hist[place]...)
+			c.used[room] = c.used[place]
+		}
+		s.slot, c.seqs[place], c.hist[place] = place, s, c.hist[place][:0]
 		c.live++
 	}
 	for i, p := range copies {

@@ -143,6 +143,12 @@ func TestSlotCache(t *testing.T) {
 	}
 	tw.run("a gone: the columns shrink", decode...)
 	memory("the longest gone", 16, slotCols)
+	y, z := tw.seq("y"), tw.seq("z")
+	tw.run("y's prompt", in{y, toks(12, 9000)})
+	tw.run("z repeats y's prompt", in{y, []int32{14}}, in{z, cat(toks(12, 9000), []int32{15})})
+	if m.sc.reused != 0 {
+		t.Errorf("%d tokens reused with NoPrefixReuse", m.sc.reused)
+	}
 	tw.release(tw.all...)
 	memory("all released", 0, 0)
 }
@@ -152,6 +158,7 @@ func TestSlotCache(t *testing.T) {
 // a running one, the slot itself from a released one, across prompt
 // chunks too), the least recently used prefix is evicted first, and every
 // step's logits equal the exported attention's, which computes everything.
+// Newcomers take the lowest slots, moving retained prefixes out of their way.
 func TestPrefixReuse(t *testing.T) {
 	tw := newTwins(t, Options{})
 	m := tw.m
@@ -207,18 +214,26 @@ func TestPrefixReuse(t *testing.T) {
 	for i := 0; i < free+3; i++ {
 		fill = append(fill, in{tw.seq("fill"), toks(2, 7000+10*i)})
 	}
-	tw.run("newcomers take the free slots, then evict", fill...)
+	tw.run("newcomers take the lowest slots, the prefixes moving up, then evict", fill...)
+	cText := cat(aText, toks(4, 4000))
 	kept := 0
 	for j := range m.sc.seqs {
+		if j < len(fill) && m.sc.seqs[j] == nil {
+			t.Errorf("slot %d is not running: the newcomers should take the lowest slots", j)
+		}
 		if m.sc.seqs[j] == nil && len(m.sc.hist[j]) > 0 {
 			kept++
-			if j != aSlot {
-				t.Errorf("slot %d still retained; only c's (%d), the most recent, should be", j, aSlot)
+			if h := m.sc.hist[j]; len(h) < len(cText) || !slices.Equal(h[:len(cText)], cText) {
+				t.Errorf("slot %d retains %v; only c's prefix, the most recent, should stay", j, h)
 			}
 		}
 	}
 	if kept != 1 {
 		t.Fatalf("%d prefixes retained, want 1", kept)
 	}
+	// And it still serves, moved: a second turn of c's chat.
+	f := tw.seq("f")
+	tw.run("f: c's prompt + 3 after the move", in{f, cat(cText, toks(3, 8000))})
+	reused("f takes c's moved prefix", 20+len(aText)+11+8+len(cText))
 	tw.release(tw.all...)
 }
