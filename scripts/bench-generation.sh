@@ -19,7 +19,8 @@
 # issue's example): closed loop at $CLIENTS clients (batched) and $UNBATCHED_CLIENTS
 # (unbatched), open loop at Poisson rates of $RATE_FACTORS times the batched
 # server's requests/s at its largest client count. Each level: $WARM of
-# warm-up, then a $DUR window. The server's CPU is read from /proc over each
+# warm-up (a closed loop at least clients/4 seconds: its first wave of
+# prompts arrives at once), then a $DUR window. The server's CPU is read from /proc over each
 # window; the mean batch and step time come from its metrics
 # (eas_batch_size, eas_compute_seconds) over the same window.
 #
@@ -110,6 +111,13 @@ measure() {
 	local model=$1 server=$2 mode=$3 load=$4 url=$5 pid=$6 fields=${7:-} svc=${8:-}
 	local flag=(--clients "${load#c}")
 	[[ $load == r* ]] && flag=(--rate "${load#r}")
+	# The first wave (every client's request sent at once) is prefilled
+	# before the first tokens flow: at 64 clients that takes about 8 s on
+	# 2 cores, so a closed loop warms up for at least clients/4 seconds.
+	local WARM=$WARM
+	if [[ $load == c* && ${WARM%s} =~ ^[0-9]+$ ]] && ((${load#c} / 4 > ${WARM%s})); then
+		WARM=$((${load#c} / 4))s
+	fi
 	echo "measuring: $model, $server $mode, $load" >&2
 	local m0="" out extra="{}"
 	if [[ -n $svc ]]; then

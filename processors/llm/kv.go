@@ -84,11 +84,15 @@ func (s *sequence) Release() {
 // NewSequence starts an empty sequence.
 func (m *Model) NewSequence() processors.Sequence { return &sequence{m: m, slot: -1} }
 
-// KVBytes is the memory the caches hold now (the blocks in use, not the
-// spare buffers kept for reuse), in bytes.
+// KVBytes is the memory the caches hold now, in bytes: on the slot cache
+// the tokens its slots hold (running or retained), else the blocks in use
+// (not the spare buffers kept for reuse).
 func (m *Model) KVBytes() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.sc != nil {
+		return m.heldBytes()
+	}
 	return m.kvBytes
 }
 

@@ -658,6 +658,9 @@ func (m *Model) Close() error {
 	}
 	m.closed = true
 	m.spare, m.logits = nil, nil
+	if m.sc != nil {
+		m.freeSlots() // a sequence released later finds no slot
+	}
 	if m.session != nil {
 		return m.session.Destroy()
 	}

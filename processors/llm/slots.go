@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -13,8 +14,10 @@ import (
 //
 // Every sequence holds a slot: row `slot` of one buffer per cache tensor,
 // shaped [slots, kv_heads, cols, head_dim], with its n tokens in columns
-// 0..n-1. GroupQueryAttention writes a step's keys and values at each row's
-// own position and reads only that row's tokens, and the buffer is both the
+// 0..n-1 and cols the context length plus one (the dummies' free column),
+// so that no sequence's growth moves the others' tokens.
+// GroupQueryAttention writes a step's keys and values at each row's own
+// position and reads only that row's tokens, and the buffer is both the
 // run's past and its present, so sequences join and leave without anyone's
 // cache being copied or padded. A step makes:
 //   - one run for every input of one token (decode tokens, one-token
@@ -41,16 +44,15 @@ import (
 // the step's answer. A failed run leaves a sequence with the reused prefix
 // it took.
 //
-// Columns grow to the longest sequence's need, rounded up to slotCols,
-// plus the dummies' free column (every slot's tokens < cols), and shrink
-// when the longest running sequence no longer needs half of them (cutting
-// longer retained prefixes); slots grow in eights when all are running (so
-// they stay within the scheduler's max_num_seqs rounded up). Either copies
-// every slot's tokens once; the buffers go when no slot holds any. The
-// memory is slots x columns: at most max_num_seqs x (context + 1) tokens'
-// keys and values.
+// Memory (slotmem_linux.go): the buffers are mappings whose pages the
+// kernel gives where tokens are written, so the cache holds the tokens its
+// slots hold (to within a page per slot and head), not slots x cols; a
+// slot's pages past its tokens go back when it is freed or cut. Slots grow
+// in eights when all are running (so they stay within the scheduler's
+// max_num_seqs rounded up), by remapping, without a copy; the buffers go
+// when no slot holds any tokens.
 type slotCache struct {
-	bufs        [][]byte // per cache tensor
+	bufs        [][]byte // per cache tensor, from growBytes
 	slots, cols int
 	seqs        []*sequence // per slot: its sequence, nil when free or retained
 	hist        [][]int32   // per slot: the tokens whose keys and values its columns hold
@@ -61,60 +63,88 @@ type slotCache struct {
 	reused      int  // prompt tokens taken from other slots so far
 }
 
-// slotCols is the step in which the columns grow: a decode loop copies the
-// caches once every slotCols tokens of its longest sequence.
-const slotCols = 64
-
 // minPrefix is the shortest prefix worth reusing.
 const minPrefix = 8
 
-// slotBytes is one slot's size in one cache tensor of cols columns.
-func (m *Model) slotBytes(cols int) int {
-	return m.lay.kvHeads * cols * m.lay.headDim * m.lay.elemSize()
-}
+// colBytes is one column of one head in one cache tensor: a token's key
+// or value for that head.
+func (m *Model) colBytes() int { return m.lay.headDim * m.lay.elemSize() }
 
-// resizeSlots remakes the buffers as slots x cols, copying each slot's
-// tokens (a retained prefix longer than the new columns allow is cut).
-func (m *Model) resizeSlots(slots, cols int) {
+// slotBytes is one slot's size in one cache tensor.
+func (m *Model) slotBytes() int { return m.lay.kvHeads * m.sc.cols * m.colBytes() }
+
+// growSlots makes room for slots slots, keeping every slot's tokens where
+// they are.
+func (m *Model) growSlots(slots int) error {
 	c := m.sc
-	for i, h := range c.hist {
-		c.hist[i] = h[:min(len(h), cols-1)]
+	if c.bufs == nil {
+		c.bufs, c.cols = make([][]byte, m.lay.kvTensors()), m.ctxLen+1
 	}
-	bufs := make([][]byte, m.lay.kvTensors())
-	for t := range bufs {
-		bufs[t] = make([]byte, slots*m.slotBytes(cols))
+	size := slots * m.slotBytes()
+	for t, b := range c.bufs {
+		g, err := growBytes(b, size)
+		if err != nil {
+			return fmt.Errorf("the key/value cache for %d sequences (%d bytes per cache tensor): %w", slots, size, err)
+		}
+		c.bufs[t] = g
 	}
-	old, oldCols := c.bufs, c.cols
-	c.bufs, c.cols = bufs, cols
-	for i, h := range c.hist {
-		m.copySlot(i, 0, old, oldCols, i, 0, len(h))
-	}
-	m.kvBytes = int64(len(bufs)) * int64(slots) * int64(m.slotBytes(cols))
 	c.slots = slots
 	c.seqs = append(c.seqs, make([]*sequence, slots-len(c.seqs))...)
 	c.hist = append(c.hist, make([][]int32, slots-len(c.hist))...)
 	c.used = append(c.used, make([]uint64, slots-len(c.used))...)
+	return nil
 }
 
-// copySlot copies n columns of slot src from column scol, in buffers of
-// srcCols columns, into slot dst of the cache from column dcol.
-func (m *Model) copySlot(dst, dcol int, src [][]byte, srcCols, from, scol, n int) {
+// cut keeps the first n of slot j's tokens and returns the pages past
+// them.
+func (m *Model) cut(j, n int) {
 	c := m.sc
-	h, rowBytes := m.lay.kvHeads, m.lay.headDim*m.lay.elemSize()
-	for t := range c.bufs {
-		for j := 0; j < h; j++ {
-			so := ((from*h+j)*srcCols + scol) * rowBytes
-			do := ((dst*h+j)*c.cols + dcol) * rowBytes
-			copy(c.bufs[t][do:do+n*rowBytes], src[t][so:so+n*rowBytes])
+	if len(c.hist[j]) <= n {
+		return
+	}
+	c.hist[j] = c.hist[j][:n]
+	h, col := m.lay.kvHeads, m.colBytes()
+	for _, b := range c.bufs {
+		if n == 0 {
+			dropPages(b, j*m.slotBytes(), (j+1)*m.slotBytes())
+			continue
+		}
+		for k := 0; k < h; k++ {
+			head := (j*h + k) * c.cols * col
+			dropPages(b, head+n*col, head+c.cols*col)
 		}
 	}
+}
+
+// copySlot copies n columns of slot from, starting at column at, into
+// slot dst at the same columns.
+func (m *Model) copySlot(dst, from, at, n int) {
+	c := m.sc
+	h, col := m.lay.kvHeads, m.colBytes()
+	for _, b := range c.bufs {
+		for k := 0; k < h; k++ {
+			so := ((from*h+k)*c.cols + at) * col
+			do := ((dst*h+k)*c.cols + at) * col
+			copy(b[do:do+n*col], b[so:so+n*col])
+		}
+	}
+}
+
+// heldBytes is the memory the slots' tokens take.
+func (m *Model) heldBytes() int64 {
+	n := 0
+	for _, h := range m.sc.hist {
+		n += len(h)
+	}
+	return int64(n) * int64(len(m.sc.bufs)*m.lay.kvHeads*m.colBytes())
 }
 
 // dropSlot frees s's slot, or keeps its tokens as a reusable prefix; the
 // buffers go when nothing is left in them.
 func (m *Model) dropSlot(s *sequence) {
 	c := m.sc
-	if s.slot < 0 {
+	if s.slot < 0 || s.slot >= len(c.seqs) || c.seqs[s.slot] != s { // none, or the model closed
+		s.slot = -1
 		return
 	}
 	c.seqs[s.slot] = nil
@@ -122,19 +152,22 @@ func (m *Model) dropSlot(s *sequence) {
 		c.clock++
 		c.used[s.slot] = c.clock
 	} else {
-		c.hist[s.slot] = nil
+		m.cut(s.slot, 0)
 	}
 	s.slot = -1
 	c.live--
 	if c.live == 0 && !slices.ContainsFunc(c.hist, func(h []int32) bool { return len(h) > 0 }) {
-		c.bufs, c.seqs, c.hist, c.used, c.slots, c.cols = nil, nil, nil, nil, 0, 0
-		m.kvBytes = 0
+		m.freeSlots()
 	}
 }
 
-// colsFor is the columns a longest need of n tokens takes.
-func (m *Model) colsFor(n int) int {
-	return min((n+1+slotCols-1)/slotCols*slotCols, m.ctxLen+1)
+// freeSlots returns the buffers, forgetting every slot.
+func (m *Model) freeSlots() {
+	c := m.sc
+	for _, b := range c.bufs {
+		freeBytes(b)
+	}
+	c.bufs, c.seqs, c.hist, c.used, c.slots, c.cols, c.live = nil, nil, nil, nil, 0, 0, 0
 }
 
 // prefixReuse is a prompt chunk's tokens found in another slot: L tokens
@@ -187,7 +220,7 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 		}
 		if s.slot < 0 && c.seqs[p.from] == nil && !pinned[p.from] {
 			s.slot, c.seqs[p.from] = p.from, s
-			c.hist[p.from] = c.hist[p.from][:p.n]
+			m.cut(p.from, p.n)
 			c.live++
 			s.n = p.n
 			c.reused += p.n
@@ -198,14 +231,10 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 	}
 
 	// Slots for the other newcomers (more slots when too few are not
-	// running), and columns for every new token.
-	need := 0
+	// running).
 	for i, s := range seqs {
-		need = max(need, s.n+len(batch[i].Tokens))
-	}
-	for _, s := range c.seqs {
-		if s != nil {
-			need = max(need, s.n)
+		if need := s.n + len(batch[i].Tokens); need > m.ctxLen {
+			return nil, fmt.Errorf("a sequence of %d tokens is past the context length %d", need, m.ctxLen)
 		}
 	}
 	newcomers, spare := 0, 0
@@ -219,16 +248,10 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 			spare++
 		}
 	}
-	slots := c.slots
 	if spare < newcomers {
-		slots = (c.slots + newcomers - spare + 7) / 8 * 8
-	}
-	cols := c.cols
-	if want := m.colsFor(need); want > cols || 2*want <= cols {
-		cols = want
-	}
-	if slots != c.slots || cols != c.cols {
-		m.resizeSlots(slots, cols)
+		if err := m.growSlots((c.slots + newcomers - spare + 7) / 8 * 8); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range seqs {
 		if s.slot >= 0 {
@@ -256,16 +279,18 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 			}
 		}
 		if place != room && len(c.hist[place]) > 0 {
-			m.copySlot(room, 0, c.bufs, c.cols, place, 0, len(c.hist[place]))
+			m.copySlot(room, place, 0, len(c.hist[place]))
+			m.cut(room, len(c.hist[place]))
 			c.hist[room] = append(c.hist[room][:0], c.hist[place]...)
 			c.used[room] = c.used[place]
 		}
-		s.slot, c.seqs[place], c.hist[place] = place, s, c.hist[place][:0]
+		m.cut(place, 0)
+		s.slot, c.seqs[place] = place, s
 		c.live++
 	}
 	for i, p := range copies {
 		s := seqs[i]
-		m.copySlot(s.slot, s.n, c.bufs, c.cols, p.from, s.n, p.n)
+		m.copySlot(s.slot, p.from, s.n, p.n)
 		c.hist[s.slot] = append(c.hist[s.slot], batch[i].Tokens[:p.n]...)
 		c.clock++
 		c.used[p.from] = c.clock
@@ -360,7 +385,7 @@ func (m *Model) slotRun(ctx context.Context, g, lo int, rows []slotRow) ([][]flo
 	f.add(ort.NewShape(int64(bsz), int64(s)), intBytes(ids, lay.idsElem), lay.idsElem)
 	f.add(ort.NewShape(int64(bsz), int64(s)), intBytes(pos, lay.posElem), lay.posElem)
 	shape := ort.NewShape(int64(bsz), int64(lay.kvHeads), int64(c.cols), int64(lay.headDim))
-	from, to := lo*m.slotBytes(c.cols), (lo+bsz)*m.slotBytes(c.cols)
+	from, to := lo*m.slotBytes(), (lo+bsz)*m.slotBytes()
 	for _, buf := range c.bufs {
 		f.add(shape, buf[from:to], lay.kvElem)
 	}

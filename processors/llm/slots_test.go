@@ -94,63 +94,74 @@ func cat(parts ...[]int32) []int32 { return slices.Concat(parts...) }
 
 func slotOf(x *twin) int { return x.s.(*sequence).slot }
 
-// perSlotCol is the llama test model's bytes per slot and column: 2 layers
-// x key and value, 2 kv heads of 16, float32.
-const perSlotCol = 4 * 2 * 16 * 4
+// perToken is the llama test model's cache bytes per token: 2 layers x
+// key and value, 2 kv heads of 16, float32.
+const perToken = 4 * 2 * 16 * 4
 
 // TestSlotCache follows the slot cache (prefix reuse off) through a
 // schedule that takes slots lowest first and reuses a released one, runs a
-// sequence in its prompt as a dummy row of the decode run, grows the
-// columns past slotCols and the slots past 8 (copying every sequence's
-// tokens), shrinks the columns when the longest sequence leaves, and holds
+// sequence in its prompt as a dummy row of the decode run, grows the slots
+// past 8 (by remapping: every sequence's tokens stay where they are),
+// holds the tokens its slots hold (a released sequence's go at once), and
 // nothing once all are released. Every step's logits must equal the
 // exported attention's.
 func TestSlotCache(t *testing.T) {
 	tw := newTwins(t, Options{NoPrefixReuse: true})
 	m := tw.m
-	memory := func(label string, slots, cols int) {
+	memory := func(label string, slots, tokens int) {
 		t.Helper()
-		if got, want := m.KVBytes(), int64(slots*cols*perSlotCol); got != want {
-			t.Fatalf("%s: KVBytes %d, want %d (%d slots x %d columns)", label, got, want, slots, cols)
+		if m.sc.slots != slots {
+			t.Fatalf("%s: %d slots, want %d", label, m.sc.slots, slots)
+		}
+		if got, want := m.KVBytes(), int64(tokens*perToken); got != want {
+			t.Fatalf("%s: KVBytes %d, want %d (%d tokens)", label, got, want, tokens)
 		}
 	}
 	a, b, c := tw.seq("a"), tw.seq("b"), tw.seq("c")
 	tw.run("a's prompt", in{a, toks(5, 100)})
-	memory("one sequence", 8, slotCols)
+	memory("one sequence", 8, 5)
+	if m.sc.cols != m.ctxLen+1 {
+		t.Fatalf("%d columns, want the context length %d + 1", m.sc.cols, m.ctxLen)
+	}
 	tw.run("b's prompt beside a", in{a, []int32{3}}, in{b, toks(3, 200)})
 	tw.run("c's one-token prompt in the decode run", in{a, []int32{4}}, in{b, []int32{5}}, in{c, []int32{300}})
 	if slotOf(a) != 0 || slotOf(b) != 1 || slotOf(c) != 2 {
 		t.Fatalf("slots %d %d %d, want 0 1 2", slotOf(a), slotOf(b), slotOf(c))
 	}
+	memory("a 7, b 4, c 1", 8, 12)
 	tw.release(b)
+	memory("b gone", 8, 8)
 	d := tw.seq("d")
 	tw.run("d's prompt, a dummy row of the decode run", in{a, []int32{6}}, in{c, []int32{7}}, in{d, toks(4, 400)})
 	if slotOf(d) != 1 {
 		t.Fatalf("d took slot %d, want b's 1", slotOf(d))
 	}
-	tw.run("a's 70-token chunk: the columns grow", in{a, toks(70, 500)}, in{c, []int32{8}}, in{d, []int32{9}})
-	memory("a at 79 tokens", 8, 2*slotCols)
+	tw.run("a's 70-token chunk", in{a, toks(70, 500)}, in{c, []int32{8}}, in{d, []int32{9}})
+	memory("a 78, c 3, d 5", 8, 86)
 	more := []in{{a, []int32{10}}, {c, []int32{11}}, {d, []int32{12}}}
 	for i := 0; i < 6; i++ {
 		more = append(more, in{tw.seq(string(rune('e' + i))), toks(2, 600+10*i)})
 	}
 	tw.run("six more: the slots grow", more...)
-	memory("nine sequences", 16, 2*slotCols)
+	memory("nine sequences", 16, 101)
 	tw.release(a)
 	var decode []in
 	for _, x := range tw.all[2:] { // c, d and the six: a and b are gone
 		decode = append(decode, in{x, []int32{13}})
 	}
-	tw.run("a gone: the columns shrink", decode...)
-	memory("the longest gone", 16, slotCols)
+	tw.run("a gone", decode...)
+	memory("the longest gone", 16, 30)
 	y, z := tw.seq("y"), tw.seq("z")
 	tw.run("y's prompt", in{y, toks(12, 9000)})
 	tw.run("z repeats y's prompt", in{y, []int32{14}}, in{z, cat(toks(12, 9000), []int32{15})})
 	if m.sc.reused != 0 {
 		t.Errorf("%d tokens reused with NoPrefixReuse", m.sc.reused)
 	}
+	memory("y 13 and z 13 beside the others", 16, 56)
 	tw.release(tw.all...)
-	memory("all released", 0, 0)
+	if m.KVBytes() != 0 || m.sc.bufs != nil {
+		t.Fatalf("all released: KVBytes %d, %d buffers", m.KVBytes(), len(m.sc.bufs))
+	}
 }
 
 // TestPrefixReuse: prompts that share a prefix with a running or released
