@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -140,6 +141,11 @@ func (m *Manager) activate(ctx context.Context, s *Service, v int, spec *service
 	} else {
 		began := time.Now()
 		engine, fetched, err := m.load(ctx, spec, m.processorEvents(s, v), log)
+		// A load reads, parses and rewrites the model in Go memory (up to
+		// a few times the file), garbage once it is in the runtime; with
+		// serve's high GC target the heap would keep it for a long time
+		// (a 500 MB model: gigabytes held). Loads are rare: collect now.
+		debug.FreeOSMemory()
 		if err != nil {
 			m.opt.Metrics.ModelLoadFailed(s.Name, loadFailureReason(err))
 			m.loadFailed(s, v, old, err)
