@@ -92,6 +92,8 @@ type GenConfig struct {
 //   - Server CPU: the process's user+system time (/proc/PID/stat, in
 //     USER_HZ = 100 ticks a second) over the window, in cores; -1 when no
 //     PID was given or it could not be read.
+//   - Server memory: the process's resident set (/proc/PID/status VmRSS)
+//     at the window's end, in MiB; -1 as for the CPU.
 type GenResult struct {
 	Mode         string         `json:"mode"` // closed or open
 	Clients      int            `json:"clients,omitempty"`
@@ -111,6 +113,7 @@ type GenResult struct {
 	ITLp99ms     float64        `json:"itl_p99_ms"`
 	TPOTms       float64        `json:"tpot_mean_ms"`
 	ServerCPU    float64        `json:"server_cpu_cores"`
+	ServerRSSMiB float64        `json:"server_rss_mib"`
 }
 
 // RunGeneration drives the load cfg describes.
@@ -148,10 +151,12 @@ func RunGeneration(ctx context.Context, cfg GenConfig) (GenResult, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cpu1 := make(chan int64, 1) // read at the window's end
+	rss1 := make(chan int64, 1)
 	if !once {
 		t := time.AfterFunc(time.Until(win.to), func() {
 			if cfg.PID > 0 {
 				cpu1 <- cpuTicks(cfg.PID)
+				rss1 <- rssKiB(cfg.PID)
 			}
 			cancel()
 		})
@@ -232,17 +237,21 @@ func RunGeneration(ctx context.Context, cfg GenConfig) (GenResult, error) {
 		win.to = end.Add(time.Nanosecond)
 	}
 	res := summarize(all, win)
-	res.ServerCPU = -1
+	res.ServerCPU, res.ServerRSSMiB = -1, -1
 	if cfg.PID > 0 {
 		c0 := <-cpu0
-		var c1 int64
+		var c1, r1 int64
 		select {
 		case c1 = <-cpu1:
+			r1 = <-rss1
 		default: // the workload once through, or a run that ended early
-			c1 = cpuTicks(cfg.PID)
+			c1, r1 = cpuTicks(cfg.PID), rssKiB(cfg.PID)
 		}
 		if span := res.Seconds; c0 >= 0 && c1 >= c0 && span > 0 {
 			res.ServerCPU = float64(c1-c0) / userHZ / span
+		}
+		if r1 >= 0 {
+			res.ServerRSSMiB = float64(r1) / 1024
 		}
 	}
 	if cfg.Clients > 0 {
@@ -285,6 +294,32 @@ func parseStatTicks(b []byte) int64 {
 		return -1
 	}
 	return u + s
+}
+
+// rssKiB reads a process's resident set in KiB, -1 when it cannot.
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return -1
+	}
+	return parseStatusRSS(b)
+}
+
+// parseStatusRSS takes VmRSS from a /proc/PID/status text ("VmRSS:  1234
+// kB"), -1 when it is missing.
+func parseStatusRSS(b []byte) int64 {
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				if n, err := strconv.ParseInt(f[0], 10, 64); err == nil && n >= 0 {
+					return n
+				}
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // genBodies encodes every workload request's body once.
@@ -548,18 +583,21 @@ func sortDur(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i
 // WriteGenTable prints generation results as an aligned table.
 func WriteGenTable(w io.Writer, results []GenResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "load\ttokens/s\trequests/s\tTTFT p50 ms\tTTFT p99 ms\tITL p50 ms\tITL p99 ms\tTPOT ms\tok\tshort\terrors\tserver CPU\t")
+	fmt.Fprintln(tw, "load\ttokens/s\trequests/s\tTTFT p50 ms\tTTFT p99 ms\tITL p50 ms\tITL p99 ms\tTPOT ms\tok\tshort\terrors\tserver CPU\tserver MiB\t")
 	for _, r := range results {
 		load := fmt.Sprintf("%d clients", r.Clients)
 		if r.Mode == "open" {
 			load = fmt.Sprintf("%.2f req/s", r.Rate)
 		}
-		cpu := "-"
+		cpu, rss := "-", "-"
 		if r.ServerCPU >= 0 {
 			cpu = fmt.Sprintf("%.2f", r.ServerCPU)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t\n", load, r.OutputTPS, r.RPS,
-			r.TTFTp50ms, r.TTFTp99ms, r.ITLp50ms, r.ITLp99ms, r.TPOTms, r.OK, r.Short, errorsByStatus(r.ByStatus), cpu)
+		if r.ServerRSSMiB >= 0 {
+			rss = fmt.Sprintf("%.0f", r.ServerRSSMiB)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%s\t%s\t%s\t\n", load, r.OutputTPS, r.RPS,
+			r.TTFTp50ms, r.TTFTp99ms, r.ITLp50ms, r.ITLp99ms, r.TPOTms, r.OK, r.Short, errorsByStatus(r.ByStatus), cpu, rss)
 	}
 	return tw.Flush()
 }

@@ -210,3 +210,20 @@ func FuzzReadStream(f *testing.F) {
 		}
 	})
 }
+
+func TestParseStatusRSS(t *testing.T) {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		if n := parseStatusRSS(b); n <= 0 {
+			t.Fatalf("this process's status gave %d", n)
+		}
+	}
+	ok := "Name:\teas-server\nVmPeak:\t  999 kB\nVmRSS:\t    1234 kB\nRssAnon:\t 1000 kB\n"
+	if n := parseStatusRSS([]byte(ok)); n != 1234 {
+		t.Errorf("parseStatusRSS = %d, want 1234", n)
+	}
+	for _, bad := range []string{"", "VmPeak:\t 999 kB\n", "VmRSS:\t12 MB\n", "VmRSS:\tx kB\n", "VmRSS:\n"} {
+		if n := parseStatusRSS([]byte(bad)); n != -1 {
+			t.Errorf("parseStatusRSS(%q) = %d, want -1", bad, n)
+		}
+	}
+}

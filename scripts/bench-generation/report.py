@@ -35,14 +35,15 @@ def per_cpu(r):
     return r["output_tokens_per_s"] / c if c and c > 0 else None
 
 
-print("| model | server | config | load | output tokens/s | requests/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | TPOT ms | mean batch | step ms | server CPU (cores) | tokens per CPU-second | ok | short | errors |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | server | config | load | output tokens/s | requests/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | TPOT ms | mean batch | step ms | server CPU (cores) | tokens per CPU-second | server MiB | ok | short | errors |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for m in models:
     for r in sorted((r for r in rows if r["model"] == m), key=lambda r: (r["server"] != "eas-server", r["server"], r["config"], load_key(r))):
         cpu = fmt(r["server_cpu_cores"], ".2f") if r["server_cpu_cores"] >= 0 else "n/a"
+        rss = fmt(r["server_rss_mib"], ".0f") if r.get("server_rss_mib", -1) >= 0 else "n/a"
         print(f"| {m} | {r['server']} | {r['config']} | {load_label(r)} | {r['output_tokens_per_s']:.1f} | {r['requests_per_s']:.2f} | "
               f"{r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} | {r['tpot_mean_ms']:.1f} | "
-              f"{fmt(r.get('mean_batch'), '.1f')} | {fmt(r.get('step_ms'), '.1f')} | {cpu} | {fmt(per_cpu(r), '.1f')} | {r['ok']} | {r['short']} | {errors(r)} |")
+              f"{fmt(r.get('mean_batch'), '.1f')} | {fmt(r.get('step_ms'), '.1f')} | {cpu} | {fmt(per_cpu(r), '.1f')} | {rss} | {r['ok']} | {r['short']} | {errors(r)} |")
 print()
 
 
