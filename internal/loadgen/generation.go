@@ -150,13 +150,11 @@ func RunGeneration(ctx context.Context, cfg GenConfig) (GenResult, error) {
 	// runCtx ends the requests still in flight at the window's end.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cpu1 := make(chan int64, 1) // read at the window's end
-	rss1 := make(chan int64, 1)
+	end1 := make(chan procSample, 1) // read at the window's end
 	if !once {
 		t := time.AfterFunc(time.Until(win.to), func() {
 			if cfg.PID > 0 {
-				cpu1 <- cpuTicks(cfg.PID)
-				rss1 <- rssKiB(cfg.PID)
+				end1 <- sampleProc(cfg.PID)
 			}
 			cancel()
 		})
@@ -240,18 +238,17 @@ func RunGeneration(ctx context.Context, cfg GenConfig) (GenResult, error) {
 	res.ServerCPU, res.ServerRSSMiB = -1, -1
 	if cfg.PID > 0 {
 		c0 := <-cpu0
-		var c1, r1 int64
+		var e procSample
 		select {
-		case c1 = <-cpu1:
-			r1 = <-rss1
+		case e = <-end1:
 		default: // the workload once through, or a run that ended early
-			c1, r1 = cpuTicks(cfg.PID), rssKiB(cfg.PID)
+			e = sampleProc(cfg.PID)
 		}
-		if span := res.Seconds; c0 >= 0 && c1 >= c0 && span > 0 {
-			res.ServerCPU = float64(c1-c0) / userHZ / span
+		if span := res.Seconds; c0 >= 0 && e.ticks >= c0 && span > 0 {
+			res.ServerCPU = float64(e.ticks-c0) / userHZ / span
 		}
-		if r1 >= 0 {
-			res.ServerRSSMiB = float64(r1) / 1024
+		if e.rssKiB >= 0 {
+			res.ServerRSSMiB = float64(e.rssKiB) / 1024
 		}
 	}
 	if cfg.Clients > 0 {
@@ -266,10 +263,21 @@ func RunGeneration(ctx context.Context, cfg GenConfig) (GenResult, error) {
 // ABI (USER_HZ) whatever the kernel's tick.
 const userHZ = 100
 
+// procSample is a process's CPU time (USER_HZ ticks) and resident memory
+// (KiB) at one moment, each -1 when it could not be read.
+type procSample struct{ ticks, rssKiB int64 }
+
+func sampleProc(pid int) procSample { return procSample{cpuTicks(pid), rssKiB(pid)} }
+
+// readProc reads /proc/PID/name.
+func readProc(pid int, name string) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + name)
+}
+
 // cpuTicks reads a process's user+system time in USER_HZ ticks, -1 when it
 // cannot.
 func cpuTicks(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProc(pid, "stat")
 	if err != nil {
 		return -1
 	}
@@ -298,7 +306,7 @@ func parseStatTicks(b []byte) int64 {
 
 // rssKiB reads a process's resident set in KiB, -1 when it cannot.
 func rssKiB(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := readProc(pid, "status")
 	if err != nil {
 		return -1
 	}

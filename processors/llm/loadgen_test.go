@@ -48,7 +48,7 @@ func TestGenerationLoad(t *testing.T) {
 		if res.OutputTokens != wantTokens || res.PromptTokens != wantPrompt {
 			t.Errorf("%s: %d output and %d prompt tokens counted, the workload has %d and %d", name, res.OutputTokens, res.PromptTokens, wantTokens, wantPrompt)
 		}
-		if res.TTFTp50ms <= 0 || res.TTFTp99ms < res.TTFTp50ms || res.ITLp99ms < res.ITLp50ms || res.OutputTPS <= 0 || res.ServerCPU < 0 {
+		if res.TTFTp50ms <= 0 || res.TTFTp99ms < res.TTFTp50ms || res.ITLp99ms < res.ITLp50ms || res.OutputTPS <= 0 || res.ServerCPU < 0 || res.ServerRSSMiB <= 0 {
 			t.Errorf("%s: measures %+v", name, res)
 		}
 		return res
