@@ -200,7 +200,8 @@ func (m *Model) findPrefix(s *sequence, toks []int32) (prefixReuse, bool) {
 	return best, best.n >= minPrefix
 }
 
-// slotStep is Step on the slot cache.
+// slotStep is Step on the slot cache, its inputs checked by Step (within
+// the context, so within every slot's columns).
 func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs []*sequence) ([][]float32, error) {
 	c := m.sc
 	batch = slices.Clone(batch) // a reused prefix shortens an input's tokens
@@ -232,11 +233,6 @@ func (m *Model) slotStep(ctx context.Context, batch []processors.StepInput, seqs
 
 	// Slots for the other newcomers (more slots when too few are not
 	// running).
-	for i, s := range seqs {
-		if need := s.n + len(batch[i].Tokens); need > m.ctxLen {
-			return nil, fmt.Errorf("a sequence of %d tokens is past the context length %d", need, m.ctxLen)
-		}
-	}
 	newcomers, spare := 0, 0
 	for _, s := range seqs {
 		if s.slot < 0 {
